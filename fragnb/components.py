@@ -1,0 +1,245 @@
+"""Base classes for what a training loop calls: Env, Actor (policy inference), Learner, Buffer.
+
+Capture gives a statement its role from the type of the component it calls, so a user's own
+class becomes an actor by subclassing :class:`Actor`. Components know three protocols that
+distribution relies on:
+
+- ``shard(index, count)`` splits the environment axis across replicas. Attributes named in
+  ``per_env`` have the environment as their leading axis and are sliced; everything else is shared.
+- ``state_dict()`` / ``load_state_dict()`` move state in and out (checkpoints, and trained state
+  coming back into the notebook). The default covers modules, optimisers, tensors, generators and
+  random streams held as attributes.
+- per-environment random streams (:class:`fragnb.streams.EnvStreams`) make results independent of
+  sharding.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+
+from .streams import EnvStreams
+
+__all__ = ["Component", "Env", "Actor", "Learner", "Buffer", "Episode", "ROLES", "role_of", "shard_slice"]
+
+
+def shard_slice(num_envs: int, index: int, count: int) -> slice:
+    """The environments that replica ``index`` of ``count`` serves, as a slice of the batch."""
+    if count < 1:
+        raise ValueError(f"shard count must be at least 1, got {count}")
+    if not 0 <= index < count:
+        raise ValueError(f"shard index must be in [0, {count}), got {index}")
+    if num_envs % count:
+        raise ValueError(f"num_envs={num_envs} is not divisible by {count} shards; pick a divisor of {num_envs}")
+    size = num_envs // count
+    return slice(index * size, (index + 1) * size)
+
+
+class Component:
+    """Anything a fragment calls. Subclass :class:`Env`, :class:`Actor`, :class:`Learner` or :class:`Buffer`."""
+
+    role: ClassVar[str] = "component"
+    #: Attributes whose leading axis is the environment; ``shard`` slices them.
+    per_env: ClassVar[tuple[str, ...]] = ()
+
+    def shard(self, index: int, count: int) -> Component:
+        """Replica ``index`` of ``count``: the same component over its share of the environments.
+
+        Components without per-environment state return a copy that shares their modules.
+        """
+        part = copy.copy(self)
+        if "num_envs" in vars(self):
+            sl = shard_slice(self.num_envs, index, count)
+            part.num_envs = sl.stop - sl.start
+            for name in self.per_env:
+                setattr(part, name, _take(getattr(self, name), sl))
+        return part
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume this component: modules, optimisers, tensors, generators, streams."""
+        state = {}
+        for name, value in vars(self).items():
+            if isinstance(value, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
+                state[name] = value.state_dict()
+            elif isinstance(value, torch.Tensor):
+                state[name] = value.detach().clone()
+            elif isinstance(value, torch.Generator):
+                state[name] = value.get_state()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (in place: modules stay the same objects)."""
+        for name, value in state.items():
+            current = getattr(self, name)
+            if isinstance(current, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
+                current.load_state_dict(value)
+            elif isinstance(current, torch.Tensor):
+                current.data = value.detach().clone().to(current.device)
+            elif isinstance(current, torch.Generator):
+                current.set_state(value)
+            else:
+                raise KeyError(f"{type(self).__name__} has no restorable attribute {name!r}")
+
+    def __repr__(self) -> str:
+        envs = f"num_envs={self.num_envs}" if "num_envs" in vars(self) else ""
+        return f"{type(self).__name__}({envs})"
+
+
+def _take(value, sl: slice):
+    if isinstance(value, list):
+        return value[sl]
+    return value[sl].clone() if isinstance(value, torch.Tensor) else value[sl]
+
+
+class Episode(NamedTuple):
+    """A finished episode: which environment, its return and length, and when it ended."""
+
+    env_id: int
+    ret: float
+    length: int
+    step: int  # vector step of the batch at which it ended (the same in every shard)
+    time: float  # time.perf_counter() when it ended
+
+
+class Env(Component):
+    """A batch of ``num_envs`` environments stepped together, with auto-reset.
+
+    Subclasses set ``obs_shape`` and ``num_actions`` and implement :meth:`_reset` and
+    :meth:`_step`; this class does auto-reset, episode bookkeeping and sharding. Reset noise must
+    come from ``self.streams`` so that it does not depend on sharding.
+
+    Parameters
+    ----------
+    num_envs : int
+        Environments in the batch.
+    seed : int
+        Seed of every per-environment stream.
+    """
+
+    role = "env"
+    per_env = ("env_ids", "streams", "episode_return", "episode_length")
+    obs_shape: tuple[int, ...] = ()
+    num_actions: int = 0
+
+    def __init__(self, num_envs: int, seed: int = 0):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        self.num_envs, self.seed = int(num_envs), int(seed)
+        self.env_ids = torch.arange(self.num_envs)
+        self.streams = EnvStreams(self.seed, self.env_ids, "reset")
+        self.episode_return = torch.zeros(self.num_envs, dtype=torch.float64)
+        self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64)
+        self.vector_steps = 0
+        self.episodes: list[Episode] = []
+
+    # -- to implement -------------------------------------------------------------------------
+    def _reset(self, mask: torch.Tensor) -> torch.Tensor:
+        """Reset the masked environments; return their first observations."""
+        raise NotImplementedError
+
+    def _step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Advance every environment; return ``(obs, reward, terminated, truncated)``."""
+        raise NotImplementedError
+
+    # -- the interface a loop calls ---------------------------------------------------------
+    def reset(self) -> torch.Tensor:
+        """Reset every environment and return the observations, shape ``(num_envs, *obs_shape)``."""
+        self.episode_return.zero_()
+        self.episode_length.zero_()
+        return self._reset(torch.ones(self.num_envs, dtype=torch.bool))
+
+    def step(self, actions: torch.Tensor):
+        """Step every environment; finished ones are reset and report their next episode's first obs.
+
+        Returns
+        -------
+        obs, reward, terminated, truncated, info
+            ``info["episode_returns"]`` lists the returns of episodes that ended in this step, in
+            environment order.
+        """
+        if len(actions) != self.num_envs:
+            raise ValueError(f"{type(self).__name__} has {self.num_envs} environments but got {len(actions)} actions")
+        obs, reward, terminated, truncated = self._step(actions)
+        self.vector_steps += 1
+        self.episode_return += reward
+        self.episode_length += 1
+        done = terminated | truncated
+        finished = []
+        if done.any():
+            now = time.perf_counter()
+            for i in done.nonzero().flatten().tolist():
+                ret = float(self.episode_return[i])
+                finished.append(ret)
+                self.episodes.append(Episode(int(self.env_ids[i]), ret, int(self.episode_length[i]), self.vector_steps, now))
+            self.episode_return[done] = 0.0
+            self.episode_length[done] = 0
+            obs = obs.clone()
+            obs[done] = self._reset(done)
+        return obs, reward, terminated, truncated, {"episode_returns": finished}
+
+    def shard(self, index: int, count: int) -> Env:
+        part = super().shard(index, count)
+        part.episodes = [e for e in self.episodes if int(part.env_ids[0]) <= e.env_id <= int(part.env_ids[-1])]
+        return part
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps taken by this batch (vector steps x environments)."""
+        return self.vector_steps * self.num_envs
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "vector_steps": self.vector_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        self.vector_steps = state.pop("vector_steps")
+        super().load_state_dict(state)
+
+
+class Actor(Component):
+    """Policy inference over a batch of environments.
+
+    Action sampling must draw from ``self.streams`` (one stream per environment) so that an actor
+    serving environments 32..63 samples exactly what they would sample in the full batch.
+
+    Parameters
+    ----------
+    num_envs : int
+        Environments whose observations :meth:`act` receives.
+    seed : int
+        Seed of the per-environment sampling streams.
+    """
+
+    role = "actor"
+    per_env = ("env_ids", "streams")
+
+    def __init__(self, num_envs: int, seed: int = 0):
+        self.num_envs, self.seed = int(num_envs), int(seed)
+        self.env_ids = torch.arange(self.num_envs)
+        self.streams = EnvStreams(self.seed, self.env_ids, "action")
+
+
+class Learner(Component):
+    """Updates parameters from batches of experience. Replicated only by ``multi_learner``-style policies."""
+
+    role = "learner"
+
+
+class Buffer(Component):
+    """Holds experience between the actors that write it and the learner that reads it."""
+
+    role = "buffer"
+
+
+ROLES = {cls.role: cls for cls in (Env, Actor, Buffer, Learner)}
+
+
+def role_of(obj: Any) -> str | None:
+    """The role of a component instance (``"env"``, ``"actor"``, ...), or ``None`` for anything else."""
+    for role, cls in ROLES.items():
+        if isinstance(obj, cls):
+            return role
+    return None

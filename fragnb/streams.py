@@ -1,0 +1,87 @@
+"""Per-environment random streams that do not depend on how environments are sharded.
+
+Each environment ``i`` owns a stream keyed by ``(seed, domain, i)``; draw ``k`` of that stream is a
+hash of the key and a per-environment counter. A shard of environments 32..63 therefore draws
+exactly the numbers those environments draw inside the full batch of 64, which is what lets every
+distribution policy reproduce the single-process result (DESIGN.md, invariant 1).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+
+__all__ = ["EnvStreams"]
+
+_MASK = 0xFFFFFFFF
+# Odd multipliers below 2**31 keep every product of 32-bit values inside int64 (no overflow).
+_M1, _M2, _GOLDEN = 0x7FEB352D, 0x5BD1E995, 0x1E3779B9
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer finaliser (xor-shift-multiply rounds) on int64 tensors."""
+    x = x & _MASK
+    x = x ^ (x >> 16)
+    x = (x * _M1) & _MASK
+    x = x ^ (x >> 15)
+    x = (x * _M2) & _MASK
+    return x ^ (x >> 16)
+
+
+class EnvStreams:
+    """One independent stream of uniform numbers per environment.
+
+    Parameters
+    ----------
+    seed : int
+        Experiment seed.
+    env_ids : torch.Tensor
+        Global indices of the environments this object serves (int64).
+    domain : str
+        What the numbers are for (``"reset"``, ``"action"``); different domains never share numbers.
+
+    Examples
+    --------
+    >>> full = EnvStreams(0, torch.arange(4), "action")
+    >>> half = full[2:4]
+    >>> bool((full.uniform(3)[2:] == half.uniform(3)).all())
+    True
+    """
+
+    def __init__(self, seed: int, env_ids: torch.Tensor, domain: str):
+        self.seed, self.domain = int(seed), domain
+        self.env_ids = torch.as_tensor(env_ids, dtype=torch.int64)
+        base = _mix(torch.tensor(self.seed & _MASK) ^ _mix(torch.tensor(zlib.crc32(domain.encode()))))
+        self.keys = _mix(base ^ _mix(self.env_ids + _GOLDEN))
+        self.counters = torch.zeros(len(self.env_ids), dtype=torch.int64)
+
+    def __len__(self) -> int:
+        return len(self.env_ids)
+
+    def __getitem__(self, index) -> EnvStreams:
+        part = object.__new__(EnvStreams)
+        part.seed, part.domain = self.seed, self.domain
+        part.env_ids, part.keys = self.env_ids[index], self.keys[index]
+        part.counters = self.counters[index].clone()
+        return part
+
+    def uniform(self, n: int = 1, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Next ``n`` numbers in [0, 1) of each stream (of the masked streams only, if ``mask``).
+
+        Returns a float64 tensor of shape ``(streams, n)`` and advances those streams by one draw.
+        """
+        keys, counters = (self.keys, self.counters) if mask is None else (self.keys[mask], self.counters[mask])
+        h = _mix(keys ^ _mix(counters * _GOLDEN + 1)).unsqueeze(1)
+        draws = _mix(h ^ _mix(torch.arange(1, n + 1, dtype=torch.int64) * _M2))
+        if mask is None:
+            self.counters += 1
+        else:
+            self.counters[mask] += 1
+        return draws.to(torch.float64) / 2.0**32
+
+    def state_dict(self) -> dict:
+        return {"counters": self.counters.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.counters = state["counters"].clone()
