@@ -1,0 +1,153 @@
+"""The fragmented dataflow graph: loops, statements, fragments and the edges between them."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Loop", "Statement", "Fragment", "Edge", "FragmentGraph"]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A ``for`` loop of the cell; ``parent`` is the loop around it (``None`` for the iteration loop)."""
+
+    var: str
+    lineno: int
+    header: str
+    parent: Loop | None = None
+
+    @property
+    def depth(self) -> int:
+        return 0 if self.parent is None else self.parent.depth + 1
+
+    def encloses(self, other: Loop | None) -> bool:
+        while other is not None:
+            if other is self:
+                return True
+            other = other.parent
+        return False
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One leaf statement of the cell (a whole ``if`` block counts as one)."""
+
+    index: int
+    lineno: int
+    end_lineno: int
+    source: str
+    node: ast.stmt = field(repr=False, compare=False)
+    loop: Loop | None
+    reads: frozenset[str]
+    writes: frozenset[str]
+    components: tuple[str, ...]  # names of the components it calls
+    role: str
+
+
+@dataclass
+class Fragment:
+    """Statements of one role inside one loop: the unit a distribution policy places and replicates."""
+
+    name: str
+    role: str
+    loop: Loop | None
+    statements: list[Statement]
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for s in self.statements for c in s.components))
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        return tuple(s.lineno for s in self.statements)
+
+    def __repr__(self) -> str:
+        where = f"loop `{self.loop.var}`" if self.loop else "cell"
+        return f"Fragment({self.name!r}, role={self.role!r}, {where}, lines={list(self.lines)})"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Values flowing from one fragment to another.
+
+    ``kind`` is ``"data"`` for variables assigned in ``src`` and read in ``dst``, and ``"state"`` for
+    component state both fragments touch (a buffer's contents, a network's weights).
+    """
+
+    src: str
+    dst: str
+    variables: tuple[str, ...]
+    kind: str = "data"
+
+    @property
+    def label(self) -> str:
+        return ", ".join(self.variables)
+
+
+@dataclass
+class FragmentGraph:
+    """A training loop captured from a cell; build one with :func:`fragnb.capture`.
+
+    Attributes
+    ----------
+    name : str
+        Name given at capture (the ``%%fragment NAME``).
+    source : str
+        The cell's source.
+    fragments : list of Fragment
+        In order of their first statement.
+    edges : list of Edge
+        Data edges, then state edges, each in a stable order.
+    components : dict
+        Component variable name to role, for every component the loop calls.
+    loops : list of Loop
+        Outermost first.
+    """
+
+    name: str
+    source: str
+    tree: ast.Module = field(repr=False)
+    loops: list[Loop]
+    statements: list[Statement] = field(repr=False)
+    fragments: list[Fragment]
+    edges: list[Edge]
+    components: dict[str, str]
+    namespace: dict[str, Any] = field(repr=False, compare=False)
+    #: The RunResult of the latest run of this graph (set by :func:`fragnb.run`).
+    last_run: Any = field(default=None, repr=False, compare=False)
+
+    def fragment(self, name: str) -> Fragment:
+        for frag in self.fragments:
+            if frag.name == name:
+                return frag
+        raise KeyError(f"no fragment {name!r}; fragments are {[f.name for f in self.fragments]}")
+
+    def fragment_of(self, statement: Statement) -> Fragment:
+        for frag in self.fragments:
+            if statement in frag.statements:
+                return frag
+        raise KeyError(statement)
+
+    def render(self):
+        """The graph as a ``graphviz.Digraph``: fragments coloured by role, loops as clusters."""
+        from .render import render_graph
+
+        return render_graph(self)
+
+    @property
+    def dot(self) -> str:
+        """The DOT source of :meth:`render`; stable for the same cell and namespace."""
+        return self.render().source
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from .render import mimebundle
+
+        return mimebundle(self.render(), include, exclude)
+
+    def __repr__(self) -> str:
+        lines = [f"FragmentGraph {self.name!r}: {len(self.fragments)} fragments, {len(self.edges)} edges"]
+        lines += [f"  {f!r}" for f in self.fragments]
+        lines += [f"  {e.src} -> {e.dst} [{e.kind}: {e.label}]" for e in self.edges]
+        return "\n".join(lines)

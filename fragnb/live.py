@@ -1,0 +1,102 @@
+"""Progress of a run: a tqdm bar over training iterations and a live learning curve.
+
+The curve follows the display-handle pattern (``display(..., display_id=True)`` then
+``handle.update``), which both JupyterLab and nbval accept.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Sequence
+
+__all__ = ["LiveProgress", "learning_curve", "in_notebook"]
+
+
+def in_notebook() -> bool:
+    """Whether we run inside a Jupyter kernel (where rich display works)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
+def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: int = 20):
+    """A matplotlib ``Figure`` of episode returns against environment steps, with a rolling mean."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    if curve:
+        steps, rets = zip(*curve)
+        ax.plot(steps, rets, ".", ms=2, alpha=0.35, color="#4c72b0", label="episode return")
+        means = [sum(rets[max(0, i - window + 1) : i + 1]) / (i + 1 - max(0, i - window + 1)) for i in range(len(rets))]
+        ax.plot(steps, means, color="#c44e52", lw=1.5, label=f"mean of last {window}")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("return")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return buf.getvalue()
+
+
+class LiveProgress:
+    """Shows a run's progress; :meth:`update` after each training iteration, :meth:`close` at the end.
+
+    Parameters
+    ----------
+    total : int or None
+        Number of training iterations, if known.
+    title : str
+        Shown on the bar and the plot.
+    progress, plot : bool
+        Switch the bar or the live learning curve off. The curve only shows inside a notebook.
+    plot_every : float
+        Least seconds between two redraws of the curve.
+    """
+
+    def __init__(self, total: int | None, title: str = "", progress: bool = True, plot: bool = True, plot_every: float = 1.0):
+        self.title, self.plot_every = title, plot_every
+        self.bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=title, unit="it", leave=True)
+        self.handle = None
+        self.plot = plot and in_notebook()
+        self.last_draw = 0.0
+
+    def update(self, curve: Sequence[tuple[int, float]], env_steps: int) -> None:
+        if self.bar is not None:
+            postfix = {"env_steps": env_steps}
+            if curve:
+                last = [r for _, r in curve[-20:]]
+                postfix["return"] = f"{sum(last) / len(last):.1f}"
+            self.bar.set_postfix(postfix, refresh=False)
+            self.bar.update(1)
+        if self.plot and time.perf_counter() - self.last_draw >= self.plot_every:
+            self.draw(curve)
+
+    def draw(self, curve: Sequence[tuple[int, float]]) -> None:
+        from IPython.display import Image, display
+
+        image = Image(data=_png(learning_curve(curve, self.title)), format="png")
+        if self.handle is None:
+            self.handle = display(image, display_id=True)
+        else:
+            self.handle.update(image)
+        self.last_draw = time.perf_counter()
+
+    def close(self, curve: Sequence[tuple[int, float]]) -> None:
+        if self.plot:
+            self.draw(curve)
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,57 @@
+"""The ``%%fragment`` cell magic: parse arguments, capture, bind, display, run."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from . import policies
+from .capture import capture
+from .runtime import run
+
+__all__ = ["FragmentMagics"]
+
+
+@magics_class
+class FragmentMagics(Magics):
+    """Magics that turn a training-loop cell into a fragment graph."""
+
+    @magic_arguments()
+    @argument("name", help="variable that receives the FragmentGraph")
+    @argument("--policy", "-p", default="single", help="distribution policy (default: single, one process)")
+    @argument("--run", action="store_true", help="also execute the loop under the policy")
+    @argument("--no-progress", action="store_true", help="no progress bar during --run")
+    @argument("--no-plot", action="store_true", help="no live learning curve during --run")
+    @argument("--quiet", "-q", action="store_true", help="do not display the graph")
+    @cell_magic
+    def fragment(self, line: str, cell: str):
+        """Capture the cell's training loop as a fragment graph bound to NAME, and display it.
+
+        With ``--run`` the loop then runs under ``--policy``; afterwards the namespace holds what
+        plain execution of the cell would leave (trained components, the cell's variables), and the
+        RunResult is kept as ``NAME.last_run``.
+
+        Example::
+
+            %%fragment ppo --run
+            for it in range(iterations):
+                ...
+        """
+        args = parse_argstring(self.fragment, line)
+        if not cell.strip():
+            raise UsageError("%%fragment needs a training loop in the cell body, below the %%fragment line")
+        if not args.name.isidentifier():
+            raise UsageError(f"%%fragment NAME: {args.name!r} is not a valid variable name")
+        try:
+            policy = policies.resolve(args.policy)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        ns = self.shell.user_ns
+        graph = capture(self.shell.transform_cell(cell), ns, name=args.name)
+        ns[args.name] = graph
+        if not args.quiet:
+            display(graph)
+        if args.run:
+            print(run(graph, policy, progress=not args.no_progress, plot=not args.no_plot))

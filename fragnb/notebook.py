@@ -1,0 +1,40 @@
+"""Read a course notebook's canonical example: its setup cells and its first ``%%fragment`` cell.
+
+Tests, benchmarks and ``make demo`` run the very loop the notebook teaches, not a copy of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CanonicalCell", "load_canonical"]
+
+
+@dataclass(frozen=True)
+class CanonicalCell:
+    """The first ``%%fragment`` cell of a notebook and the plain Python that precedes it."""
+
+    setup: str  # code cells before it, without IPython magics
+    magic: str  # its ``%%fragment ...`` line
+    body: str  # the training loop
+
+    @property
+    def name(self) -> str:
+        return self.magic.split()[1]
+
+
+def load_canonical(path: str | Path) -> CanonicalCell:
+    """Parse ``path`` (an .ipynb) and return its first ``%%fragment`` cell with its setup."""
+    cells = json.loads(Path(path).read_text())["cells"]
+    setup: list[str] = []
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        if source.startswith("%%fragment"):
+            magic, _, body = source.partition("\n")
+            return CanonicalCell("\n".join(setup), magic, body)
+        setup += [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    raise ValueError(f"{path} has no %%fragment cell")

@@ -1,0 +1,62 @@
+"""Render: fragment graphs as graphviz digraphs, shown as SVG in a notebook.
+
+Without the ``dot`` binary a graph shows its DOT source and a one-line hint instead of failing.
+"""
+
+from __future__ import annotations
+
+import graphviz
+
+from .graph import FragmentGraph, Loop
+
+__all__ = ["ROLE_COLORS", "render_graph", "mimebundle", "DOT_MISSING_HINT"]
+
+ROLE_COLORS = {
+    "env": "#c7e9c0",
+    "actor": "#c6dbef",
+    "buffer": "#fee391",
+    "learner": "#fcbba1",
+    "driver": "#e0e0e0",
+}
+DOT_MISSING_HINT = (
+    "(graphviz's `dot` program is not installed, so here is the graph's DOT source; "
+    "install it with `apt-get install graphviz` or `conda install graphviz` to see the drawing)"
+)
+
+
+def render_graph(graph: FragmentGraph) -> graphviz.Digraph:
+    """Draw fragments as boxes coloured by role, loops as nested clusters, edges labelled with variables."""
+    dot = graphviz.Digraph(name=graph.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "label": f"%%fragment {graph.name}", "labelloc": "t"})
+    dot.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="11")
+    dot.attr("edge", fontname="Helvetica", fontsize="9")
+
+    def add_fragments(into: graphviz.Digraph, loop: Loop | None) -> None:
+        for frag in graph.fragments:
+            if frag.loop is loop:
+                code = "\\l".join(_escape(s.source.splitlines()[0]) for s in frag.statements) + "\\l"
+                into.node(frag.name, f"{frag.name}\\n{code}", fillcolor=ROLE_COLORS.get(frag.role, "#ffffff"))
+        for child in graph.loops:
+            if child.parent is loop:
+                with into.subgraph(name=f"cluster_{child.var}") as sub:
+                    sub.attr(label=child.header, style="dashed", fontname="Helvetica", fontsize="10", labeljust="l")
+                    add_fragments(sub, child)
+
+    add_fragments(dot, None)
+    for edge in graph.edges:
+        if edge.kind == "state":
+            dot.edge(edge.src, edge.dst, label=edge.label, style="dashed", color="#7f7f7f", fontcolor="#7f7f7f")
+        else:
+            dot.edge(edge.src, edge.dst, label=edge.label)
+    return dot
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def mimebundle(dot: graphviz.Digraph, include=None, exclude=None) -> dict:
+    """What a notebook shows for a graph: SVG, or the DOT source and a hint when ``dot`` is missing."""
+    try:
+        return dot._repr_mimebundle_(include, exclude)
+    except graphviz.ExecutableNotFound:
+        return {"text/plain": f"{DOT_MISSING_HINT}\n{dot.source}"}

@@ -1,0 +1,236 @@
+"""Runtime: execute a captured graph under a distribution policy and report what happened.
+
+The ``single`` policy runs the cell's own code in the notebook's namespace, instrumented only by
+per-fragment timers and a progress hook on the iteration loop, so the namespace ends exactly as
+plain execution of the cell would leave it.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import time
+from dataclasses import dataclass, field
+
+from . import policies
+from .graph import FragmentGraph
+from .live import LiveProgress, learning_curve
+
+__all__ = ["run", "RunResult", "first_solved"]
+
+_DRIVER = "__fragnb_run__"  # the one name fragnb puts in the namespace, only while a run lasts
+
+
+@dataclass
+class RunResult:
+    """What a run did.
+
+    Attributes
+    ----------
+    graph, policy : str
+        Names of the graph and of the distribution policy.
+    iterations : int
+        Training iterations completed.
+    seconds : float
+        Wall-clock time of the loop.
+    env_steps : int
+        Environment steps taken.
+    fragment_seconds : dict
+        Wall-clock seconds spent in each fragment.
+    curve : list of (int, float, float)
+        One entry per finished episode: environment steps so far, return, seconds since start.
+    """
+
+    graph: str
+    policy: str
+    iterations: int = 0
+    seconds: float = 0.0
+    env_steps: int = 0
+    fragment_seconds: dict[str, float] = field(default_factory=dict)
+    curve: list[tuple[int, float, float]] = field(default_factory=list, repr=False)
+
+    @property
+    def env_steps_per_s(self) -> float:
+        return self.env_steps / self.seconds if self.seconds else 0.0
+
+    @property
+    def returns(self) -> list[float]:
+        return [r for _, r, _ in self.curve]
+
+    def mean_return(self, last: int = 20) -> float:
+        """Mean return of the last ``last`` finished episodes (NaN before any)."""
+        tail = self.returns[-last:]
+        return sum(tail) / len(tail) if tail else float("nan")
+
+    def solved_at(self, threshold: float = 475.0, window: int = 20) -> tuple[int, float] | None:
+        """(env steps, seconds) when the mean of the last ``window`` returns first reached ``threshold``."""
+        i = first_solved(self.returns, threshold, window)
+        return None if i is None else self.curve[i][::2]
+
+    def plot(self):
+        """The learning curve as a matplotlib ``Figure``."""
+        return learning_curve([(s, r) for s, r, _ in self.curve], f"{self.graph} ({self.policy})")
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.graph} under {self.policy!r}: {self.iterations} iterations, {self.env_steps} env steps "
+            f"in {self.seconds:.2f} s ({self.env_steps_per_s:,.0f} steps/s); "
+            f"mean return of last 20 episodes {self.mean_return():.1f}"
+        ]
+        total = sum(self.fragment_seconds.values()) or 1.0
+        for name, sec in sorted(self.fragment_seconds.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {name:<14} {sec:8.3f} s  {100 * sec / total:5.1f} %")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+
+def first_solved(returns: list[float], threshold: float = 475.0, window: int = 20) -> int | None:
+    """Index of the first episode at which the mean of the last ``window`` returns reaches ``threshold``."""
+    total = 0.0
+    for i, r in enumerate(returns):
+        total += r - (returns[i - window] if i >= window else 0.0)
+        if i + 1 >= window and total / window >= threshold:
+            return i
+    return None
+
+
+def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool = True, plot: bool = True, **params) -> RunResult:
+    """Run a captured training loop under a distribution policy.
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        From :func:`fragnb.capture` or ``%%fragment``.
+    policy : str or DistributionPolicy
+        ``"single"`` runs in this process.
+    cluster : optional
+        Where distributed policies run; ``single`` takes none.
+    progress, plot : bool
+        Show a progress bar, and a live learning curve in a notebook.
+
+    Returns
+    -------
+    RunResult
+        Timing, throughput and the learning curve. The loop's variables and the components'
+        trained state are in the graph's namespace, as after running the cell as plain Python.
+    """
+    policy = policies.resolve(policy)
+    if policy.name != "single":
+        raise NotImplementedError(f"policy {policy.name!r} has no executor yet")
+    if cluster is not None:
+        raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
+    if params:
+        raise TypeError(f"the 'single' policy takes no parameters, got {sorted(params)}")
+    graph.last_run = _run_in_process(graph, progress, plot)
+    return graph.last_run
+
+
+class _Timer:
+    __slots__ = ("seconds", "name", "start")
+
+    def __init__(self, seconds: dict[str, float], name: str):
+        self.seconds, self.name = seconds, name
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.seconds[self.name] += time.perf_counter() - self.start
+
+
+class _Driver:
+    """What the instrumented cell calls: fragment timers and the iteration hook."""
+
+    def __init__(self, graph: FragmentGraph, progress: bool, plot: bool):
+        self.graph, self.show_progress, self.show_plot = graph, progress, plot
+        self.envs = [graph.namespace[c] for c, role in graph.components.items() if role == "env"]
+        self.seen = [len(e.episodes) for e in self.envs]
+        self.steps0 = [e.env_steps for e in self.envs]
+        self.seconds = {f.name: 0.0 for f in graph.fragments}
+        self.timers = {name: _Timer(self.seconds, name) for name in self.seconds}
+        self.iterations = 0
+        self.progress: LiveProgress | None = None
+        self.start = time.perf_counter()
+
+    def timer(self, name: str) -> _Timer:
+        return self.timers[name]
+
+    def iterate(self, iterable):
+        total = len(iterable) if hasattr(iterable, "__len__") else None
+        self.progress = LiveProgress(total, self.graph.name, self.show_progress, self.show_plot)
+        for item in iterable:
+            yield item
+            self.iterations += 1
+            self.progress.update(self.points(), self.env_steps())
+
+    def env_steps(self) -> int:
+        return sum(e.env_steps - s for e, s in zip(self.envs, self.steps0))
+
+    def curve(self) -> list[tuple[int, float, float]]:
+        """Episodes finished during the run: (env steps of their batch since start, return, seconds)."""
+        eps = [
+            (ep.step * env.num_envs - steps0, ep)
+            for env, seen, steps0 in zip(self.envs, self.seen, self.steps0)
+            for ep in env.episodes[seen:]
+        ]
+        eps.sort(key=lambda t: (t[1].time, t[1].env_id))
+        return [(steps, ep.ret, ep.time - self.start) for steps, ep in eps]
+
+    def points(self) -> list[tuple[int, float]]:
+        return [(s, r) for s, r, _ in self.curve()]
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close(self.points())
+
+
+def _instrument(graph: FragmentGraph) -> ast.Module:
+    """The cell's AST with consecutive statements of one fragment timed, and the iteration loop hooked."""
+    owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
+
+    def timed(name: str, body: list[ast.stmt]) -> ast.With:
+        call = ast.Call(ast.Attribute(ast.Name(_DRIVER, ast.Load()), "timer", ast.Load()), [ast.Constant(name)], [])
+        return ast.copy_location(ast.With([ast.withitem(call)], body), body[0])
+
+    def build(body: list[ast.stmt], top: bool) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        run: list[ast.stmt] = []
+        current = None
+        for node in body:
+            name = None if isinstance(node, ast.For) else owner[id(node)]
+            if run and name != current:
+                out.append(timed(current, run))
+                run = []
+            current = name
+            if isinstance(node, ast.For):
+                it = node.iter
+                if top:
+                    it = ast.copy_location(ast.Call(ast.Attribute(ast.Name(_DRIVER, ast.Load()), "iterate", ast.Load()), [it], []), it)
+                out.append(ast.copy_location(ast.For(node.target, it, build(node.body, False), [], None), node))
+            else:
+                run.append(node)
+        if run:
+            out.append(timed(current, run))
+        return out
+
+    tree = ast.Module(build(graph.tree.body, True), [])
+    return ast.fix_missing_locations(tree)
+
+
+def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool) -> RunResult:
+    filename = f"<fragment {graph.name}>"
+    # Tracebacks then show the user's cell lines.
+    linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
+    code = compile(_instrument(graph), filename, "exec")
+    driver = _Driver(graph, progress, plot)
+    ns = graph.namespace
+    ns[_DRIVER] = driver
+    try:
+        exec(code, ns)
+    finally:
+        ns.pop(_DRIVER, None)
+        seconds = time.perf_counter() - driver.start
+        driver.close()
+    return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.curve())
