@@ -5,6 +5,7 @@ Tests, benchmarks and ``make demo`` run the very loop the notebook teaches, not 
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,18 @@ class CanonicalCell:
     @property
     def name(self) -> str:
         return self.magic.split()[1]
+
+    def namespace(self, seed: int | None = None) -> dict:
+        """A fresh namespace after running the setup cells, with ``seed = ...`` set to ``seed`` if given."""
+        tree = ast.parse(self.setup)
+        if seed is not None:
+            assigns = [n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "seed"]
+            if not assigns:
+                raise ValueError("the notebook's setup assigns no `seed` to override")
+            assigns[0].value = ast.Constant(seed)
+        ns: dict = {}
+        exec(compile(tree, "<notebook setup>", "exec"), ns)
+        return ns
 
 
 def load_canonical(path: str | Path) -> CanonicalCell:

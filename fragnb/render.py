@@ -5,9 +5,12 @@ Without the ``dot`` binary a graph shows its DOT source and a one-line hint inst
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import graphviz
 
-from .graph import FragmentGraph, Loop
+if TYPE_CHECKING:  # graphs draw themselves through this module, so it cannot import them
+    from .graph import FragmentGraph, Loop
 
 __all__ = ["ROLE_COLORS", "render_graph", "mimebundle", "DOT_MISSING_HINT"]
 

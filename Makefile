@@ -1,0 +1,45 @@
+# fragnb: `make lab` opens the course notebooks, `make test` runs every test, `make demo` trains headless.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch; on a CUDA machine use e.g. `make lab TORCH='torch>=2.3'`.
+TORCH ?= torch==2.13.0
+PORT ?= 8888
+
+.PHONY: setup lab test demo bench graphviz clean
+
+setup: $(VENV)/.installed graphviz
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+# graphviz's `dot` draws the graphs; without it fragnb shows DOT source instead.
+graphviz:
+	@if command -v dot >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "installing graphviz (dot) with apt-get"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null) \
+		|| echo "could not install graphviz; graphs will show as DOT source"; \
+	else \
+		echo "graphviz's 'dot' is missing: run 'sudo apt-get install graphviz' (graphs show as DOT source until then)"; \
+	fi
+
+lab: setup
+	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --no-browser
+
+test: setup
+	$(PY) -m pytest
+
+demo: setup
+	$(PY) -m fragnb.demo --notebook notebooks/01_first_fragment_graph.ipynb --out demo/learning_curve.png
+
+bench: setup
+	$(PY) benchmarks/ppo_cartpole.py
+
+clean:
+	rm -rf $(VENV) demo .pytest_cache

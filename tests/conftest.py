@@ -1,0 +1,52 @@
+"""Shared fixtures: the canonical PPO cell of notebook 01 and an IPython shell with fragnb loaded."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from fragnb.notebook import load_canonical
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_01 = ROOT / "notebooks" / "01_first_fragment_graph.ipynb"
+
+
+@pytest.fixture(scope="session")
+def canonical():
+    """Notebook 01's setup code and its first %%fragment cell (the PPO loop)."""
+    return load_canonical(NOTEBOOK_01)
+
+
+@pytest.fixture
+def ppo_ns(canonical):
+    """A fresh namespace with notebook 01's components; ``iterations=None`` keeps the notebook's count."""
+
+    def make(iterations: int | None = 2):
+        ns = canonical.namespace()
+        if iterations is not None:
+            ns["iterations"] = iterations
+        return ns
+
+    return make
+
+
+@pytest.fixture
+def shell():
+    """An IPython shell with `%load_ext fragnb` done; its namespace is cleared afterwards."""
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "fragnb")
+    yield ip
+    ip.reset(new_session=False)
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    skip_dot = pytest.mark.skip(reason="needs graphviz's `dot` binary")
+    for item in items:
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip_gpu)
+        if "needs_dot" in item.keywords and shutil.which("dot") is None:
+            item.add_marker(skip_dot)

@@ -1,0 +1,69 @@
+import pytest
+import torch
+from IPython.core.error import UsageError
+
+from fragnb import FragmentError, FragmentGraph
+
+
+def _setup(shell, canonical, iterations=2):
+    shell.run_cell(canonical.setup, store_history=False).raise_error()
+    shell.user_ns["iterations"] = iterations
+
+
+def test_fragment_magic_binds_the_graph_without_running(shell, canonical, capsys):
+    _setup(shell, canonical)
+    shell.run_cell_magic("fragment", "ppo", canonical.body)
+    graph = shell.user_ns["ppo"]
+    assert isinstance(graph, FragmentGraph) and graph.name == "ppo"
+    assert "returns" not in shell.user_ns and shell.user_ns["env"].vector_steps == 0
+
+
+def test_fragment_run_equals_plain_execution_of_the_cell(shell, canonical):
+    _setup(shell, canonical)
+    before = set(shell.user_ns)
+    shell.run_cell_magic("fragment", "ppo --run --no-progress --no-plot --quiet", canonical.body)
+    magic_vars = set(shell.user_ns) - before - {"ppo"}
+    magic_weights = {k: v.clone() for k, v in shell.user_ns["learner"].policy.state_dict().items()}
+    magic_returns = list(shell.user_ns["returns"])
+
+    shell.reset(new_session=False)
+    _setup(shell, canonical)
+    before = set(shell.user_ns)
+    shell.run_cell(canonical.body, store_history=False).raise_error()
+    plain_vars = set(shell.user_ns) - before
+
+    assert magic_vars == plain_vars and "stats" in plain_vars
+    assert shell.user_ns["returns"] == magic_returns
+    for key, value in shell.user_ns["learner"].policy.state_dict().items():
+        assert torch.equal(value, magic_weights[key]), key
+
+
+def test_run_prints_a_summary(shell, canonical, capsys):
+    _setup(shell, canonical, iterations=1)
+    shell.run_cell_magic("fragment", "ppo --run --no-progress --no-plot --quiet", canonical.body)
+    assert "ppo under 'single': 1 iterations" in capsys.readouterr().out
+    assert shell.user_ns["ppo"].last_run.iterations == 1
+
+
+def test_unknown_policy_is_a_usage_error_listing_the_known_ones(shell, canonical):
+    _setup(shell, canonical)
+    with pytest.raises(UsageError, match=r"unknown distribution policy: 'coarser' \(must be one of \['single'\]\)"):
+        shell.run_cell_magic("fragment", "ppo --policy coarser", canonical.body)
+    assert "ppo" not in shell.user_ns
+
+
+@pytest.mark.parametrize("line, cell, message", [
+    ("", "for it in range(2):\n    pass\n", "arguments are required"),
+    ("ppo", "   \n", "needs a training loop"),
+    ("2ppo", "for it in range(2):\n    pass\n", "not a valid variable name"),
+])
+def test_bad_magic_lines_are_usage_errors(shell, line, cell, message):
+    with pytest.raises(UsageError, match=message):
+        shell.run_cell_magic("fragment", line, cell)
+
+
+def test_bad_cell_raises_fragment_error_and_binds_nothing(shell, canonical):
+    _setup(shell, canonical)
+    with pytest.raises(FragmentError, match="line 3: `actoin` is not defined"):
+        shell.run_cell_magic("fragment", "ppo --run", "obs = env.reset()\nfor it in range(2):\n    env.step(actoin)\n")
+    assert "ppo" not in shell.user_ns and "obs" not in shell.user_ns

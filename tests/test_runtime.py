@@ -1,0 +1,94 @@
+import linecache
+import traceback
+
+import pytest
+import torch
+
+import fragnb
+from fragnb import capture, run
+
+
+def _new_vars(before: dict, after: dict) -> dict:
+    return {k: v for k, v in after.items() if k not in before}
+
+
+def _assert_same_values(a, b):
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _assert_same_values(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same_values(x, y)
+    else:
+        assert a == b
+
+
+def test_single_run_leaves_the_namespace_of_plain_execution(canonical, ppo_ns):
+    plain, captured = ppo_ns(3), ppo_ns(3)
+    plain_before, captured_before = dict(plain), dict(captured)
+    exec(canonical.body, plain)
+    result = run(capture(canonical.body, captured, name="ppo"), progress=False, plot=False)
+
+    new_plain, new_captured = _new_vars(plain_before, plain), _new_vars(captured_before, captured)
+    assert new_plain.keys() == new_captured.keys() == {"obs", "returns", "it", "step", "action", "logprob", "value",
+                                                         "next_obs", "reward", "terminated", "truncated", "info",
+                                                         "last_value", "batch", "stats"}
+    for name in new_plain:
+        _assert_same_values(new_plain[name], new_captured[name])
+    for key, value in plain["learner"].policy.state_dict().items():
+        assert torch.equal(value, captured["learner"].policy.state_dict()[key])
+    assert result.iterations == 3
+    assert result.env_steps == 3 * 16 * 64
+
+
+def test_run_result_reports_time_per_fragment_and_throughput(canonical, ppo_ns):
+    g = capture(canonical.body, ppo_ns(2), name="ppo")
+    result = run(g, progress=False, plot=False)
+    assert set(result.fragment_seconds) == {f.name for f in g.fragments}
+    assert result.fragment_seconds["learner"] > 0
+    assert sum(result.fragment_seconds.values()) <= result.seconds
+    assert result.env_steps_per_s > 0
+    assert g.last_run is result
+    assert "ppo under 'single': 2 iterations" in str(result)
+
+
+def test_an_error_in_the_loop_points_at_the_cell_line_and_cleans_up():
+    env = fragnb.envs.CartPole(num_envs=2)
+    ns = {"env": env, "torch": torch}
+    cell = "obs = env.reset()\nfor it in range(3):\n    obs, *_ = env.step(torch.zeros(3, dtype=torch.int64))\n"
+    g = capture(cell, ns, name="broken")
+    with pytest.raises(ValueError, match="2 environments but got 3 actions") as info:
+        run(g, progress=False, plot=False)
+    frames = [f for f in traceback.extract_tb(info.value.__traceback__) if f.filename == "<fragment broken>"]
+    assert frames and frames[-1].lineno == 3 and frames[-1].line.startswith("obs, *_ = env.step")
+    assert "__fragnb_run__" not in ns
+    assert linecache.getline("<fragment broken>", 3).strip().startswith("obs, *_")
+
+
+def test_unknown_policy_lists_the_known_ones_before_anything_runs(canonical, ppo_ns):
+    ns = ppo_ns()
+    g = capture(canonical.body, ns)
+    with pytest.raises(ValueError, match=r"unknown distribution policy: 'nope' \(must be one of \['single'\]\)"):
+        run(g, "nope")
+    assert "returns" not in ns
+
+
+def test_single_policy_takes_no_cluster_or_parameters(canonical, ppo_ns):
+    g = capture(canonical.body, ppo_ns())
+    with pytest.raises(ValueError, match="takes no cluster"):
+        run(g, cluster="tcp://127.0.0.1:8786")
+    with pytest.raises(TypeError, match=r"takes no parameters, got \['actors'\]"):
+        run(g, actors=2)
+
+
+def test_solved_at_finds_the_first_window_reaching_the_threshold():
+    from fragnb.runtime import first_solved
+
+    assert first_solved([500.0] * 19) is None
+    assert first_solved([0.0] * 5 + [500.0] * 20) == 23  # one 0 left in the window: mean exactly 475
+    assert first_solved([0.0] * 5 + [500.0] * 20, threshold=476) == 24
+    assert first_solved([480.0] * 20, threshold=475) == 19
