@@ -30,7 +30,7 @@ graphviz:
 	fi
 
 lab: setup
-	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --no-browser
+	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT)
 
 test: setup
 	$(PY) -m pytest

@@ -15,6 +15,7 @@ import builtins
 import inspect
 import sys
 import textwrap
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -86,14 +87,13 @@ def capture(source_or_function: str | Callable, namespace: dict[str, Any] | None
 
 
 def _function_body(fn: Callable) -> tuple[str, dict]:
-    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    func = tree.body[0]
+    """The body of ``fn`` as cell source, and the names it sees (globals, then closure)."""
+    source = textwrap.dedent(inspect.getsource(fn))
+    func = ast.parse(source).body[0]
     if not isinstance(func, ast.FunctionDef):
-        raise FragmentError(f"capture expects a cell's source or a function, got {fn!r}")
-    lines = ast.get_source_segment(textwrap.dedent(inspect.getsource(fn)), func).splitlines()
-    body = textwrap.dedent("\n".join(lines[func.body[0].lineno - func.lineno :]))
-    closure = inspect.getclosurevars(fn)
-    return body, {**fn.__globals__, **closure.nonlocals}
+        raise FragmentError(f"capture expects a cell's source or a plain function, got {fn!r}")
+    lines = source.splitlines()[func.body[0].lineno - 1 : func.end_lineno]
+    return textwrap.dedent("\n".join(lines)), {**fn.__globals__, **inspect.getclosurevars(fn).nonlocals}
 
 
 class _Names(ast.NodeVisitor):
@@ -427,6 +427,4 @@ def _common_loop(a: Loop, b: Loop | None) -> bool:
 
 
 def _with_role(s: Statement, role: str) -> Statement:
-    from dataclasses import replace
-
     return replace(s, role=role)

@@ -32,7 +32,7 @@ class CanonicalCell:
             assigns = [n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "seed"]
             if not assigns:
                 raise ValueError("the notebook's setup assigns no `seed` to override")
-            assigns[0].value = ast.Constant(seed)
+            assigns[0].value = ast.copy_location(ast.Constant(seed), assigns[0].value)
         ns: dict = {}
         exec(compile(tree, "<notebook setup>", "exec"), ns)
         return ns

@@ -150,6 +150,7 @@ class _Driver:
         self.steps0 = [e.env_steps for e in self.envs]
         self.seconds = {f.name: 0.0 for f in graph.fragments}
         self.timers = {name: _Timer(self.seconds, name) for name in self.seconds}
+        self.curve: list[tuple[int, float, float]] = []  # (env steps, return, seconds) per episode
         self.iterations = 0
         self.progress: LiveProgress | None = None
         self.start = time.perf_counter()
@@ -168,18 +169,18 @@ class _Driver:
     def env_steps(self) -> int:
         return sum(e.env_steps - s for e, s in zip(self.envs, self.steps0))
 
-    def curve(self) -> list[tuple[int, float, float]]:
-        """Episodes finished during the run: (env steps of their batch since start, return, seconds)."""
-        eps = [
-            (ep.step * env.num_envs - steps0, ep)
-            for env, seen, steps0 in zip(self.envs, self.seen, self.steps0)
-            for ep in env.episodes[seen:]
-        ]
-        eps.sort(key=lambda t: (t[1].time, t[1].env_id))
-        return [(steps, ep.ret, ep.time - self.start) for steps, ep in eps]
+    def collect(self) -> list[tuple[int, float, float]]:
+        """Add the episodes finished since the last call to the run's curve (kept in time order)."""
+        new = []
+        for k, (env, steps0) in enumerate(zip(self.envs, self.steps0)):
+            episodes = env.episodes[self.seen[k] :]
+            self.seen[k] += len(episodes)
+            new += [(ep.time, ep.env_id, ep.step * env.num_envs - steps0, ep.ret) for ep in episodes]
+        self.curve += [(steps, ret, t - self.start) for t, _, steps, ret in sorted(new)]
+        return self.curve
 
     def points(self) -> list[tuple[int, float]]:
-        return [(s, r) for s, r, _ in self.curve()]
+        return [(s, r) for s, r, _ in self.collect()]
 
     def close(self) -> None:
         if self.progress is not None:
@@ -233,4 +234,4 @@ def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool) -> RunResu
         ns.pop(_DRIVER, None)
         seconds = time.perf_counter() - driver.start
         driver.close()
-    return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.curve())
+    return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.collect())

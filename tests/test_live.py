@@ -1,0 +1,54 @@
+import pytest
+
+from fragnb import live
+
+
+class _Handle:
+    def __init__(self, log):
+        self.log = log
+
+    def update(self, obj):
+        self.log.append(("update", type(obj).__name__))
+
+
+@pytest.fixture
+def displays(monkeypatch):
+    log = []
+
+    def fake_display(obj, display_id=False):
+        log.append(("display", type(obj).__name__))
+        return _Handle(log)
+
+    monkeypatch.setattr(live, "in_notebook", lambda: True)
+    monkeypatch.setattr("IPython.display.display", fake_display)
+    return log
+
+
+def test_live_curve_uses_one_display_handle_and_updates_it(displays):
+    progress = live.LiveProgress(total=3, title="t", progress=False, plot=True, plot_every=0.0)
+    for i in range(3):
+        progress.update([(100 * i, float(i))], env_steps=100 * i)
+    progress.close([(300, 3.0)])
+    assert displays[0] == ("display", "Image")
+    assert displays[1:] == [("update", "Image")] * 3
+
+
+def test_plot_and_progress_can_be_switched_off(displays):
+    progress = live.LiveProgress(total=3, progress=False, plot=False)
+    progress.update([(1, 1.0)], env_steps=1)
+    progress.close([(1, 1.0)])
+    assert progress.bar is None and displays == []
+
+
+def test_progress_bar_counts_iterations_and_shows_the_return(capsys):
+    progress = live.LiveProgress(total=2, title="ppo", progress=True, plot=False)
+    progress.update([(10, 20.0), (20, 30.0)], env_steps=20)
+    assert progress.bar.n == 1 and progress.bar.postfix == "env_steps=20, return=25.0"
+    progress.close([])
+
+
+def test_learning_curve_plots_returns_and_their_rolling_mean():
+    fig = live.learning_curve([(i * 10, float(i)) for i in range(30)], "t")
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 2 and len(lines[1].get_ydata()) == 30
+    assert lines[1].get_ydata()[-1] == pytest.approx(sum(range(10, 30)) / 20)
