@@ -92,3 +92,18 @@ def test_solved_at_finds_the_first_window_reaching_the_threshold():
     assert first_solved([0.0] * 5 + [500.0] * 20) == 23  # one 0 left in the window: mean exactly 475
     assert first_solved([0.0] * 5 + [500.0] * 20, threshold=476) == 24
     assert first_solved([480.0] * 20, threshold=475) == 19
+
+
+def test_keyboard_interrupt_stops_the_run_and_leaves_no_driver_behind():
+    class Interrupting(fragnb.envs.CartPole):
+        def _step(self, actions):
+            if self.vector_steps == 2:
+                raise KeyboardInterrupt
+            return super()._step(actions)
+
+    ns = {"env": Interrupting(num_envs=2), "torch": torch}
+    g = capture("obs = env.reset()\nfor it in range(5):\n    obs, *_ = env.step(torch.zeros(2, dtype=torch.int64))\n", ns)
+    with pytest.raises(KeyboardInterrupt):
+        run(g, progress=True, plot=False)
+    assert "__fragnb_run__" not in ns
+    assert ns["env"].vector_steps == 2 and ns["it"] == 2  # stopped where plain Python would have
