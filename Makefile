@@ -30,7 +30,8 @@ graphviz:
 	fi
 
 lab: setup
-	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT)
+	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
+		$$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 test: setup
 	$(PY) -m pytest
