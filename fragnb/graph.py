@@ -136,6 +136,12 @@ class FragmentGraph:
 
         return render_graph(self)
 
+    def place(self, policy="single", **params):
+        """Place the graph under a distribution policy; see :func:`fragnb.policies.place`."""
+        from .policies import place
+
+        return place(self, policy, **params)
+
     @property
     def dot(self) -> str:
         """The DOT source of :meth:`render`; stable for the same cell and namespace."""

@@ -1,27 +1,100 @@
-"""Distribution policies: a name-keyed registry of how fragments are placed.
+"""Distribution policies: graph + parameters --> Placement (replicas, devices, edge operators).
 
-This module holds data only and imports no cluster library: choosing or checking a policy never
-starts a worker.
+A policy is mostly data: which worker group each role's fragments go to, and how many replicas each
+group has. Placing is a pure function: it imports no cluster library and starts no worker, so every
+parameter error surfaces before anything runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DistributionPolicy", "POLICIES", "register", "resolve"]
+if TYPE_CHECKING:  # graphs place themselves through this module, so it cannot import them
+    from .graph import Edge, FragmentGraph
+
+__all__ = ["DistributionPolicy", "Placement", "FragmentPlacement", "EdgePlacement", "POLICIES", "register", "resolve", "place"]
+
+
+ROLES = ("env", "actor", "buffer", "learner", "driver")
+
+
+@dataclass(frozen=True)
+class FragmentPlacement:
+    """Where one fragment runs: its worker group, how many replicas, on which device."""
+
+    fragment: str
+    group: str
+    replicas: int
+    device: str
+
+
+@dataclass(frozen=True)
+class EdgePlacement:
+    """What one graph edge becomes.
+
+    ``local`` (same process), ``gather`` (many replicas to one, concatenated along the environment
+    axis), ``scatter`` (one to many, split along it), ``broadcast`` (one to many, whole: weights) or
+    ``exchange`` (between two replicated groups).
+    """
+
+    src: str
+    dst: str
+    kind: str
+    variables: tuple[str, ...]
+    operator: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.operator}: {', '.join(self.variables)}"
 
 
 @dataclass(frozen=True)
 class DistributionPolicy:
     """Where fragments run, how many copies run, and what each crossing edge becomes.
 
-    Subclass and :func:`register` to add a policy of your own.
+    Parameters
+    ----------
+    name, mirrors, description : str
+        Shown in errors, the README table and placements.
+    groups : dict
+        Role (``"env"``, ``"actor"``, ``"buffer"``, ``"learner"``, ``"driver"``) to worker group.
+    replicas : dict
+        Worker group to its replica count: an int, or the name of a parameter (``"actors"``).
+    gpu_groups : tuple of str
+        Groups that run on a GPU when ``device="cuda"`` (or ``"auto"`` and one is present).
+    collectives : tuple of str
+        Communication inside a replicated group (e.g. gradient all-reduce), for the drawing.
+    required_roles : tuple of str
+        Roles the graph must have for the policy to make sense.
+
+    Examples
+    --------
+    A user's own policy, defined in a cell: environments and actors on N workers, buffer and learner
+    together on one.
+
+    >>> mine = register(DistributionPolicy(
+    ...     "my_policy", "a user's own", "actors with their envs on N workers; buffer with the learner",
+    ...     groups={"env": "actors", "actor": "actors", "buffer": "learner", "learner": "learner", "driver": "learner"},
+    ...     replicas={"actors": "actors", "learner": 1}, required_roles=("actor", "learner")))
+    >>> sorted(mine.parameters)
+    ['actors', 'device']
     """
 
     name: str
     mirrors: str
     description: str
-    distributed: bool = False
+    groups: dict[str, str] = field(default_factory=lambda: dict.fromkeys(ROLES, "main"))
+    replicas: dict[str, int | str] = field(default_factory=lambda: {"main": 1})
+    gpu_groups: tuple[str, ...] = ()
+    collectives: tuple[str, ...] = ()
+    required_roles: tuple[str, ...] = ()
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """Parameters the policy takes, with their defaults."""
+        counts = {n: 1 for n in self.replicas.values() if isinstance(n, str)}
+        return {**counts, "device": "auto"} if self.gpu_groups or counts else counts
 
 
 POLICIES: dict[str, DistributionPolicy] = {}
@@ -33,9 +106,6 @@ def register(policy: DistributionPolicy) -> DistributionPolicy:
     return policy
 
 
-register(DistributionPolicy("single", "a plain loop (CleanRL)", "every fragment in this process; edges are direct references"))
-
-
 def resolve(policy: str | DistributionPolicy) -> DistributionPolicy:
     """The registered policy of that name, or ``policy`` itself; an unknown name lists the known ones."""
     if isinstance(policy, DistributionPolicy):
@@ -44,3 +114,136 @@ def resolve(policy: str | DistributionPolicy) -> DistributionPolicy:
         return POLICIES[policy]
     except KeyError:
         raise ValueError(f"unknown distribution policy: {policy!r} (must be one of {sorted(POLICIES)})") from None
+
+
+register(DistributionPolicy("single", "a plain loop (CleanRL)", "every fragment in this process; edges are direct references"))
+register(DistributionPolicy(
+    "coarse", "Acme, RLlib sync sampling; MSRL MultiActorSingleLearner",
+    "actor fragments (env + inference + buffer insert) x N on workers; learner x 1 (GPU if any)",
+    groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
+    replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
+))
+register(DistributionPolicy(
+    "fine", "SEED RL; MSRL SingleActorLearnerMultiEnv",
+    "env fragments x N on CPU workers; inference + buffer + learner x 1 (GPU if any)",
+    groups={"env": "envs", "actor": "learner", "buffer": "learner", "learner": "learner", "driver": "learner"},
+    replicas={"envs": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("env", "actor"),
+))
+register(DistributionPolicy(
+    "multi_learner", "DD-PPO; MSRL hand-written DP3", "the whole loop x N; gradients all-reduced",
+    groups=dict.fromkeys(ROLES, "replicas"), replicas={"replicas": "learners"}, gpu_groups=("replicas",),
+    collectives=("gradients all-reduced (torch.distributed: gloo on CPU, NCCL on GPU)",), required_roles=("learner",),
+))
+@dataclass
+class Placement:
+    """A graph placed by a policy: per fragment a group, replica count and device; per edge an operator.
+
+    Build one with ``graph.place(policy, **params)``; it draws itself in a notebook.
+    """
+
+    graph: FragmentGraph
+    policy: DistributionPolicy
+    params: dict[str, Any]
+    fragments: dict[str, FragmentPlacement]
+    edges: list[EdgePlacement]
+
+    @property
+    def groups(self) -> dict[str, tuple[int, str]]:
+        """Worker group to (replicas, device), in the order fragments first appear."""
+        return {p.group: (p.replicas, p.device) for p in self.fragments.values()}
+
+    def render(self):
+        """One cluster per worker group, with replica counts; edges labelled operator: variables."""
+        from .render import render_placement
+
+        return render_placement(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from .render import mimebundle
+
+        return mimebundle(self.render(), include, exclude)
+
+    def __repr__(self) -> str:
+        lines = [f"Placement of {self.graph.name!r} under {self.policy.name!r} {self.params}"]
+        for group, (n, device) in self.groups.items():
+            names = [f for f, p in self.fragments.items() if p.group == group]
+            lines.append(f"  {group} x{n} ({device}): {', '.join(names)}")
+        lines += [f"  {e.src} -> {e.dst} [{e.label}]" for e in self.edges if e.operator != "local"]
+        return "\n".join(lines)
+
+
+def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **params) -> Placement:
+    """Place ``graph`` under ``policy``; every bad parameter raises here, before any worker starts.
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        A captured loop.
+    policy : str or DistributionPolicy
+        A registered name or a policy object.
+    **params
+        The policy's parameters: replica counts (``actors``, ``learners``) and ``device``
+        (``"auto"``: a GPU for the policy's GPU groups when one is present; ``"cpu"``; ``"cuda"``).
+    """
+    policy = resolve(policy)
+    known = policy.parameters
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise TypeError(f"policy {policy.name!r} takes {sorted(known) or 'no parameters'}, got {unknown}")
+    params = {**known, **params}
+    roles = {f.role for f in graph.fragments}
+    missing = [r for r in policy.required_roles if r not in roles]
+    if missing:
+        raise ValueError(f"policy {policy.name!r} needs fragments of roles {list(policy.required_roles)}; "
+                         f"the graph {graph.name!r} has no {missing} (it has {sorted(roles)})")
+    counts = {}
+    for group, n in policy.replicas.items():
+        count = params[n] if isinstance(n, str) else n
+        if not isinstance(count, int) or count < 1:
+            raise ValueError(f"{n}={count!r}: policy {policy.name!r} needs at least 1 replica in group {group!r}")
+        counts[group] = count
+    gpu = _gpu(params.get("device", "cpu"))
+
+    fragments = {}
+    for frag in graph.fragments:
+        group = policy.groups[frag.role]
+        fragments[frag.name] = FragmentPlacement(frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu")
+    _check_divisible(graph, fragments, policy)
+    edges = [_operator(e, fragments[e.src], fragments[e.dst]) for e in graph.edges]
+    return Placement(graph, policy, params, fragments, edges)
+
+
+def _gpu(device: str) -> bool:
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"unknown device: {device!r} (must be one of ['auto', 'cpu', 'cuda'])")
+    if device == "cpu":
+        return False
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but this machine has no CUDA GPU that torch can use; use device='cpu' (or 'auto')")
+    return torch.cuda.is_available()
+
+
+def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacement], policy: DistributionPolicy) -> None:
+    """Every component of a replicated fragment that holds a batch of environments must split evenly."""
+    for frag in graph.fragments:
+        n = fragments[frag.name].replicas
+        for comp in frag.components:
+            num_envs = getattr(graph.namespace.get(comp), "num_envs", None)
+            if n > 1 and isinstance(num_envs, int) and num_envs % n:
+                divisors = [d for d in range(1, num_envs + 1) if num_envs % d == 0]
+                raise ValueError(f"`{comp}` has num_envs={num_envs}, which {n} replicas of {frag.name!r} under "
+                                 f"{policy.name!r} cannot split evenly; choose one of {divisors}")
+
+
+def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement) -> EdgePlacement:
+    if src.group == dst.group:
+        op = "local"
+    elif src.replicas > 1 and dst.replicas == 1:
+        op = "gather"
+    elif src.replicas == 1 and dst.replicas > 1:
+        op = "broadcast" if edge.kind == "state" else "scatter"
+    else:
+        op = "exchange"
+    return EdgePlacement(edge.src, edge.dst, edge.kind, edge.variables, op)

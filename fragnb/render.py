@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-if TYPE_CHECKING:  # graphs draw themselves through this module, so it cannot import them
+if TYPE_CHECKING:  # graphs and placements draw themselves through this module, so it cannot import them
     from .graph import FragmentGraph, Loop
+    from .policies import Placement
 
-__all__ = ["ROLE_COLORS", "render_graph", "mimebundle", "DOT_MISSING_HINT"]
+__all__ = ["ROLE_COLORS", "render_graph", "render_placement", "mimebundle", "DOT_MISSING_HINT"]
 
 ROLE_COLORS = {
     "env": "#c7e9c0",
@@ -50,6 +51,29 @@ def render_graph(graph: FragmentGraph) -> graphviz.Digraph:
             dot.edge(edge.src, edge.dst, label=edge.label, style="dashed", color="#7f7f7f", fontcolor="#7f7f7f")
         else:
             dot.edge(edge.src, edge.dst, label=edge.label)
+    return dot
+
+
+def render_placement(placement: Placement) -> graphviz.Digraph:
+    """Draw one cluster per worker group (replicas x device), fragments inside, edges as operators."""
+    graph = placement.graph
+    title = f"{graph.name} under {placement.policy.name!r}"
+    dot = graphviz.Digraph(name=f"{graph.name}_{placement.policy.name}", graph_attr={"fontname": "Helvetica", "label": title, "labelloc": "t"})
+    dot.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="11")
+    dot.attr("edge", fontname="Helvetica", fontsize="9")
+    for group, (replicas, device) in placement.groups.items():
+        with dot.subgraph(name=f"cluster_{group}") as sub:
+            sub.attr(label=f"{group}  x{replicas}  ({device})", style="rounded" + (",bold" if replicas > 1 else ""), fontname="Helvetica", fontsize="10")
+            for frag in graph.fragments:
+                if placement.fragments[frag.name].group == group:
+                    sub.node(frag.name, frag.name, fillcolor=ROLE_COLORS.get(frag.role, "#ffffff"))
+    for edge in placement.edges:
+        crossing = edge.operator != "local"
+        dot.edge(edge.src, edge.dst, label=edge.label if crossing else ", ".join(edge.variables),
+                 style="dashed" if edge.kind == "state" else "solid", penwidth="2" if crossing else "1",
+                 color="#b2182b" if crossing else "#7f7f7f")
+    for i, note in enumerate(placement.policy.collectives):
+        dot.node(f"note_{i}", note, shape="note", style="", fontsize="9")
     return dot
 
 

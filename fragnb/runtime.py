@@ -118,7 +118,10 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
     """
     policy = policies.resolve(policy)
     if policy.name != "single":
-        raise NotImplementedError(f"policy {policy.name!r} has no executor yet")
+        raise NotImplementedError(
+            f"policy {policy.name!r} can be placed and drawn (graph.place) but not run: "
+            "only 'single' has an executor in this version"
+        )
     if cluster is not None:
         raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
     if params:

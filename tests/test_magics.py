@@ -47,7 +47,7 @@ def test_run_prints_a_summary(shell, canonical, capsys):
 
 def test_unknown_policy_is_a_usage_error_listing_the_known_ones(shell, canonical):
     _setup(shell, canonical)
-    with pytest.raises(UsageError, match=r"unknown distribution policy: 'coarser' \(must be one of \['single'\]\)"):
+    with pytest.raises(UsageError, match=r"unknown distribution policy: 'coarser' \(must be one of \['coarse', 'fine', 'multi_learner', 'single'\]\)"):
         shell.run_cell_magic("fragment", "ppo --policy coarser", canonical.body)
     assert "ppo" not in shell.user_ns
 

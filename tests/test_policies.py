@@ -1,0 +1,89 @@
+"""Placement is a pure function of graph + parameters: no cluster needed."""
+
+import pytest
+
+from fragnb import capture
+from fragnb.policies import POLICIES, DistributionPolicy, register
+
+
+@pytest.fixture
+def graph(canonical, ppo_ns):
+    return capture(canonical.body, ppo_ns(), name="ppo")
+
+
+def _ops(placement):
+    return {(e.src, e.dst): e.operator for e in placement.edges if e.operator != "local"}
+
+
+def test_coarse_replicates_the_actor_side_and_gathers_trajectories(graph):
+    p = graph.place("coarse", actors=2)
+    assert p.groups == {"actors": (2, "cpu"), "learner": (1, "cpu")}
+    assert p.fragments["learner"].group == "learner" and p.fragments["env@step"].replicas == 2
+    assert _ops(p) == {("buffer@it", "learner"): "gather", ("learner", "actor@step"): "broadcast", ("learner", "actor@it"): "broadcast"}
+
+
+def test_fine_gathers_observations_and_scatters_actions(graph):
+    p = graph.place("fine", actors=4)
+    assert p.groups == {"envs": (4, "cpu"), "learner": (1, "cpu")}
+    ops = _ops(p)
+    assert ops[("env@step", "actor@step")] == "gather" and ops[("actor@step", "env@step")] == "scatter"
+    assert all(op in ("gather", "scatter") for op in ops.values())
+
+
+def test_multi_learner_replicates_everything_and_all_reduces(graph):
+    p = graph.place("multi_learner", learners=2)
+    assert p.groups == {"replicas": (2, "cpu")} and not _ops(p)
+    assert "all-reduced" in p.render().source
+
+
+def test_single_places_everything_in_one_process(graph):
+    p = graph.place()
+    assert p.groups == {"main": (1, "cpu")} and not _ops(p)
+
+
+def test_placement_renders_one_cluster_per_group_with_operators(graph):
+    source = graph.place("coarse", actors=2).render().source
+    assert "subgraph cluster_actors" in source and 'label="actors  x2  (cpu)"' in source
+    assert 'label="gather: batch"' in source and 'label="broadcast: policy weights"' in source
+
+
+@pytest.mark.parametrize("policy, params, error, message", [
+    ("coarse", {"actors": 0}, ValueError, "actors=0: policy 'coarse' needs at least 1 replica"),
+    ("coarse", {"actors": 3}, ValueError, r"`env` has num_envs=16, which 3 replicas .* choose one of \[1, 2, 4, 8, 16\]"),
+    ("fine", {"learners": 2}, TypeError, r"policy 'fine' takes \['actors', 'device'\], got \['learners'\]"),
+    ("coarse", {"device": "tpu"}, ValueError, "unknown device: 'tpu'"),
+    ("nope", {}, ValueError, r"unknown distribution policy: 'nope' \(must be one of \['coarse', 'fine', 'multi_learner', 'single'\]\)"),
+])
+def test_bad_parameters_fail_before_anything_starts(graph, policy, params, error, message):
+    with pytest.raises(error, match=message):
+        graph.place(policy, **params)
+
+
+def test_gpu_placement_without_a_gpu_is_refused(graph, monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(ValueError, match="device='cuda' but this machine has no CUDA GPU"):
+        graph.place("coarse", actors=2, device="cuda")
+    assert graph.place("coarse", actors=2, device="auto").groups["learner"] == (1, "cpu")
+
+
+def test_policy_whose_roles_the_graph_lacks_is_refused():
+    import torch
+
+    from fragnb.envs import CartPole
+
+    g = capture("for it in range(2):\n    env.step(torch.zeros(2, dtype=torch.int64))\n", {"env": CartPole(2), "torch": torch})
+    with pytest.raises(ValueError, match=r"policy 'coarse' needs fragments of roles \['actor', 'learner'\]; .* has no \['actor', 'learner'\]"):
+        g.place("coarse", actors=2)
+
+
+def test_a_users_own_policy_defined_in_a_cell_places_like_a_builtin(graph):
+    mine = register(DistributionPolicy(
+        "envs_apart", "a user's own", "environments on N workers; everything else together",
+        groups={"env": "envs", "actor": "main", "buffer": "main", "learner": "main", "driver": "main"},
+        replicas={"envs": "actors", "main": 1}))
+    try:
+        p = graph.place("envs_apart", actors=2)
+        assert p.policy is mine and p.groups == {"envs": (2, "cpu"), "main": (1, "cpu")}
+        assert _ops(p)[("actor@step", "env@step")] == "scatter"
+    finally:
+        POLICIES.pop("envs_apart")
