@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -58,6 +59,16 @@ class Component:
                 setattr(part, name, _take(getattr(self, name), sl))
         return part
 
+    @classmethod
+    def merge(cls, parts: list[Component]) -> Component:
+        """The inverse of :meth:`shard`: one component over all environments of ``parts`` (in order)."""
+        whole = copy.copy(parts[0])
+        if len(parts) > 1 and "num_envs" in vars(whole):
+            whole.num_envs = sum(p.num_envs for p in parts)
+            for name in cls.per_env:
+                setattr(whole, name, _concat([getattr(p, name) for p in parts]))
+        return whole
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume this component: modules, optimisers, tensors, generators, streams."""
         state = {}
@@ -86,6 +97,14 @@ class Component:
     def __repr__(self) -> str:
         envs = f"num_envs={self.num_envs}" if "num_envs" in vars(self) else ""
         return f"{type(self).__name__}({envs})"
+
+
+def _concat(values: list):
+    if isinstance(values[0], torch.Tensor):
+        return torch.cat(values)
+    if isinstance(values[0], EnvStreams):
+        return EnvStreams.cat(values)
+    return [x for v in values for x in v]
 
 
 def _take(value, sl: slice):
@@ -185,6 +204,12 @@ class Env(Component):
         part.episodes = [e for e in self.episodes if int(part.env_ids[0]) <= e.env_id <= int(part.env_ids[-1])]
         return part
 
+    @classmethod
+    def merge(cls, parts: list[Env]) -> Env:
+        whole = super().merge(parts)
+        whole.episodes = sorted((e for p in parts for e in p.episodes), key=lambda e: (e.step, e.env_id))
+        return whole
+
     @property
     def env_steps(self) -> int:
         """Environment steps taken by this batch (vector steps x environments)."""
@@ -226,6 +251,18 @@ class Learner(Component):
     """Updates parameters from batches of experience. Replicated only by ``multi_learner``-style policies."""
 
     role = "learner"
+
+    @classmethod
+    def merge(cls, parts: list[Learner]) -> Learner:
+        """Replicas that all-reduce their gradients hold the same networks; say so if they do not."""
+        for name, value in vars(parts[0]).items():
+            if isinstance(value, torch.nn.Module):
+                first = value.state_dict()
+                for other in parts[1:]:
+                    if not all(torch.allclose(first[k], v, atol=1e-5) for k, v in getattr(other, name).state_dict().items()):
+                        warnings.warn(f"learner replicas disagree on `{name}`: their updates were not synchronised", RuntimeWarning)
+                        break
+        return parts[0]
 
 
 class Buffer(Component):

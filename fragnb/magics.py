@@ -21,6 +21,10 @@ class FragmentMagics(Magics):
     @magic_arguments()
     @argument("name", help="variable that receives the FragmentGraph")
     @argument("--policy", "-p", default="single", help="distribution policy (default: single, one process)")
+    @argument("--actors", type=int, help="replicas of the data-collecting fragments (coarse: actors, fine: env workers)")
+    @argument("--learners", type=int, help="learner replicas (multi_learner)")
+    @argument("--device", choices=("auto", "cpu", "cuda"), help="where GPU-capable groups run (default auto)")
+    @argument("--cluster", help="'local' (default), 'cuda', or a scheduler address tcp://host:port")
     @argument("--run", action="store_true", help="also execute the loop under the policy")
     @argument("--no-progress", action="store_true", help="no progress bar during --run")
     @argument("--no-plot", action="store_true", help="no live learning curve during --run")
@@ -29,9 +33,10 @@ class FragmentMagics(Magics):
     def fragment(self, line: str, cell: str):
         """Capture the cell's training loop as a fragment graph bound to NAME, and display it.
 
-        With ``--run`` the loop then runs under ``--policy``; afterwards the namespace holds what
-        plain execution of the cell would leave (trained components, the cell's variables), and the
-        RunResult is kept as ``NAME.last_run``.
+        With a distributed ``--policy`` the placement is drawn instead. With ``--run`` the loop then
+        runs under the policy; afterwards the namespace holds what plain execution of the cell would
+        leave (trained components, the cell's variables), and the RunResult is kept as
+        ``NAME.last_run``.
 
         Example::
 
@@ -48,10 +53,15 @@ class FragmentMagics(Magics):
             policy = policies.resolve(args.policy)
         except ValueError as e:
             raise UsageError(str(e)) from None
+        params = {k: v for k in ("actors", "learners", "device") if (v := getattr(args, k)) is not None}
         ns = self.shell.user_ns
         graph = capture(self.shell.transform_cell(cell), ns, name=args.name)
+        try:
+            placement = graph.place(policy, **params)  # bad parameters fail here, before anything runs
+        except (TypeError, ValueError) as e:
+            raise UsageError(str(e)) from None
         ns[args.name] = graph
         if not args.quiet:
-            display(graph)
+            display(graph if policy.name == "single" else placement)
         if args.run:
-            print(run(graph, policy, progress=not args.no_progress, plot=not args.no_plot))
+            print(run(graph, policy, cluster=args.cluster, progress=not args.no_progress, plot=not args.no_plot, **params))

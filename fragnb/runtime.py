@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from . import policies
 from .graph import FragmentGraph
 from .live import LiveProgress, learning_curve
+from .program import DRIVER, instrument
 
 __all__ = ["run", "RunResult", "first_solved"]
 
-_DRIVER = "__fragnb_run__"  # the one name fragnb puts in the namespace, only while a run lasts
 
 
 @dataclass
@@ -39,6 +39,9 @@ class RunResult:
         Wall-clock seconds spent in each fragment.
     curve : list of (int, float, float)
         One entry per finished episode: environment steps so far, return, seconds since start.
+    client_bytes, transfer_bytes : int
+        Distributed runs: bytes the notebook received while the loop ran (progress reports), and
+        bytes the workers sent each other.
     """
 
     graph: str
@@ -48,6 +51,8 @@ class RunResult:
     env_steps: int = 0
     fragment_seconds: dict[str, float] = field(default_factory=dict)
     curve: list[tuple[int, float, float]] = field(default_factory=list, repr=False)
+    client_bytes: int = 0
+    transfer_bytes: int = 0
 
     @property
     def env_steps_per_s(self) -> float:
@@ -104,11 +109,15 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
     graph : FragmentGraph
         From :func:`fragnb.capture` or ``%%fragment``.
     policy : str or DistributionPolicy
-        ``"single"`` runs in this process.
+        ``"single"`` runs in this process; ``"coarse"``, ``"fine"`` and ``"multi_learner"`` on Dask.
     cluster : optional
-        Where distributed policies run; ``single`` takes none.
+        Where distributed policies run: ``None``/``"local"`` (an embedded LocalCluster on 127.0.0.1,
+        kept for the kernel's next runs), ``"cuda"``, a ``"tcp://host:port"`` scheduler or a
+        ``distributed.Client``. ``single`` takes none.
     progress, plot : bool
         Show a progress bar, and a live learning curve in a notebook.
+    **params
+        The policy's parameters, e.g. ``actors=2`` or ``learners=2``; checked before anything starts.
 
     Returns
     -------
@@ -116,17 +125,17 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         Timing, throughput and the learning curve. The loop's variables and the components'
         trained state are in the graph's namespace, as after running the cell as plain Python.
     """
-    policy = policies.resolve(policy)
-    if policy.name != "single":
-        raise NotImplementedError(
-            f"policy {policy.name!r} can be placed and drawn (graph.place) but not run: "
-            "only 'single' has an executor in this version"
-        )
-    if cluster is not None:
-        raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
-    if params:
-        raise TypeError(f"the 'single' policy takes no parameters, got {sorted(params)}")
-    graph.last_run = _run_in_process(graph, progress, plot)
+    placement = graph.place(policy, **params)  # every parameter checked before a worker starts
+    if placement.policy.name == "single":
+        if cluster is not None:
+            raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
+        graph.last_run = _run_in_process(graph, progress, plot)
+    else:
+        from .executor import run_distributed  # Dask is imported only when a distributed policy runs
+
+        o = run_distributed(placement, cluster, progress, plot)
+        graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps,
+                                   o.fragment_seconds, o.curve, o.client_bytes, o.transfer_bytes)
     return graph.last_run
 
 
@@ -190,51 +199,20 @@ class _Driver:
             self.progress.close(self.points())
 
 
-def _instrument(graph: FragmentGraph) -> ast.Module:
-    """The cell's AST with consecutive statements of one fragment timed, and the iteration loop hooked."""
-    owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
-
-    def timed(name: str, body: list[ast.stmt]) -> ast.With:
-        call = ast.Call(ast.Attribute(ast.Name(_DRIVER, ast.Load()), "timer", ast.Load()), [ast.Constant(name)], [])
-        return ast.copy_location(ast.With([ast.withitem(call)], body), body[0])
-
-    def build(body: list[ast.stmt], top: bool) -> list[ast.stmt]:
-        out: list[ast.stmt] = []
-        run: list[ast.stmt] = []
-        current = None
-        for node in body:
-            name = None if isinstance(node, ast.For) else owner[id(node)]
-            if run and name != current:
-                out.append(timed(current, run))
-                run = []
-            current = name
-            if isinstance(node, ast.For):
-                it = node.iter
-                if top:
-                    it = ast.copy_location(ast.Call(ast.Attribute(ast.Name(_DRIVER, ast.Load()), "iterate", ast.Load()), [it], []), it)
-                out.append(ast.copy_location(ast.For(node.target, it, build(node.body, False), [], None), node))
-            else:
-                run.append(node)
-        if run:
-            out.append(timed(current, run))
-        return out
-
-    tree = ast.Module(build(graph.tree.body, True), [])
-    return ast.fix_missing_locations(tree)
-
-
 def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool) -> RunResult:
     filename = f"<fragment {graph.name}>"
     # Tracebacks then show the user's cell lines.
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
-    code = compile(_instrument(graph), filename, "exec")
+    owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
+    module = ast.fix_missing_locations(ast.Module(instrument(graph.tree.body, owner, hook_loop=True), []))
+    code = compile(module, filename, "exec")
     driver = _Driver(graph, progress, plot)
     ns = graph.namespace
-    ns[_DRIVER] = driver
+    ns[DRIVER] = driver
     try:
         exec(code, ns)
     finally:
-        ns.pop(_DRIVER, None)
+        ns.pop(DRIVER, None)
         seconds = time.perf_counter() - driver.start
         driver.close()
     return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.collect())

@@ -66,6 +66,16 @@ class EnvStreams:
         part.counters = self.counters[index].clone()
         return part
 
+    @staticmethod
+    def cat(parts: list[EnvStreams]) -> EnvStreams:
+        """The streams of several shards as one object (the inverse of slicing)."""
+        whole = object.__new__(EnvStreams)
+        whole.seed, whole.domain = parts[0].seed, parts[0].domain
+        whole.env_ids = torch.cat([p.env_ids for p in parts])
+        whole.keys = torch.cat([p.keys for p in parts])
+        whole.counters = torch.cat([p.counters for p in parts])
+        return whole
+
     def uniform(self, n: int = 1, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Next ``n`` numbers in [0, 1) of each stream (of the masked streams only, if ``mask``).
 

@@ -1,0 +1,129 @@
+"""Clusters: where distributed policies run, and how torch tensors travel between workers.
+
+``None``/``"local"`` is an embedded ``distributed.LocalCluster`` on 127.0.0.1 (processes, one thread
+each), reused by every run in this kernel and closed at exit; ``"cuda"`` a
+``dask_cuda.LocalCUDACluster`` (one worker per GPU); a ``"tcp://host:port"`` address or a
+``distributed.Client`` an existing cluster, which fragnb never closes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+
+import torch
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.protocol import dask_deserialize, dask_serialize
+
+__all__ = ["ClusterError", "connect", "shutdown", "register_torch_serializer"]
+
+
+class ClusterError(RuntimeError):
+    """A cluster fragnb cannot start or reach; the message names the fallback."""
+
+
+def register_torch_serializer() -> None:
+    """Serialise torch tensors through CPU memory, restoring the device on arrival when it exists.
+
+    Dask's own torch serializer calls ``.numpy()``, which fails for CUDA tensors.
+    """
+    dask_serialize.dispatch(torch.Tensor)  # let Dask's lazy torch registration run first, then override it
+
+    @dask_serialize.register(torch.Tensor)
+    def _serialize(t: torch.Tensor):
+        cpu = t.detach().to("cpu").contiguous()
+        header = {"device": str(t.device), "dtype": str(cpu.dtype).removeprefix("torch."), "shape": list(cpu.shape),
+                  "requires_grad": t.requires_grad}
+        return header, [cpu.view(-1).view(torch.uint8).numpy().tobytes() if cpu.numel() else b""]
+
+    @dask_deserialize.register(torch.Tensor)
+    def _deserialize(header, frames):
+        dtype = getattr(torch, header["dtype"])
+        t = torch.frombuffer(bytearray(frames[0]), dtype=torch.uint8).view(dtype) if frames[0] else torch.empty(0, dtype=dtype)
+        t = t.reshape(header["shape"])
+        device = header["device"]
+        if device.startswith("cuda") and torch.cuda.is_available():
+            t = t.to(device)
+        return t.requires_grad_(header["requires_grad"])
+
+
+class TorchSerializer(WorkerPlugin):
+    """Registers :func:`register_torch_serializer` in every worker."""
+
+    name = "fragnb-torch-serializer"
+
+    def setup(self, worker):
+        register_torch_serializer()
+
+
+_EMBEDDED: dict[str, tuple[LocalCluster, Client]] = {}
+
+
+def connect(cluster=None, workers: int = 1) -> tuple[Client, bool]:
+    """A client for ``cluster`` with at least ``workers`` workers where fragnb can add them.
+
+    Returns the client and whether fragnb owns (and may close) its cluster.
+    """
+    if cluster is None or cluster == "local":
+        client = _embedded("local", workers)
+        return client, True
+    if cluster == "cuda":
+        return _embedded("cuda", workers), True
+    if isinstance(cluster, Client):
+        _prepare(cluster)
+        return cluster, False
+    if isinstance(cluster, str) and "://" in cluster:
+        try:
+            client = Client(cluster, timeout="10s", set_as_default=False)
+        except OSError as e:
+            raise ClusterError(f"could not reach a Dask scheduler at {cluster} within 10 s ({e}); "
+                               "start one with `dask scheduler`, or use cluster='local'") from e
+        _prepare(client)
+        return client, False
+    raise ClusterError(f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' address or a distributed.Client)")
+
+
+def _embedded(kind: str, workers: int) -> Client:
+    if kind in _EMBEDDED:
+        cluster, client = _EMBEDDED[kind]
+        if kind == "local" and len(client.scheduler_info()["workers"]) < workers:
+            cluster.scale(workers)
+            client.wait_for_workers(workers, timeout=120)
+        return client
+    if kind == "cuda":
+        cluster = _cuda_cluster()
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None, silence_logs=logging.CRITICAL)
+    client = Client(cluster, set_as_default=False)
+    _prepare(client)
+    _EMBEDDED[kind] = (cluster, client)
+    return client
+
+
+def _cuda_cluster():
+    if not torch.cuda.is_available():
+        raise ClusterError("cluster='cuda' needs a CUDA GPU, and torch sees none here; use cluster='local' (CPU workers)")
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError as e:
+        raise ClusterError("cluster='cuda' needs dask-cuda: `pip install 'fragnb[gpu]'`; or use cluster='local'") from e
+    return LocalCUDACluster(ip="127.0.0.1", dashboard_address=None, threads_per_worker=1, silence_logs=logging.ERROR)
+
+
+def _prepare(client: Client) -> None:
+    register_torch_serializer()
+    client.register_plugin(TorchSerializer())
+
+
+def shutdown(kind: str | None = None) -> None:
+    """Close fragnb's embedded clusters (all, or one kind); their worker processes end."""
+    for k in [kind] if kind else list(_EMBEDDED):
+        if k in _EMBEDDED:
+            cluster, client = _EMBEDDED.pop(k)
+            client.close()
+            cluster.close()
+
+
+atexit.register(shutdown)

@@ -1,0 +1,210 @@
+"""Replica: what runs inside a Dask worker for one replica of one worker group.
+
+A replica keeps its own namespace (its shard of the components and the loop's variables) in
+this worker process between tasks, so heavy state stays put and only the values an edge carries
+move, worker to worker. Values crossing an edge are combined here, on the receiving side:
+``gather`` concatenates the senders' parts along the environment axis, ``scatter`` takes this
+replica's slice of one sender's value, ``broadcast`` takes it whole.
+"""
+
+from __future__ import annotations
+
+import linecache
+import pickle
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .components import Component, Env
+from .program import DRIVER
+
+__all__ = ["gather", "scatter", "combine", "Replica", "init_replica", "run_segment", "report", "finish_replica", "drop_run"]
+
+_REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
+
+
+# -- edge operators (pure) --------------------------------------------------------------------
+def gather(parts: list) -> Any:
+    """Many replicas' values as one: tensors and lists concatenated, dicts and tuples element-wise."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    if isinstance(first, torch.Tensor) and first.dim() > 0:
+        return torch.cat(parts)
+    if isinstance(first, list):
+        return [x for p in parts for x in p]
+    if isinstance(first, tuple):
+        return type(first)(*(gather(list(xs)) for xs in zip(*parts))) if hasattr(first, "_fields") else tuple(gather(list(xs)) for xs in zip(*parts))
+    if isinstance(first, dict):
+        return {k: gather([p[k] for p in parts]) for k in first}
+    return first
+
+
+def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
+    """Replica ``index``'s share of ``value``: tensors whose leading axis is the environments are
+    split evenly; dicts and tuples element-wise; anything else is whole."""
+    if count == 1 or num_envs is None:
+        return value
+    if isinstance(value, torch.Tensor) and value.dim() > 0 and len(value) == num_envs:
+        size = num_envs // count
+        return value[index * size : (index + 1) * size]
+    if isinstance(value, dict):
+        return {k: scatter(v, index, count, num_envs) for k, v in value.items()}
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(scatter(v, index, count, num_envs) for v in value)
+    return value
+
+
+def combine(parts: list, index: int, count: int, num_envs: int | None) -> Any:
+    """What replica ``index`` of ``count`` receives from the senders' ``parts``."""
+    return scatter(gather(parts), index, count, num_envs)
+
+
+def to_device(value: Any, device: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+# -- the replica --------------------------------------------------------------------------------
+class _Timer:
+    __slots__ = ("seconds", "name", "start")
+
+    def __init__(self, seconds: dict[str, float], name: str):
+        self.seconds, self.name = seconds, name
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - self.start
+
+
+@dataclass
+class Replica:
+    """One replica's namespace, code and bookkeeping, living in a worker process."""
+
+    group: str
+    index: int
+    count: int
+    device: str
+    ns: dict[str, Any]
+    codes: dict[int, Any]
+    seconds: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)  # episodes already reported, per env component
+    steps0: dict[str, int] = field(default_factory=dict)  # env steps of each env component at start
+
+    def timer(self, name: str) -> _Timer:
+        return _Timer(self.seconds, name)
+
+    def envs(self) -> dict[str, Env]:
+        return {k: v for k, v in self.ns.items() if isinstance(v, Env)}
+
+    def report(self) -> tuple[list, int]:
+        """Episodes finished since the last report, as (episode, environments of the whole batch),
+        and env steps taken by this replica since the run began."""
+        episodes = []
+        for name, env in self.envs().items():
+            episodes += [(ep, env.num_envs * self.count) for ep in env.episodes[self.seen[name] :]]
+            self.seen[name] = len(env.episodes)
+        return episodes, sum(env.env_steps - self.steps0[name] for name, env in self.envs().items())
+
+
+def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: bytes, codes: bytes,
+                 sharded: list[str], source: tuple[str, str]) -> str:
+    """Unpickle the notebook's objects, shard the components in ``sharded``, and keep them here."""
+    filename, text = source
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    ns = pickle.loads(payload)
+    for name in sharded:
+        ns[name] = ns[name].shard(index, count)
+    if device != "cpu":
+        for comp in (v for v in ns.values() if isinstance(v, Component)):
+            for value in vars(comp).values():
+                if isinstance(value, torch.nn.Module):
+                    value.to(device)
+    compiled = {i: compile(module, filename, "exec") for i, module in pickle.loads(codes).items()}
+    rep = Replica(group, index, count, device, ns, compiled)
+    rep.seen = {name: len(env.episodes) for name, env in rep.envs().items()}
+    rep.steps0 = {name: env.env_steps for name, env in rep.envs().items()}
+    _REPLICAS[(run_id, group, index)] = rep
+    return group
+
+
+def run_segment(run_id: str, group: str, index: int, segment: int, scalars: dict, inputs: dict, num_envs: int | None,
+                exports: list[str], after=None) -> dict:
+    """Execute one segment of the cell in this replica; return what other groups need.
+
+    ``after`` is this replica's previous task: depending on it keeps the replica's segments in
+    program order.
+    """
+    rep = _REPLICAS[(run_id, group, index)]
+    ns = rep.ns
+    ns.update(scalars)
+    for var, (key, outputs) in inputs.items():  # outputs: the sending replicas' segment results
+        value = to_device(combine([o[key] for o in outputs], index, rep.count, num_envs), rep.device)
+        if var.startswith("weights:"):
+            _, comp, attr = var.split(":")
+            getattr(ns[comp], attr).load_state_dict(value)
+        else:
+            ns[var] = value
+    ns[DRIVER] = rep
+    try:
+        exec(rep.codes[segment], ns)
+    except Exception as e:
+        e.add_note(_where(e, f"replica {index} of {group!r}"))
+        raise
+    finally:
+        ns.pop(DRIVER, None)
+    out = {v: ns[v] for v in exports if v.split(":")[0] != "weights" and v in ns}
+    for key in (e for e in exports if e.startswith("weights:")):
+        _, comp, attr = key.split(":")
+        out[key] = getattr(ns[comp], attr).state_dict()
+    return to_device(out, "cpu")
+
+
+def _where(error: BaseException, replica: str) -> str:
+    """The user's cell line the error came from, for a message that survives the trip to the notebook."""
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith("<fragment "):
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return f"(raised in {replica})"
+    filename, lineno = last.tb_frame.f_code.co_filename, last.tb_lineno
+    text = linecache.getline(filename, lineno).strip()
+    return f'  File "{filename}", line {lineno}, in {replica}' + (f"\n    {text}" if text else "")
+
+
+def report(run_id: str, group: str, index: int, after=None) -> tuple[list, int]:
+    """This replica's progress since its last report (``after``: the task to wait for)."""
+    return _REPLICAS[(run_id, group, index)].report()
+
+
+def finish_replica(run_id: str, group: str, index: int, variables: list[str], components: list[str], after=None) -> dict:
+    """This replica's final variables, components and timings, to merge back into the notebook."""
+    rep = _REPLICAS[(run_id, group, index)]
+    return {
+        "variables": to_device({v: rep.ns[v] for v in variables if v in rep.ns}, "cpu"),
+        "components": {c: rep.ns[c] for c in components if c in rep.ns},
+        "seconds": dict(rep.seconds),
+    }
+
+
+def drop_run(run_id: str) -> int:
+    """Forget every replica of ``run_id`` in this worker (and leave its process group)."""
+    keys = [k for k in _REPLICAS if k[0] == run_id]
+    for key in keys:
+        del _REPLICAS[key]
+    from . import collectives
+
+    collectives.leave(run_id)
+    return len(keys)
+

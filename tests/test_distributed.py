@@ -1,0 +1,173 @@
+"""Distribution policies running for real on Dask workers (an embedded LocalCluster on 127.0.0.1)."""
+
+import socket
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+
+import psutil
+import pytest
+import torch
+
+from fragnb import capture, clusters, run
+from fragnb.clusters import ClusterError
+
+K = 2  # iterations: enough for a weight broadcast and a second rollout on the new weights
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_embedded_cluster():
+    yield
+    clusters.shutdown()
+
+
+def _children() -> list[psutil.Process]:
+    """This process's children, but for multiprocessing's resource tracker (one per process, not a worker)."""
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())]
+
+
+def _run(canonical, ppo_ns, policy, iterations=K, **params):
+    ns = ppo_ns(iterations)
+    result = run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **params)
+    return ns, result
+
+
+def _weights(ns):
+    return ns["learner"].policy.state_dict()
+
+
+def test_coarse_two_actors_and_fine_two_env_workers_match_single_weights(canonical, ppo_ns):
+    single, _ = _run(canonical, ppo_ns, "single")
+    for policy in ("coarse", "fine"):
+        ns, result = _run(canonical, ppo_ns, policy, actors=2)
+        assert result.policy == policy and result.iterations == K and result.env_steps == K * 16 * 64
+        for key, value in _weights(single).items():
+            torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
+        # The cell's variables are back, gathered along the environment axis.
+        torch.testing.assert_close(ns["obs"], single["obs"])
+        assert sorted(ns["returns"]) == sorted(single["returns"]) and ns["stats"].keys() == single["stats"].keys()
+        # Components hold their trained state in place: the actor samples with the learner's network.
+        assert ns["actor"].policy is ns["learner"].policy and ns["env"].vector_steps == single["env"].vector_steps
+        assert torch.equal(ns["actor"].streams.counters, single["actor"].streams.counters)
+
+
+def test_multi_learner_replicas_stay_synchronised_through_all_reduce(canonical, ppo_ns):
+    before = {k: v.clone() for k, v in _weights(ppo_ns()).items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Learner.merge warns if the replicas' networks differ
+        ns, result = _run(canonical, ppo_ns, "multi_learner", learners=2)
+    assert result.env_steps == K * 16 * 64
+    assert any(not torch.equal(before[k], v) for k, v in _weights(ns).items())
+
+
+def test_trajectories_and_weights_move_between_workers_not_through_the_notebook(canonical, ppo_ns):
+    _, result = _run(canonical, ppo_ns, "coarse", iterations=3, actors=2)
+    batch_bytes = 16 * 64 * (4 + 5) * 4  # obs and five float/int columns per step, per iteration
+    assert result.transfer_bytes > batch_bytes, (result.transfer_bytes, result.client_bytes)
+    assert result.client_bytes < result.transfer_bytes / 10, (result.transfer_bytes, result.client_bytes)
+
+
+def test_separate_scheduler_and_worker_processes_on_loopback(canonical, ppo_ns, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "distributed.cli"]
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                  "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "3", "--nthreads", "1",
+                               "--host", "127.0.0.1", "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    del dask
+    try:
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(3, timeout=60)
+        single, _ = _run(canonical, ppo_ns, "single", iterations=1)
+        ns, result = _run(canonical, ppo_ns, "coarse", iterations=1, actors=2, cluster=address)
+        for key, value in _weights(single).items():
+            torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
+    finally:
+        for proc in (worker, scheduler):
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_unreachable_scheduler_is_a_clear_error(canonical, ppo_ns):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ClusterError, match=f"could not reach a Dask scheduler at tcp://127.0.0.1:{port}"):
+        _run(canonical, ppo_ns, "coarse", actors=2, cluster=f"tcp://127.0.0.1:{port}")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on machines without a GPU")
+def test_cuda_cluster_without_a_gpu_names_the_fallback(canonical, ppo_ns):
+    with pytest.raises(ClusterError, match="cluster='cuda' needs a CUDA GPU.*use cluster='local'"):
+        _run(canonical, ppo_ns, "coarse", actors=2, cluster="cuda")
+
+
+def test_error_in_a_fragment_names_the_cell_line_and_leaves_no_processes(canonical, ppo_ns):
+    cell = canonical.body.replace("env.step(action)", "env.step(action[:3])")
+    ns = ppo_ns(K)
+    with pytest.raises(ValueError, match="has 8 environments but got 3 actions") as info:
+        run(capture(cell, ns, name="broken"), "coarse", actors=2, progress=False, plot=False)
+    lineno = next(i for i, line in enumerate(cell.splitlines(), 1) if "action[:3]" in line)
+    note = "\n".join(info.value.__notes__)
+    assert f'File "<fragment broken>", line {lineno}' in note and "env.step(action[:3])" in note
+    assert "site-packages/distributed" not in "".join(traceback.format_tb(info.value.__traceback__))
+    _wait_for_no_children()
+
+
+def test_keyboard_interrupt_ends_the_run_and_its_workers(canonical, ppo_ns, monkeypatch):
+    def interrupt(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("fragnb.live.LiveProgress.update", interrupt)
+    ns = ppo_ns(K)
+    with pytest.raises(KeyboardInterrupt):
+        run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+    _wait_for_no_children()
+
+
+def test_cluster_is_reused_across_runs_and_closed_by_shutdown(canonical, ppo_ns):
+    _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)
+    workers = {p.pid for p in _children()}
+    _run(canonical, ppo_ns, "fine", iterations=1, actors=2)
+    assert workers and workers <= {p.pid for p in _children()}  # the same worker processes served both runs
+    clusters.shutdown()
+    _wait_for_no_children()
+
+
+def _wait_for_no_children(timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while _children() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _children(), [p.cmdline() for p in _children()]
+
+
+def test_torch_tensors_serialise_through_dask(tmp_path):
+    from distributed.protocol import deserialize, serialize
+
+    clusters.register_torch_serializer()
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    header, frames = serialize(t, serializers=("dask",))
+    assert header["serializer"] == "dask" and header["sub-header"]["device"] == "cpu"
+    assert torch.equal(deserialize(header, frames), t)
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_serialise_and_coarse_learner_runs_on_the_gpu(canonical, ppo_ns):
+    from distributed.protocol import deserialize, serialize
+
+    clusters.register_torch_serializer()
+    t = torch.arange(6, device="cuda")
+    header, frames = serialize(t, serializers=("dask",))
+    assert deserialize(header, frames).device.type == "cuda"
+    single, _ = _run(canonical, ppo_ns, "single")
+    ns, _ = _run(canonical, ppo_ns, "coarse", actors=2, device="cuda")
+    for key, value in _weights(single).items():
+        torch.testing.assert_close(_weights(ns)[key].cpu(), value, atol=1e-4, rtol=0)
