@@ -26,15 +26,31 @@ def join(run_id: str, rank: int, world: int, address: str, backend: str, timeout
     rep = next(r for (rid, _, i), r in _REPLICAS.items() if rid == run_id and i == rank)
     for learner in (v for v in rep.ns.values() if isinstance(v, Learner)):
         for module in (m for m in vars(learner).values() if isinstance(m, torch.nn.Module)):
-            for p in module.parameters():
-                p.register_hook(_mean_over_replicas)
+            _average_gradients(module)
     return rank
 
 
-def _mean_over_replicas(grad: torch.Tensor) -> torch.Tensor:
-    grad = grad.clone()
-    dist.all_reduce(grad)
-    return grad.div_(dist.get_world_size())
+def _average_gradients(module: torch.nn.Module) -> None:
+    """Once backward has produced every gradient of ``module``, replace them by their mean over the
+    replicas, in one all-reduce of a flat bucket (one call per backward, not one per tensor)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    pending = {"count": 0}
+
+    def on_grad(_param: torch.Tensor) -> None:
+        pending["count"] += 1
+        if pending["count"] < len(params):
+            return
+        pending["count"] = 0
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        offset = 0
+        for p in params:
+            p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
+            offset += p.numel()
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(on_grad)
 
 
 def leave(run_id: str) -> None:

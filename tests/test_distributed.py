@@ -171,3 +171,27 @@ def test_cuda_tensors_serialise_and_coarse_learner_runs_on_the_gpu(canonical, pp
     ns, _ = _run(canonical, ppo_ns, "coarse", actors=2, device="cuda")
     for key, value in _weights(single).items():
         torch.testing.assert_close(_weights(ns)[key].cpu(), value, atol=1e-4, rtol=0)
+
+
+@pytest.mark.slow
+def test_multi_learner_with_two_learners_solves_cartpole(canonical, ppo_ns):
+    ns, result = _run(canonical, ppo_ns, "multi_learner", iterations=None, learners=2)
+    solved = result.solved_at()
+    assert solved is not None and solved[0] <= 150_000, f"final mean return {result.mean_return():.1f}"
+
+
+def test_fragment_magic_runs_a_distributed_policy(shell, canonical, capsys):
+    shell.run_cell(canonical.setup, store_history=False).raise_error()
+    shell.user_ns["iterations"] = 1
+    shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --run --no-progress --no-plot", canonical.body)
+    assert "ppo under 'coarse': 1 iterations" in capsys.readouterr().out
+    assert len(shell.user_ns["returns"]) > 0 and shell.user_ns["ppo"].last_run.policy == "coarse"
+
+
+def test_fragment_magic_rejects_bad_parameters_before_running(shell, canonical):
+    from IPython.core.error import UsageError
+
+    shell.run_cell(canonical.setup, store_history=False).raise_error()
+    with pytest.raises(UsageError, match="which 3 replicas"):
+        shell.run_cell_magic("fragment", "ppo --policy coarse --actors 3 --run", canonical.body)
+    assert "ppo" not in shell.user_ns and "returns" not in shell.user_ns
