@@ -41,6 +41,7 @@ demo: setup
 
 bench: setup
 	$(PY) benchmarks/ppo_cartpole.py
+	$(PY) benchmarks/dp_scaling.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache

@@ -10,8 +10,16 @@ from .errors import FragmentError
 from .graph import FragmentGraph
 from .runtime import RunResult, run
 
-__all__ = ["capture", "run", "FragmentGraph", "FragmentError", "RunResult", "components", "envs", "algos"]
+__all__ = ["capture", "run", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs", "algos"]
 __version__ = "0.1.0"
+
+
+def shutdown() -> None:
+    """Close the Dask clusters fragnb started in this process (done at exit anyway)."""
+    import sys
+
+    if "fragnb.clusters" in sys.modules:  # nothing to close if no distributed run ever started one
+        sys.modules["fragnb.clusters"].shutdown()
 
 
 def load_ipython_extension(ipython):

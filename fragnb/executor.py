@@ -39,6 +39,7 @@ class Outcome:
     curve: list[tuple[int, float, float]]
     client_bytes: int
     transfer_bytes: int
+    iteration_seconds: list[float]
 
 
 @dataclass
@@ -82,6 +83,7 @@ class _Driver:
     client_bytes: int = 0
     iterations: int = 0
     start: float = field(default_factory=time.perf_counter)
+    ticks: list = field(default_factory=list)  # when each iteration's reports arrived
 
     # -- set-up -------------------------------------------------------------------------------
     def start_replicas(self, segments: list[Segment]) -> None:
@@ -134,6 +136,7 @@ class _Driver:
                     if live is not None:  # the iteration loop: report progress, stay at most one iteration ahead
                         self.iterations += 1
                         self.collect()
+                        self.ticks.append(time.perf_counter())
                         live.update([(s, r) for s, r, _ in self.curve], sum(self.env_steps.values()))
             finally:
                 if live is not None:
@@ -218,6 +221,8 @@ def run_distributed(placement: Placement, cluster, progress: bool, plot: bool) -
     title = f"{graph.name} ({placement.policy.name})"
     try:
         d.start_replicas(segments)
+        d.start = time.perf_counter()  # time the loop, not the workers' set-up
+        d.ticks = [d.start]
         d.execute(items, lambda it: LiveProgress(len(it) if hasattr(it, "__len__") else None, title, progress, plot))
         finals = d.finish(segments)
     except BaseException as e:
@@ -230,7 +235,8 @@ def run_distributed(placement: Placement, cluster, progress: bool, plot: bool) -
     d.merge(finals)
     d.forget()
     frag_seconds = {f.name: max(fin["seconds"].get(f.name, 0.0) for fin in finals.values()) for f in graph.fragments}
-    return Outcome(d.iterations, seconds, sum(d.env_steps.values()), frag_seconds, d.curve, d.client_bytes, _transfer_bytes(client) - moved_before)
+    return Outcome(d.iterations, seconds, sum(d.env_steps.values()), frag_seconds, d.curve, d.client_bytes,
+                   _transfer_bytes(client) - moved_before, [b - a for a, b in zip(d.ticks, d.ticks[1:])])
 
 
 def _bind(target: ast.expr, value, scalars: dict) -> None:

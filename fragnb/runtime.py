@@ -32,7 +32,7 @@ class RunResult:
     iterations : int
         Training iterations completed.
     seconds : float
-        Wall-clock time of the loop.
+        Wall-clock time of the loop (for distributed runs, after the workers received their components).
     env_steps : int
         Environment steps taken.
     fragment_seconds : dict
@@ -42,6 +42,8 @@ class RunResult:
     client_bytes, transfer_bytes : int
         Distributed runs: bytes the notebook received while the loop ran (progress reports), and
         bytes the workers sent each other.
+    iteration_seconds : list of float
+        Wall-clock duration of each training iteration.
     """
 
     graph: str
@@ -53,6 +55,7 @@ class RunResult:
     curve: list[tuple[int, float, float]] = field(default_factory=list, repr=False)
     client_bytes: int = 0
     transfer_bytes: int = 0
+    iteration_seconds: list[float] = field(default_factory=list, repr=False)
 
     @property
     def env_steps_per_s(self) -> float:
@@ -66,6 +69,12 @@ class RunResult:
         """Mean return of the last ``last`` finished episodes (NaN before any)."""
         tail = self.returns[-last:]
         return sum(tail) / len(tail) if tail else float("nan")
+
+    @property
+    def seconds_per_iteration(self) -> float:
+        """Median duration of an iteration after the first (which pays for warm-up)."""
+        steady = sorted(self.iteration_seconds[1:] or self.iteration_seconds)
+        return steady[len(steady) // 2] if steady else float("nan")
 
     def solved_at(self, threshold: float = 475.0, window: int = 20) -> tuple[int, float] | None:
         """(env steps, seconds) when the mean of the last ``window`` returns first reached ``threshold``."""
@@ -135,7 +144,7 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
 
         o = run_distributed(placement, cluster, progress, plot)
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps,
-                                   o.fragment_seconds, o.curve, o.client_bytes, o.transfer_bytes)
+                                   o.fragment_seconds, o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds)
     return graph.last_run
 
 
@@ -166,6 +175,7 @@ class _Driver:
         self.iterations = 0
         self.progress: LiveProgress | None = None
         self.start = time.perf_counter()
+        self.ticks = [self.start]
 
     def timer(self, name: str) -> _Timer:
         return self.timers[name]
@@ -176,6 +186,7 @@ class _Driver:
         for item in iterable:
             yield item
             self.iterations += 1
+            self.ticks.append(time.perf_counter())
             self.progress.update(self.points(), self.env_steps())
 
     def env_steps(self) -> int:
@@ -215,4 +226,6 @@ def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool) -> RunResu
         ns.pop(DRIVER, None)
         seconds = time.perf_counter() - driver.start
         driver.close()
-    return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.collect())
+    ticks = driver.ticks
+    return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.collect(),
+                     iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])])
