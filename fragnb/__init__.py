@@ -8,9 +8,9 @@ from . import algos, components, envs
 from .capture import capture
 from .errors import FragmentError
 from .graph import FragmentGraph
-from .runtime import RunResult, run
+from .runtime import RunResult, measure, run
 
-__all__ = ["capture", "run", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs", "algos"]
+__all__ = ["capture", "measure", "run", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs", "algos"]
 __version__ = "0.1.0"
 
 

@@ -117,6 +117,8 @@ class FragmentGraph:
     namespace: dict[str, Any] = field(repr=False, compare=False)
     #: The RunResult of the latest run of this graph (set by :func:`fragnb.run`).
     last_run: Any = field(default=None, repr=False, compare=False)
+    #: Bytes each edge carries per iteration, keyed by (src, dst); set by :func:`fragnb.measure`.
+    edge_bytes: dict = field(default_factory=dict, repr=False, compare=False)
 
     def fragment(self, name: str) -> Fragment:
         for frag in self.fragments:

@@ -9,7 +9,7 @@ from IPython.display import display
 
 from . import policies
 from .capture import capture
-from .runtime import run
+from .runtime import measure, run
 
 __all__ = ["FragmentMagics"]
 
@@ -62,6 +62,9 @@ class FragmentMagics(Magics):
             raise UsageError(str(e)) from None
         ns[args.name] = graph
         if not args.quiet:
+            if policy.name != "single":
+                measure(graph)  # one dry iteration on copies, for the bytes on the placement's edges
+                placement = graph.place(policy, **params)
             display(graph if policy.name == "single" else placement)
         if args.run:
             print(run(graph, policy, cluster=args.cluster, progress=not args.no_progress, plot=not args.no_plot, **params))

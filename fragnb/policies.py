@@ -43,10 +43,12 @@ class EdgePlacement:
     kind: str
     variables: tuple[str, ...]
     operator: str
+    bytes_per_iteration: int | None = None  # known once the graph was measured (fragnb.measure)
 
     @property
     def label(self) -> str:
-        return f"{self.operator}: {', '.join(self.variables)}"
+        size = "" if self.bytes_per_iteration is None else f" ({_human(self.bytes_per_iteration)}/iteration)"
+        return f"{self.operator}: {', '.join(self.variables)}{size}"
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         group = policy.groups[frag.role]
         fragments[frag.name] = FragmentPlacement(frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu")
     _check_divisible(graph, fragments, policy)
-    edges = [_operator(e, fragments[e.src], fragments[e.dst]) for e in graph.edges]
+    edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind))) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges)
 
 
@@ -237,7 +239,15 @@ def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacemen
                                  f"{policy.name!r} cannot split evenly; choose one of {divisors}")
 
 
-def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement) -> EdgePlacement:
+def _human(n: int) -> str:
+    for unit in ("B", "kB", "MB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, size: int | None) -> EdgePlacement:
     if src.group == dst.group:
         op = "local"
     elif src.replicas > 1 and dst.replicas == 1:
@@ -246,4 +256,4 @@ def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement) -> Edg
         op = "broadcast" if edge.kind == "state" else "scatter"
     else:
         op = "exchange"
-    return EdgePlacement(edge.src, edge.dst, edge.kind, edge.variables, op)
+    return EdgePlacement(edge.src, edge.dst, edge.kind, edge.variables, op, size)

@@ -48,10 +48,11 @@ class DrivenLoop:
         return {n.id for n in ast.walk(self.node.target) if isinstance(n, ast.Name)}
 
 
-def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False) -> list[ast.stmt]:
+def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None) -> list[ast.stmt]:
     """``body`` with each run of consecutive statements of one fragment timed by
     ``__fragnb_run__.timer(fragment)``; with ``hook_loop`` the top-level loop iterates through
-    ``__fragnb_run__.iterate`` (progress)."""
+    ``__fragnb_run__.iterate`` (progress); with ``trace`` (node id -> statement index) every statement
+    is followed by ``__fragnb_run__.done(index)``."""
 
     def call(method: str, *args: ast.expr) -> ast.Call:
         return ast.Call(ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), list(args), [])
@@ -74,6 +75,8 @@ def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = Fa
                 out.append(ast.copy_location(ast.For(node.target, it, build(node.body, False), [], None), node))
             else:
                 run.append(node)
+                if trace is not None:
+                    run.append(ast.copy_location(ast.Expr(call("done", ast.Constant(trace[id(node)]))), node))
         if run:
             out.append(timed(current, run))
         return out

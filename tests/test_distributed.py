@@ -195,3 +195,20 @@ def test_fragment_magic_rejects_bad_parameters_before_running(shell, canonical):
     with pytest.raises(UsageError, match="which 3 replicas"):
         shell.run_cell_magic("fragment", "ppo --policy coarse --actors 3 --run", canonical.body)
     assert "ppo" not in shell.user_ns and "returns" not in shell.user_ns
+
+
+def test_a_users_own_policy_runs_on_dask_like_a_builtin(canonical, ppo_ns):
+    from fragnb.policies import POLICIES, DistributionPolicy, register
+
+    register(DistributionPolicy(
+        "actors_with_buffer", "a user's own", "four actor workers with a quarter of the environments each; learner x 1",
+        groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
+        replicas={"actors": "actors", "learner": 1}))
+    try:
+        single, _ = _run(canonical, ppo_ns, "single", iterations=1)
+        ns, result = _run(canonical, ppo_ns, "actors_with_buffer", iterations=1, actors=4)
+        assert result.policy == "actors_with_buffer"
+        for key, value in _weights(single).items():
+            torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
+    finally:
+        POLICIES.pop("actors_with_buffer")

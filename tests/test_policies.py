@@ -1,6 +1,7 @@
 """Placement is a pure function of graph + parameters: no cluster needed."""
 
 import pytest
+import torch
 
 from fragnb import capture
 from fragnb.policies import POLICIES, DistributionPolicy, register
@@ -87,3 +88,19 @@ def test_a_users_own_policy_defined_in_a_cell_places_like_a_builtin(graph):
         assert _ops(p)[("actor@step", "env@step")] == "scatter"
     finally:
         POLICIES.pop("envs_apart")
+
+
+def test_measure_labels_edges_with_bytes_and_leaves_the_namespace_alone(canonical, ppo_ns):
+    from fragnb import measure
+
+    ns = ppo_ns()
+    before = {k: v.clone() for k, v in ns["learner"].policy.state_dict().items()}
+    g = capture(canonical.body, ns, name="ppo")
+    sizes = measure(g)
+    batch = 16 * 64 * (4 + 5) * 4 + 16 * 64 * 4  # obs, action, logprob, value, advantages, returns (int64 actions: 8 bytes)
+    assert sizes[("buffer@it", "learner", "data")] == batch
+    assert sizes[("env@step", "actor@step", "data")] == 64 * 16 * 4 * 4  # obs, every step of the rollout
+    assert "returns" not in ns and ns["env"].vector_steps == 0
+    assert all(torch.equal(before[k], v) for k, v in ns["learner"].policy.state_dict().items())
+    edge = next(e for e in g.place("coarse", actors=2).edges if e.operator == "gather")
+    assert edge.label == "gather: batch (41 kB/iteration)"
