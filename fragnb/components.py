@@ -260,7 +260,7 @@ class Learner(Component):
                 first = value.state_dict()
                 for other in parts[1:]:
                     if not all(torch.allclose(first[k], v, atol=1e-5) for k, v in getattr(other, name).state_dict().items()):
-                        warnings.warn(f"learner replicas disagree on `{name}`: their updates were not synchronised", RuntimeWarning)
+                        warnings.warn(f"learner replicas disagree on `{name}`: their updates were not synchronised", RuntimeWarning, stacklevel=2)
                         break
         return parts[0]
 

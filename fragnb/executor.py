@@ -23,7 +23,7 @@ from .clusters import ClusterError, connect, shutdown
 from .components import Component, Env, role_of
 from .live import LiveProgress
 from .policies import Placement
-from .program import DrivenLoop, Segment, graph_writes, plan, segments_of
+from .program import Segment, graph_writes, plan, segments_of
 
 __all__ = ["Outcome", "run_distributed"]
 

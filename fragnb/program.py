@@ -10,6 +10,7 @@ Pure: no cluster library is imported here.
 from __future__ import annotations
 
 import ast
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -17,9 +18,24 @@ if TYPE_CHECKING:
     from .graph import FragmentGraph
     from .policies import Placement
 
-__all__ = ["DRIVER", "Segment", "DrivenLoop", "plan", "instrument"]
+__all__ = ["DRIVER", "Timer", "Segment", "DrivenLoop", "plan", "instrument"]
 
 DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while code of a run executes
+
+
+class Timer:
+    """Adds the wall-clock time of a ``with`` block to ``seconds[name]`` (what ``timer(name)`` returns)."""
+
+    __slots__ = ("seconds", "name", "start")
+
+    def __init__(self, seconds: dict[str, float], name: str):
+        self.seconds, self.name = seconds, name
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - self.start
 
 
 @dataclass

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import linecache
 import pickle
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from .components import Component, Env
-from .program import DRIVER
+from .program import DRIVER, Timer
 
 __all__ = ["gather", "scatter", "combine", "Replica", "init_replica", "run_segment", "report", "finish_replica", "drop_run"]
 
@@ -73,19 +72,6 @@ def to_device(value: Any, device: str) -> Any:
 
 
 # -- the replica --------------------------------------------------------------------------------
-class _Timer:
-    __slots__ = ("seconds", "name", "start")
-
-    def __init__(self, seconds: dict[str, float], name: str):
-        self.seconds, self.name = seconds, name
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc):
-        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - self.start
-
-
 @dataclass
 class Replica:
     """One replica's namespace, code and bookkeeping, living in a worker process."""
@@ -100,8 +86,8 @@ class Replica:
     seen: dict[str, int] = field(default_factory=dict)  # episodes already reported, per env component
     steps0: dict[str, int] = field(default_factory=dict)  # env steps of each env component at start
 
-    def timer(self, name: str) -> _Timer:
-        return _Timer(self.seconds, name)
+    def timer(self, name: str) -> Timer:
+        return Timer(self.seconds, name)
 
     def envs(self) -> dict[str, Env]:
         return {k: v for k, v in self.ns.items() if isinstance(v, Env)}

@@ -8,14 +8,14 @@ plain execution of the cell would leave it.
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
 import time
 from dataclasses import dataclass, field
 
-from . import policies
 from .graph import FragmentGraph
 from .live import LiveProgress, learning_curve
-from .program import DRIVER, instrument
+from .program import DRIVER, Timer, instrument
 
 __all__ = ["run", "measure", "RunResult", "first_solved"]
 
@@ -207,7 +207,7 @@ class _DrySizes:
         self.fragment = {s.index: graph.fragment_of(s).name for s in graph.statements}
 
     def timer(self, name: str):
-        return _NoTimer
+        return contextlib.nullcontext()
 
     def iterate(self, iterable):
         for item in iterable:
@@ -239,28 +239,6 @@ class _DrySizes:
         return nbytes(self.ns[name].state_dict())  # "buffer state": a component's own state
 
 
-class _NoTimerType:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NoTimer = _NoTimerType()
-
-
-class _Timer:
-    __slots__ = ("seconds", "name", "start")
-
-    def __init__(self, seconds: dict[str, float], name: str):
-        self.seconds, self.name = seconds, name
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc):
-        self.seconds[self.name] += time.perf_counter() - self.start
 
 
 class _Driver:
@@ -272,14 +250,14 @@ class _Driver:
         self.seen = [len(e.episodes) for e in self.envs]
         self.steps0 = [e.env_steps for e in self.envs]
         self.seconds = {f.name: 0.0 for f in graph.fragments}
-        self.timers = {name: _Timer(self.seconds, name) for name in self.seconds}
+        self.timers = {name: Timer(self.seconds, name) for name in self.seconds}
         self.curve: list[tuple[int, float, float]] = []  # (env steps, return, seconds) per episode
         self.iterations = 0
         self.progress: LiveProgress | None = None
         self.start = time.perf_counter()
         self.ticks = [self.start]
 
-    def timer(self, name: str) -> _Timer:
+    def timer(self, name: str) -> Timer:
         return self.timers[name]
 
     def iterate(self, iterable):
