@@ -104,7 +104,7 @@ class _Driver:
             sharded = [v for v in names if n > 1 and isinstance(ns[v], Component) and "num_envs" in vars(ns[v])]
             source = (f"<fragment {placement.graph.name}>", placement.graph.source)
             futures += [self.submit(g, i, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source) for i in range(n)]
-        client.gather(futures)
+        self.gather(futures)
         if placement.policy.collectives:
             self.join_process_groups()
 
@@ -113,9 +113,25 @@ class _Driver:
             if n < 2:
                 continue
             host = self.slots[(g, 0)].split("://")[-1].rsplit(":", 1)[0]
-            port = self.submit(g, 0, _free_port, host).result()
+            (port,) = self.gather([self.submit(g, 0, _free_port, host)])
             backend = "nccl" if device == "cuda" else "gloo"
-            self.client.gather([self.submit(g, i, _join, self.run_id, i, n, f"tcp://{host}:{port}", backend) for i in range(n)])
+            self.gather([self.submit(g, i, _join, self.run_id, i, n, f"tcp://{host}:{port}", backend) for i in range(n)])
+
+    def gather(self, futures: list) -> list:
+        """Results of ``futures``; a replica's worker that disappears is an error, not a hang (its
+        pinned tasks would otherwise wait for it forever, and its state is gone with it)."""
+        while True:
+            try:
+                for future in futures:
+                    future.result(timeout=2.0)
+                return self.client.gather(futures)
+            except TimeoutError:
+                pass
+            alive = set(self.client.scheduler_info()["workers"])
+            lost = sorted({f"{g}[{i}] on {w}" for (g, i), w in self.slots.items() if w not in alive})
+            if lost:
+                raise ClusterError(f"lost the worker of replica {', '.join(lost)} during the run; its state is gone, "
+                                   "so the run stops (a worker can die when it runs out of memory)")
 
     def submit(self, group: str, index: int, fn, *args):
         return self.client.submit(fn, *args, workers=[self.slots[(group, index)]], allow_other_workers=False, pure=False)
@@ -165,7 +181,7 @@ class _Driver:
     def collect(self) -> None:
         """Each replica's new episodes, read after its latest task (a few hundred bytes)."""
         keys = list(self.last_task)
-        reports = self.client.gather([self.submit(g, i, replica.report, self.run_id, g, i, self.last_task[(g, i)]) for g, i in keys])
+        reports = self.gather([self.submit(g, i, replica.report, self.run_id, g, i, self.last_task[(g, i)]) for g, i in keys])
         self.client_bytes += len(pickle.dumps(reports))
         new = []
         for key, (episodes, steps) in zip(keys, reports):
@@ -180,7 +196,7 @@ class _Driver:
         held = {g: sorted({c for s in segments if s.group == g for c in s.components}) for g in self.placement.groups}
         futures = {(g, i): self.submit(g, i, replica.finish_replica, self.run_id, g, i, variables, held[g], self.last_task.get((g, i)))
                    for g, (n, _) in self.placement.groups.items() for i in range(n)}
-        return dict(zip(futures, self.client.gather(list(futures.values()))))
+        return dict(zip(futures, self.gather(list(futures.values()))))
 
     def merge(self, finals: dict) -> None:
         """Variables from the group that assigned them last (gathered over replicas); components

@@ -212,3 +212,23 @@ def test_a_users_own_policy_runs_on_dask_like_a_builtin(canonical, ppo_ns):
             torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
     finally:
         POLICIES.pop("actors_with_buffer")
+
+
+def test_a_worker_that_dies_mid_run_is_an_error_not_a_hang(canonical, ppo_ns, monkeypatch):
+    from fragnb import live
+
+    killed = []
+
+    def kill_a_worker(self, *args, **kwargs):
+        if not killed:
+            victim = max(_children(), key=lambda p: p.pid)  # the newest worker process
+            victim.kill()  # as the kernel's OOM killer would
+            killed.append(victim.pid)
+
+    monkeypatch.setattr(live.LiveProgress, "update", kill_a_worker)
+    ns = ppo_ns(50)
+    start = time.monotonic()
+    with pytest.raises(ClusterError, match=r"lost the worker of replica (actors|learner)\[\d\] on tcp://127.0.0.1:\d+ during the run"):
+        run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+    assert killed and time.monotonic() - start < 120
+    _wait_for_no_children()
