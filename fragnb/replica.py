@@ -14,6 +14,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
+import distributed
 import torch
 
 from .components import Component, Env
@@ -108,6 +109,7 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
     filename, text = source
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     ns = pickle.loads(payload)
+    ns["print"] = distributed.print  # the cell's prints reach the notebook, not only this worker's log
     for name in sharded:
         ns[name] = ns[name].shard(index, count)
     if device != "cpu":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import io
 import linecache
 import time
 from dataclasses import dataclass, field
@@ -162,7 +163,8 @@ def measure(graph: FragmentGraph) -> dict[tuple[str, str, str], int]:
     module = ast.fix_missing_locations(ast.Module(instrument(graph.tree.body, owner, hook_loop=True, trace=index), []))
     sizes = _DrySizes(graph, ns)
     ns[DRIVER] = sizes
-    exec(compile(module, f"<fragment {graph.name}>", "exec"), ns)
+    with contextlib.redirect_stdout(io.StringIO()):  # a dry run prints nothing of the cell's own
+        exec(compile(module, f"<fragment {graph.name}>", "exec"), ns)
     graph.edge_bytes = sizes.totals()
     return graph.edge_bytes
 

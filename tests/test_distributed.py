@@ -226,9 +226,20 @@ def test_a_worker_that_dies_mid_run_is_an_error_not_a_hang(canonical, ppo_ns, mo
             killed.append(victim.pid)
 
     monkeypatch.setattr(live.LiveProgress, "update", kill_a_worker)
+    clusters.shutdown()  # a fresh cluster has exactly the three workers the run uses
     ns = ppo_ns(50)
     start = time.monotonic()
     with pytest.raises(ClusterError, match=r"lost the worker of replica (actors|learner)\[\d\] on tcp://127.0.0.1:\d+ during the run"):
         run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
     assert killed and time.monotonic() - start < 120
     _wait_for_no_children()
+
+
+def test_prints_in_the_cell_reach_the_notebook_from_the_workers(canonical, ppo_ns, capsys):
+    ns = ppo_ns(2)
+    run(capture(canonical.body + '\n    print("finished iteration", it)', ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+    deadline, out = time.monotonic() + 10, ""
+    while "finished iteration 1" not in out and time.monotonic() < deadline:
+        time.sleep(0.2)
+        out += capsys.readouterr().out
+    assert "finished iteration 0" in out and "finished iteration 1" in out
