@@ -8,7 +8,8 @@ from . import algos, components, envs
 from .capture import capture
 from .errors import FragmentError
 from .graph import FragmentGraph
-from .runtime import RunResult, measure, run
+from .measure import measure
+from .runtime import RunResult, run
 
 __all__ = ["capture", "measure", "run", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs", "algos"]
 __version__ = "0.1.0"

@@ -9,7 +9,8 @@ from IPython.display import display
 
 from . import policies
 from .capture import capture
-from .runtime import measure, run
+from .measure import measure
+from .runtime import run
 
 __all__ = ["FragmentMagics"]
 

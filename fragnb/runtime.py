@@ -8,8 +8,6 @@ plain execution of the cell would leave it.
 from __future__ import annotations
 
 import ast
-import contextlib
-import io
 import linecache
 import time
 from dataclasses import dataclass, field
@@ -18,7 +16,7 @@ from .graph import FragmentGraph
 from .live import LiveProgress, learning_curve
 from .program import DRIVER, Timer, instrument
 
-__all__ = ["run", "measure", "RunResult", "first_solved"]
+__all__ = ["run", "RunResult", "first_solved"]
 
 
 
@@ -147,100 +145,6 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps,
                                    o.fragment_seconds, o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds)
     return graph.last_run
-
-
-def measure(graph: FragmentGraph) -> dict[tuple[str, str, str], int]:
-    """Bytes each edge carries in one training iteration, from one dry iteration on copies.
-
-    The cell's first iteration runs in this process on deep copies of the objects it uses, so the
-    notebook's components are untouched. The result is kept as ``graph.edge_bytes``, where
-    placements find it to label their edges.
-    """
-    ns = _copies(graph)
-    statements = graph.statements
-    owner = {id(s.node): graph.fragment_of(s).name for s in statements}
-    index = {id(s.node): s.index for s in statements}
-    module = ast.fix_missing_locations(ast.Module(instrument(graph.tree.body, owner, hook_loop=True, trace=index), []))
-    sizes = _DrySizes(graph, ns)
-    ns[DRIVER] = sizes
-    with contextlib.redirect_stdout(io.StringIO()):  # a dry run prints nothing of the cell's own
-        exec(compile(module, f"<fragment {graph.name}>", "exec"), ns)
-    graph.edge_bytes = sizes.totals()
-    return graph.edge_bytes
-
-
-def _copies(graph: FragmentGraph) -> dict:
-    """Deep copies (sharing preserved) of the namespace values the cell reads; modules, classes and
-    functions are shared as they are."""
-    import copy
-    import types
-
-    keep = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
-    names = {n for s in graph.statements for n in s.reads} | {n for loop in graph.loops for n in _names_in(loop.header)}
-    values = {n: graph.namespace[n] for n in names if n in graph.namespace}
-    memo = {id(v): v for v in values.values() if isinstance(v, keep)}
-    return {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
-
-
-def _names_in(source: str) -> set[str]:
-    tree = ast.parse(source.removeprefix("for ").partition(" in ")[2] or "0", mode="eval")
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-
-
-def nbytes(value) -> int:
-    """Bytes of tensors in ``value`` (nested dicts, lists, tuples); 8 for other leaves."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.nbytes
-    if isinstance(value, dict):
-        return sum(nbytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(nbytes(v) for v in value)
-    return 8
-
-
-class _DrySizes:
-    """Driver of a dry run: one iteration, adding up what each edge's variables weigh when assigned."""
-
-    def __init__(self, graph: FragmentGraph, ns: dict):
-        self.graph, self.ns = graph, ns
-        self.data = {(e.src, e.dst, e.kind): 0 for e in graph.edges}
-        self.fragment = {s.index: graph.fragment_of(s).name for s in graph.statements}
-
-    def timer(self, name: str):
-        return contextlib.nullcontext()
-
-    def iterate(self, iterable):
-        for item in iterable:
-            yield item
-            return
-
-    def done(self, index: int) -> None:
-        stmt = self.graph.statements[index]
-        for e in self.graph.edges:
-            if e.kind == "data" and e.src == self.fragment[index]:
-                self.data[(e.src, e.dst, e.kind)] += sum(nbytes(self.ns[v]) for v in e.variables if v in stmt.writes and v in self.ns)
-
-    def totals(self) -> dict:
-        for e in self.graph.edges:
-            if e.kind == "state":  # what moving that state once an iteration would carry
-                self.data[(e.src, e.dst, e.kind)] = sum(self.state_bytes(label) for label in e.variables)
-        return self.data
-
-    def state_bytes(self, label: str) -> int:
-        import torch
-
-        name, _, kind = label.rpartition(" ")
-        if kind == "weights":  # "policy weights": a network held as attribute `policy`
-            for comp in self.graph.components:
-                module = vars(self.ns[comp]).get(name)
-                if isinstance(module, torch.nn.Module):
-                    return nbytes(module.state_dict())
-            return 0
-        return nbytes(self.ns[name].state_dict())  # "buffer state": a component's own state
-
-
 
 
 class _Driver:
