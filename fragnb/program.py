@@ -59,10 +59,6 @@ class DrivenLoop:
     node: ast.For = field(repr=False)
     body: list  # of Segment | DrivenLoop
 
-    @property
-    def var_names(self) -> set[str]:
-        return {n.id for n in ast.walk(self.node.target) if isinstance(n, ast.Name)}
-
 
 def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None) -> list[ast.stmt]:
     """``body`` with each run of consecutive statements of one fragment timed by

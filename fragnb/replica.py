@@ -86,9 +86,13 @@ class Replica:
     seconds: dict[str, float] = field(default_factory=dict)
     seen: dict[str, int] = field(default_factory=dict)  # episodes already reported, per env component
     steps0: dict[str, int] = field(default_factory=dict)  # env steps of each env component at start
+    timers: dict[str, Timer] = field(default_factory=dict)
 
     def timer(self, name: str) -> Timer:
-        return Timer(self.seconds, name)
+        # Called on every timed block of the rollout: reuse one Timer per fragment.
+        if name not in self.timers:
+            self.timers[name] = Timer(self.seconds, name)
+        return self.timers[name]
 
     def envs(self) -> dict[str, Env]:
         return {k: v for k, v in self.ns.items() if isinstance(v, Env)}
