@@ -11,6 +11,7 @@ networks that two fragments share by object identity.
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import inspect
 import sys
@@ -23,6 +24,7 @@ import torch
 from .components import Component, role_of
 from .errors import FragmentError
 from .graph import Edge, Fragment, FragmentGraph, Loop, Statement
+from .normalize import Normalizer
 
 __all__ = ["capture"]
 
@@ -46,6 +48,18 @@ UNSUPPORTED = {
     ast.Break: ("`break`", "replicas of a fragment run every iteration; leaving a loop early would desynchronise them"),
     ast.Continue: ("`continue`", "replicas of a fragment run every iteration; skipping one would desynchronise them"),
 }
+
+
+# Methods of tensors, arrays, lists, dicts and strings that never change their receiver: calling one
+# is a read. Any other method call may change the object it is called on (``returns.append(x)``,
+# ``t.add_(1)``, a user's ``tracker.log(x)``), so the receiver counts as written.
+PURE_METHODS = frozenset("""
+    sum mean std var max min amax amin argmax argmin abs exp log log_softmax softmax sqrt pow square norm prod cumsum
+    all any item tolist numpy float int long double bool half cpu cuda to clone detach numel size dim view reshape
+    flatten squeeze unsqueeze permute transpose t expand repeat gather index_select masked_fill where clamp round
+    floor ceil sign nonzero eq ne lt le gt ge isnan isfinite logical_not type_as new_zeros new_ones unbind split chunk
+    get keys values items copy count index startswith endswith format join lower upper strip replace
+""".split())
 
 
 def capture(source_or_function: str | Callable, namespace: dict[str, Any] | None = None, name: str = "fragment") -> FragmentGraph:
@@ -133,7 +147,7 @@ class _Names(ast.NodeVisitor):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        if isinstance(node.func, ast.Attribute):
+        if isinstance(node.func, ast.Attribute) and node.func.attr not in PURE_METHODS:
             self._mutates(node.func.value)
 
     def _scoped(self, node, bound: set[str], children):
@@ -202,6 +216,10 @@ class _Capture:
         for node in ast.walk(tree):
             if isinstance(node, ast.For):
                 self.cell_writes |= _names(node.target)[1]
+        normalizer = Normalizer(self.role_of_call)
+        tree.body = normalizer.body(tree.body)
+        self.temps, self.synthetic = normalizer.temps, normalizer.synthetic
+        self.cell_writes |= set(self.temps)
         self.collect(tree.body, None)
         if not any(s.components for s in self.statements):
             raise self.error(
@@ -214,7 +232,8 @@ class _Capture:
         fragments = self.group()
         edges = self.data_edges(fragments) + self.state_edges(fragments)
         components = {c: role_of(self.namespace[c]) for s in self.statements for c in s.components}
-        return FragmentGraph(self.name, self.source, tree, self.loops, self.statements, fragments, edges, components, self.namespace)
+        return FragmentGraph(self.name, self.source, tree, self.loops, self.statements, fragments, edges, components, self.namespace,
+                             temps=self.temps, reach=self.reach)
 
     def parse(self) -> ast.Module:
         try:
@@ -258,61 +277,95 @@ class _Capture:
             if isinstance(node, ast.For):
                 header = ast.get_source_segment(self.source, node).splitlines()[0].rstrip(":").strip()
                 var = ast.unparse(node.target)
-                inner = Loop(var, node.lineno, header, loop)
+                inner = Loop(var, node.lineno, header, loop, first=len(self.statements), node=node)
                 self.loops.append(inner)
                 self.collect(node.body, inner)
                 continue
             if any(isinstance(n, ast.For) for n in ast.walk(node)):
                 nested = next(n for n in ast.walk(node) if isinstance(n, ast.For))
                 raise self.error(
-                    "a loop inside an `if` is not supported: loops must nest directly in loops, so that "
-                    "fragnb knows how many times each fragment runs",
+                    "a loop inside this statement is not supported: loops must nest directly in loops "
+                    "(or in an `if`), so that fragnb knows how many times each fragment runs",
                     nested,
                 )
             reads, writes = _names(node)
             # A list the loop appends to is a value that flows on; a component's own state is not
             # (state edges cover it).
             writes |= {n for n in _mutated(node) if role_of(self.namespace.get(n)) is None or n in self.cell_writes}
+            components, calls, role = self.uses(node)
+            synthetic = id(node) in self.synthetic
             self.statements.append(
                 Statement(
                     index=len(self.statements),
                     lineno=node.lineno,
                     end_lineno=node.end_lineno,
-                    source=ast.get_source_segment(self.source, node),
+                    source=ast.unparse(node) if synthetic else ast.get_source_segment(self.source, node),
                     node=node,
                     loop=loop,
                     reads=frozenset(reads),
                     writes=frozenset(writes),
-                    components=self.components_called(node),
-                    role="",
+                    components=components,
+                    role=role,
+                    calls=calls,
                 )
             )
 
-    def components_called(self, node: ast.stmt) -> tuple[str, ...]:
-        """Component variables the statement calls, outermost call first; one role per statement."""
-        found: dict[str, str] = {}
+    def component(self, name: str):
+        """The component a name refers to in the loop, or ``None`` (cell variables shadow the notebook)."""
+        if name in self.cell_writes or name not in self.namespace:
+            return None
+        obj = self.namespace[name]
+        return obj if role_of(obj) is not None else None
+
+    def role_of_call(self, call: ast.Call) -> str | None:
+        root = _call_root(call.func)
+        if root is None:
+            return None
+        obj = self.namespace.get(root.id) if root.id not in self.cell_writes else None
+        if isinstance(obj, type) and issubclass(obj, Component):
+            raise self.error(
+                f"`{root.id}` is a component class, not an instance; create it in an earlier cell "
+                f"(e.g. `{obj.__name__.lower()} = {obj.__name__}(...)`) and call that instance here",
+                call,
+            )
+        return role_of(self.component(root.id))
+
+    def uses(self, node: ast.stmt) -> tuple[tuple[str, ...], frozenset[str], str]:
+        """The components a statement uses (called, read or handed to a function), the methods it
+        calls (``"buffer.sample"``) and its role ("" for a statement that uses no component).
+
+        A component handed to a function that is not a component's method may be used in any way,
+        so such a statement runs where the cell's bookkeeping runs (role ``driver``)."""
+        called: dict[str, str] = {}
+        calls: set[str] = set()
+        handed = False
         for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):  # breadth-first: outermost first
             root = _call_root(call.func)
-            if root is None or root.id in self.cell_writes or root.id not in self.namespace:
-                continue
-            obj = self.namespace[root.id]
-            if isinstance(obj, type) and issubclass(obj, Component):
-                raise self.error(
-                    f"`{root.id}` is a component class, not an instance; create it in an earlier cell "
-                    f"(e.g. `{obj.__name__.lower()} = {obj.__name__}(...)`) and call that instance here",
-                    call,
-                )
-            role = role_of(obj)
+            role = self.role_of_call(call)
             if role is not None:
-                found.setdefault(root.id, role)
-        if len(set(found.values())) > 1:
-            calls = ", ".join(f"`{n}` ({r})" for n, r in found.items())
+                called.setdefault(root.id, role)
+                if isinstance(call.func, ast.Attribute) and call.func.value is root:
+                    calls.add(f"{root.id}.{call.func.attr}")
+            elif any(self.component(n.id) is not None for arg in call.args + [k.value for k in call.keywords]
+                     for n in ast.walk(arg) if isinstance(n, ast.Name)):
+                handed = True
+        touched = {n.id: role_of(self.component(n.id)) for n in ast.walk(node)
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and self.component(n.id) is not None}
+        components = tuple(dict.fromkeys([*called, *sorted(touched)]))
+        roles = set(called.values()) or set(touched.values())
+        if len(set(called.values())) > 1 or (not called and not handed and len(roles) > 1):
+            uses = ", ".join(f"`{n}` ({r})" for n, r in {**touched, **called}.items())
             raise self.error(
-                f"one statement calls components of different roles: {calls}; split it into one statement "
-                "per role, assigning the intermediate value to a variable, so each can run where its role is placed",
+                f"one statement uses components of different roles: {uses}; fragnb splits nested calls and `if` "
+                "blocks itself, but not this one: split it into one statement per role, assigning the intermediate "
+                "value to a variable, so each can run where its role is placed",
                 node,
             )
-        return tuple(found)
+        if called:
+            return components, frozenset(calls), next(iter(called.values()))
+        if handed:
+            return components, frozenset(calls), "driver"
+        return components, frozenset(calls), next(iter(roles), "")
 
     def check_defined(self, body: list[ast.stmt], defined: set[str]) -> None:
         """Every name must exist when it is read: on the loop's first iteration, in cell order."""
@@ -335,31 +388,62 @@ class _Capture:
             raise self.error(f"`{var}` is not defined: it is not assigned in the cell nor in the notebook's namespace", lineno)
 
     # -- roles and fragments ------------------------------------------------------------------
+    def reaching_defs(self) -> None:
+        """Per variable, where it is assigned: by statements, and by loop headers (``for value in``
+        rebinds ``value``, hiding any earlier assignment). A statement reads at position 2i+1."""
+        events: list[tuple[int, Statement | None, Loop | None, str]] = []
+        for s in self.statements:
+            events += [(2 * s.index + 1, s, s.loop, v) for v in s.writes]
+        for loop in self.loops:
+            events += [(2 * loop.first, None, loop.parent, v) for v in _names(loop.node.target)[1]]
+        self.defs: dict[str, list] = {}
+        for event in sorted(events, key=lambda e: e[0]):
+            self.defs.setdefault(event[3], []).append(event)
+
     def producers(self, stmt: Statement, var: str) -> list[Statement]:
-        """Statements whose assignment of ``var`` can reach ``stmt``: the last one before it, and
-        any later one in a loop around ``stmt`` (it reaches the next iteration)."""
-        before = [s for s in self.statements[: stmt.index] if var in s.writes]
-        after = [
-            s for s in self.statements[stmt.index + 1 :]
-            if var in s.writes and s.loop is not None and _common_loop(s.loop, stmt.loop)
-        ]
-        return before[-1:] + after
+        """Statements whose assignment of ``var`` can reach ``stmt``: the last assignment before it
+        (none if that is a loop header), and any later one in a loop around ``stmt`` (it reaches the
+        next iteration)."""
+        defs = self.defs.get(var, ())
+        read = 2 * stmt.index + 1
+        i = bisect.bisect_left([d[0] for d in defs], read)
+        before = defs[i - 1 : i] if i else []
+        after = [d for d in defs[i:] if d[0] > read and d[2] is not None and _common_loop(d[2], stmt.loop)]
+        return [d[1] for d in before + after if d[1] is not None]
 
     def assign_roles(self) -> None:
-        roles = {s.index: (role_of(self.namespace[s.components[0]]) if s.components else None) for s in self.statements}
-        # Plain statements take the role of what they read (latest producer first) ...
+        """Statements that use no component take the role of the statements that need their values:
+        a value only one role needs is computed there; bookkeeping no component needs runs with the
+        driver (once, on gathered values, wherever a policy replicates the rest)."""
+        self.reaching_defs()
+        roles = {s.index: s.role or None for s in self.statements}
+        readers: dict[int, list[int]] = {s.index: [] for s in self.statements}
+        self.reach: dict[int, dict[str, tuple[int, ...]]] = {}
+        for r in self.statements:
+            for v in sorted(r.reads):
+                producers = self.producers(r, v)
+                self.reach.setdefault(r.index, {})[v] = tuple(p.index for p in producers)
+                for p in producers:
+                    if p.index != r.index:
+                        readers[p.index].append(r.index)
+        plain = [s.index for s in self.statements if roles[s.index] is None]
+        need: dict[int, set[str]] = {i: set() for i in plain}
+        changed = True
+        while changed:  # needs flow backwards through chains of plain statements
+            changed = False
+            for i in reversed(plain):
+                new = set().union(*({roles[r]} if roles[r] else need[r] for r in readers[i]))
+                if new != need[i]:
+                    need[i], changed = new, True
+        for i in plain:
+            if len(need[i]) < 2:
+                roles[i] = next(iter(need[i]), "driver")
+        # Needed by several roles: computed with what it reads (latest producer), else its first reader.
         for s in self.statements:
             if roles[s.index] is None:
                 sources = sorted((p.index for v in s.reads for p in self.producers(s, v) if roles[p.index]), reverse=True)
-                roles[s.index] = roles[sources[0]] if sources else None
-        # ... or else of the first statement that reads what they assign.
-        for s in reversed(self.statements):
-            if roles[s.index] is None:
-                readers = [
-                    r for r in self.statements
-                    if roles[r.index] and any(s in self.producers(r, v) for v in s.writes & r.reads)
-                ]
-                roles[s.index] = roles[readers[0].index] if readers else "driver"
+                firsts = [roles[r] for r in readers[s.index] if roles[r]]
+                roles[s.index] = roles[sources[0]] if sources else (firsts[0] if firsts else "driver")
         self.statements = [_with_role(s, roles[s.index]) for s in self.statements]
 
     def group(self) -> list[Fragment]:

@@ -45,6 +45,11 @@ class Component:
     role: ClassVar[str] = "component"
     #: Attributes whose leading axis is the environment; ``shard`` slices them.
     per_env: ClassVar[tuple[str, ...]] = ()
+    #: Methods that work environment by environment: called on a shard, they do to its
+    #: environments exactly what the call on the whole batch does to them, and return
+    #: environment-first results. ``None``: every method. A component whose loop calls another
+    #: method (a replay buffer's ``sample``) is never replicated: it stays with the learner.
+    shardwise: ClassVar[tuple[str, ...] | None] = ()
 
     def shard(self, index: int, count: int) -> Component:
         """Replica ``index`` of ``count``: the same component over its share of the environments.
@@ -140,6 +145,7 @@ class Env(Component):
 
     role = "env"
     per_env = ("env_ids", "streams", "episode_return", "episode_length")
+    shardwise = None
     obs_shape: tuple[int, ...] = ()
     num_actions: int = 0
 
@@ -240,6 +246,7 @@ class Actor(Component):
 
     role = "actor"
     per_env = ("env_ids", "streams")
+    shardwise = None
 
     def __init__(self, num_envs: int, seed: int = 0):
         self.num_envs, self.seed = int(num_envs), int(seed)

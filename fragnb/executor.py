@@ -23,7 +23,7 @@ from .clusters import ClusterError, connect, shutdown
 from .components import Component, Env, role_of
 from .live import LiveProgress
 from .policies import Placement
-from .program import Segment, graph_writes, plan, segments_of
+from .program import Program, Segment, graph_writes, plan
 
 __all__ = ["Outcome", "run_distributed"]
 
@@ -71,6 +71,7 @@ class _Driver:
     client: Any
     num_envs: int | None
     weights: list[_Weights]
+    program: Program
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     slots: dict = field(default_factory=dict)  # (group, replica) -> worker address
     latest: dict = field(default_factory=dict)  # variable or weights key -> _Latest
@@ -103,7 +104,8 @@ class _Driver:
             codes = pickle.dumps({s.index: s.module for s in segs})
             sharded = [v for v in names if n > 1 and isinstance(ns[v], Component) and "num_envs" in vars(ns[v])]
             source = (f"<fragment {placement.graph.name}>", placement.graph.source)
-            futures += [self.submit(g, i, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source) for i in range(n)]
+            futures += [self.submit(g, i, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source, self.strict)
+                        for i in range(n)]
         self.gather(futures)
         if placement.policy.collectives:
             self.join_process_groups()
@@ -160,16 +162,20 @@ class _Driver:
 
     def run_segment(self, seg: Segment) -> None:
         n = self.placement.groups[seg.group][0]
-        inputs = {var: (v.key, v.outputs) for var in sorted(seg.reads) if (v := self.latest.get(var)) and v.group != seg.group}
+        kinds, origin = self.program.kinds, self.program.origin
+        inputs = {var: (v.key, v.outputs, kinds.get(var, "sharded"), origin.get(var, ""))
+                  for var in sorted(seg.reads) if (v := self.latest.get(var)) and v.group != seg.group}
         for w in self.weights:
             v = self.latest.get(w.source)
             if v and w.group == seg.group and w.target_comp in seg.components and self.loaded.get((seg.group, w.target)) != v.version:
-                inputs[w.target] = (w.source, v.outputs)
+                inputs[w.target] = (w.source, v.outputs, "replicated", f"the weights of {w.owner_comp}")
                 self.loaded[(seg.group, w.target)] = v.version
+        replays = {key: (self.latest[key].outputs, {v: (kinds.get(v, "sharded"), origin.get(v, "")) for v in names})
+                   for key, names in seg.replays.items()}
         exports = sorted(seg.exports | {w.source for w in self.weights if w.owner == seg.group and w.owner_comp in seg.components})
         scalars = {k: v for k, v in self.scalars.items() if k in seg.reads}
         outputs = [self.submit(seg.group, i, replica.run_segment, self.run_id, seg.group, i, seg.index, scalars, inputs, self.num_envs,
-                               exports, self.last_task.get((seg.group, i))) for i in range(n)]
+                               exports, self.last_task.get((seg.group, i)), replays) for i in range(n)]
         for i, future in enumerate(outputs):
             self.last_task[(seg.group, i)] = future
         for key in exports:
@@ -209,12 +215,22 @@ class _Driver:
         for var in sorted(graph_writes(self.placement.graph)):
             if var in self.scalars and var not in self.last_writer:
                 ns[var] = self.scalars[var]
-            elif var in self.last_writer and var in finals[(self.last_writer[var], 0)]["variables"]:
-                ns[var] = replica.gather(parts(self.last_writer[var], "variables", var))
+            elif var in self.last_writer:
+                g = self.last_writer[var]
+                if var not in finals[(g, 0)]["variables"]:
+                    ns.pop(var, None)  # the cell deleted it (`del`)
+                    continue
+                kind, origin = self.program.kinds.get(var, "sharded"), self.program.origin.get(var, "")
+                ns[var] = replica.combine(var, parts(g, "variables", var), 0, 1, None, kind, origin, self.strict)
         comps = [(c, g) for g in groups for c in finals[(g, 0)]["components"]]
         for name, g in sorted(comps, key=lambda cg: role_of(ns[cg[0]]) == "learner"):
             shards = parts(g, "components", name)
             _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
+
+    @property
+    def strict(self) -> bool:
+        """Values must combine exactly unless every group is replicated (data parallel)."""
+        return self.placement.groups[self.placement.home][0] == 1
 
     def forget(self) -> None:
         try:
@@ -226,11 +242,11 @@ class _Driver:
 def run_distributed(placement: Placement, cluster, progress: bool, plot: bool) -> Outcome:
     """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would."""
     graph = placement.graph
-    items = plan(placement)
-    segments = segments_of(items)
+    program = plan(placement)
+    items, segments = program.items, program.segments
     env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
     client, owned = connect(cluster, sum(n for n, _ in placement.groups.values()))
-    d = _Driver(placement, client, env.num_envs if env else None, _shared_weights(placement, segments))
+    d = _Driver(placement, client, env.num_envs if env else None, _shared_weights(placement, segments), program)
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     moved_before = _transfer_bytes(client)

@@ -17,6 +17,8 @@ class Loop:
     lineno: int
     header: str
     parent: Loop | None = None
+    first: int = 0  # index of the first statement inside it
+    node: ast.For | None = field(default=None, repr=False, compare=False)
 
     @property
     def depth(self) -> int:
@@ -42,8 +44,9 @@ class Statement:
     loop: Loop | None
     reads: frozenset[str]
     writes: frozenset[str]
-    components: tuple[str, ...]  # names of the components it calls
+    components: tuple[str, ...]  # names of the components it uses (calls, reads, hands to a function)
     role: str
+    calls: frozenset[str] = frozenset()  # component methods it calls, as "buffer.sample"
 
 
 @dataclass
@@ -119,6 +122,14 @@ class FragmentGraph:
     last_run: Any = field(default=None, repr=False, compare=False)
     #: Bytes each edge carries per iteration, keyed by (src, dst); set by :func:`fragnb.measure`.
     edge_bytes: dict = field(default_factory=dict, repr=False, compare=False)
+    #: Temporaries capture introduced (split nested calls and ``if`` conditions) -> the source they stand for.
+    temps: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    #: Reaching definitions: statement index -> variable it reads -> indices of the statements
+    #: whose assignment can reach it.
+    reach: dict[int, dict[str, tuple[int, ...]]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        self._fragment_of = {s.index: f for f in self.fragments for s in f.statements}
 
     def fragment(self, name: str) -> Fragment:
         for frag in self.fragments:
@@ -127,10 +138,7 @@ class FragmentGraph:
         raise KeyError(f"no fragment {name!r}; fragments are {[f.name for f in self.fragments]}")
 
     def fragment_of(self, statement: Statement) -> Fragment:
-        for frag in self.fragments:
-            if statement in frag.statements:
-                return frag
-        raise KeyError(statement)
+        return self._fragment_of[statement.index]
 
     def render(self):
         """The graph as a ``graphviz.Digraph``: fragments coloured by role, loops as clusters."""

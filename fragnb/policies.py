@@ -148,6 +148,13 @@ class Placement:
     params: dict[str, Any]
     fragments: dict[str, FragmentPlacement]
     edges: list[EdgePlacement]
+    #: Why the placement differs from the policy's table (e.g. a buffer kept with the learner).
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def home(self) -> str:
+        """The group that runs the driver's statements: the cell's bookkeeping, once."""
+        return self.policy.groups["driver"]
 
     @property
     def groups(self) -> dict[str, tuple[int, str]]:
@@ -171,6 +178,7 @@ class Placement:
             names = [f for f, p in self.fragments.items() if p.group == group]
             lines.append(f"  {group} x{n} ({device}): {', '.join(names)}")
         lines += [f"  {e.src} -> {e.dst} [{e.label}]" for e in self.edges if e.operator != "local"]
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -206,13 +214,61 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         counts[group] = count
     gpu = _gpu(params.get("device", "cpu"))
 
+    groups, notes = _groups_of_roles(graph, policy, counts)
     fragments = {}
     for frag in graph.fragments:
-        group = policy.groups[frag.role]
+        group = groups[frag.role]
         fragments[frag.name] = FragmentPlacement(frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu")
     _check_divisible(graph, fragments, policy)
+    _check_one_group_per_component(graph, fragments)
     edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind))) for e in graph.edges]
-    return Placement(graph, policy, params, fragments, edges)
+    return Placement(graph, policy, params, fragments, edges, notes)
+
+
+def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: dict[str, int]) -> tuple[dict[str, str], list[str]]:
+    """The policy's group per role, except that state stays with its reader: a role whose
+    components the loop calls in a way that is not environment by environment (a replay buffer's
+    ``sample``) is not replicated; it joins the driver's group, where the learner reads it."""
+    groups, notes = dict(policy.groups), []
+    home = groups["driver"]
+    if counts[home] > 1:
+        return groups, notes  # every group is replicated (data parallel): nothing can move
+    for role in sorted({f.role for f in graph.fragments}):
+        if counts[groups[role]] == 1:
+            continue
+        for s in (s for f in graph.fragments if f.role == role for s in f.statements):
+            method = next((c for c in sorted(s.calls) if not _shardwise(graph.namespace[c.split(".")[0]], c.split(".")[1])), None)
+            if method is not None:
+                groups[role] = home
+                notes.append(f"{role} placed with {home!r}, not replicated: line {s.lineno} calls `{method}`, "
+                             f"which is not environment by environment (see Component.shardwise)")
+                break
+    return groups, notes
+
+
+def _shardwise(component, method: str) -> bool:
+    declared = type(component).shardwise
+    return declared is None or method in declared
+
+
+def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
+    """A component used from two worker groups would have two diverging copies: refuse."""
+    from .errors import FragmentError
+
+    where: dict[str, dict[str, int]] = {}
+    for frag in graph.fragments:
+        for s in frag.statements:
+            for comp in s.components:
+                where.setdefault(comp, {}).setdefault(fragments[frag.name].group, s.lineno)
+    for comp, groups in where.items():
+        if len(groups) > 1:
+            uses = ", ".join(f"line {line} in group {g!r}" for g, line in groups.items())
+            line = max(groups.values())
+            raise FragmentError(
+                f"`{comp}` is used from two worker groups ({uses}); each would hold its own copy and their states "
+                "would diverge. Use it from statements of one role (e.g. call its method yourself instead of handing "
+                "it to a function), or choose a policy that places those roles together",
+                line, graph.source.splitlines()[line - 1])
 
 
 def _gpu(device: str) -> bool:

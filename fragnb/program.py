@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .graph import FragmentGraph
+    from .graph import FragmentGraph, Statement
     from .policies import Placement
 
-__all__ = ["DRIVER", "Timer", "Segment", "DrivenLoop", "plan", "instrument"]
+__all__ = ["DRIVER", "Timer", "Segment", "DrivenLoop", "Program", "plan", "instrument"]
 
 DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while code of a run executes
 
@@ -50,14 +50,32 @@ class Segment:
     exports: set[str] = field(default_factory=set)  # writes that statements of other groups read
     components: set[str] = field(default_factory=set)
     module: ast.Module = field(default=None, repr=False)  # instrumented; shipped as AST, compiled where it runs
+    records: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> variables it records for a later group
+    replays: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> variables it replays from them
 
 
 @dataclass
 class DrivenLoop:
-    """A loop the driver iterates itself, because its body spans groups (always the outermost)."""
+    """A loop the driver iterates itself: the iteration loop, and loops whose groups depend on
+    each other step by step (``fine``: observations one way, actions back)."""
 
     node: ast.For = field(repr=False)
     body: list  # of Segment | DrivenLoop
+
+
+@dataclass
+class Program:
+    """A placement as the driver runs it.
+
+    ``kinds`` says how each variable's values combine across replicas: ``"sharded"`` (computed from
+    the environments a replica holds: concatenated along the environment axis) or
+    ``"replicated"`` (computed from the loop counters and notebook values alone: the same on every
+    replica, checked). ``origin`` names the cell line that assigns a variable, for messages."""
+
+    items: list
+    segments: list[Segment]
+    kinds: dict[str, str]
+    origin: dict[str, str]
 
 
 def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None) -> list[ast.stmt]:
@@ -96,45 +114,179 @@ def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = Fa
     return build(body, True)
 
 
-def plan(placement: Placement) -> list:
-    """The cell as a list of Segments and DrivenLoops, each segment's code instrumented for timing."""
+def plan(placement: Placement) -> Program:
+    """The cell as Segments and DrivenLoops, each segment's code instrumented for timing.
+
+    A loop whose statements sit in several groups is *split* (loop fission) when its groups depend
+    on each other one way only: each group runs the whole loop over its own statements, the
+    earlier group recording, at the place of each later group's statement, the values that
+    statement reads; the later group replays them in order. A ``coarse`` rollout thus stays one
+    task per actor, while the learner side still sees every step as plain Python would (episode
+    lists in order, buffer inserts, running sums). Loops whose groups depend on each other both
+    ways are driven step by step.
+    """
     graph = placement.graph
-    group_of = {id(s.node): placement.fragments[graph.fragment_of(s).name].group for s in graph.statements}
-    owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
     stmt_of = {id(s.node): s for s in graph.statements}
+    group_of = {s.index: placement.fragments[graph.fragment_of(s).name].group for s in graph.statements}
+    owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
     segments: list[Segment] = []
+    replayed: dict[int, tuple[str, ...]] = {}  # statement index -> variables replayed before it
+    helper: dict[int, tuple[Statement, str, tuple[str, ...]]] = {}  # id(record/replay node) -> (statement, op, names)
 
     def groups_in(node: ast.stmt) -> set[str]:
-        if isinstance(node, ast.For):
-            return set().union(*(groups_in(n) for n in node.body))
-        return {group_of[id(node)]}
+        return {group_of[stmt_of[id(n)].index] for n in _leaves(node)}
+
+    def add(items: list, group: str, node: ast.stmt) -> None:
+        if not items or not isinstance(items[-1], Segment) or items[-1].group != group:
+            segments.append(Segment(len(segments), group, []))
+            items.append(segments[-1])
+        items[-1].nodes.append(node)
 
     def build(nodes: list[ast.stmt], top: bool) -> list:
         items: list = []
         for node in nodes:
             groups = groups_in(node)
             if isinstance(node, ast.For) and (top or len(groups) > 1):
-                items.append(DrivenLoop(node, build(node.body, False)))
+                split = None if top else _fission(node, graph, group_of, stmt_of, placement)
+                if split is None:
+                    items.append(DrivenLoop(node, build(node.body, False)))
+                    continue
+                order, crossing = split
+                replayed.update({i: tuple(names) for i, (_, names) in crossing.items()})
+                for g in order:
+                    add(items, g, _project(node, g, group_of, stmt_of, crossing, helper))
                 continue
             (group,) = groups
-            if not items or not isinstance(items[-1], Segment) or items[-1].group != group:
-                segments.append(Segment(len(segments), group, []))
-                items.append(segments[-1])
-            items[-1].nodes.append(node)
+            add(items, group, node)
         return items
 
     items = build(graph.tree.body, True)
     filename = f"<fragment {graph.name}>"  # as the single policy compiles it: tracebacks name cell lines
     for seg in segments:
-        leaves = [stmt_of[id(n)] for node in seg.nodes for n in _leaves(node)]
-        seg.reads = set().union(*(s.reads for s in leaves)) | _header_reads(seg.nodes)
+        leaves = [stmt_of[id(n)] for node in seg.nodes for n in _leaves(node) if id(n) in stmt_of]
+        seg.reads = set().union(*(s.reads - set(replayed.get(s.index, ())) for s in leaves)) | _header_reads(seg.nodes)
         seg.writes = set().union(*(s.writes for s in leaves)) | _header_writes(seg.nodes)
         seg.components = {c for s in leaves for c in s.components}
+        for node in (n for node in seg.nodes for n in _all_nodes(node) if id(n) in helper):
+            stmt, op, names = helper[id(node)]
+            (seg.records if op == "record" else seg.replays)[f"record:{stmt.index}"] = names
+            if op == "record":
+                seg.reads |= set(names)
+            owner[id(node)] = graph.fragment_of(stmt).name
         seg.module = ast.fix_missing_locations(ast.Module(instrument(seg.nodes, owner), []))
         compile(seg.module, filename, "exec")  # fail here, not on a worker
     for seg in segments:
         seg.exports = {v for v in seg.writes if any(v in other.reads for other in segments if other.group != seg.group)}
-    return items
+        seg.exports |= set(seg.records)
+    return Program(items, segments, _kinds(graph), _origins(graph))
+
+
+def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict, placement: Placement):
+    """(groups in run order, {statement index: (sending group, variables)}) if ``loop`` can be split
+    per group, else ``None``."""
+    inside = {stmt_of[id(n)].index for n in _leaves(loop)}
+    headers = {n.id for inner in _loops(loop.body) for n in ast.walk(inner.iter) if isinstance(n, ast.Name)}
+    edges: set[tuple[str, str]] = set()
+    crossing: dict[int, tuple[str, list[str]]] = {}
+    for i in sorted(inside):
+        s, g = graph.statements[i], group_of[i]
+        for var, producers in graph.reach.get(i, {}).items():
+            others = {group_of[p] for p in producers if p in inside and group_of[p] != g}
+            if var in headers and any(p in inside for p in producers):
+                return None  # an inner loop's length computed in the loop: every group needs it each step
+            if not others:
+                continue
+            senders = {group_of[p] for p in producers}
+            if len(senders) > 1:
+                return None  # the value comes from this group at times, from another at others
+            (sender,) = senders
+            edges.add((sender, g))
+            crossing.setdefault(i, (sender, []))[1].append(var)
+    edges |= _weight_flows(loop, graph, group_of, stmt_of)
+    groups = list(dict.fromkeys(group_of[i] for i in sorted(inside)))
+    order: list[str] = []
+    while len(order) < len(groups):  # topological order, stable by first appearance
+        ready = [g for g in groups if g not in order and not any(a not in order and b == g and a != g for a, b in edges)]
+        if not ready:
+            return None  # the groups depend on each other both ways: drive the loop step by step
+        order.append(ready[0])
+    return order, crossing
+
+
+def _weight_flows(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict) -> set[tuple[str, str]]:
+    """Within ``loop``, a learner whose network another group's component holds sends it weights."""
+    import torch
+
+    from .components import role_of
+
+    used: dict[str, set[str]] = {}
+    for n in _leaves(loop):
+        s = stmt_of[id(n)]
+        used.setdefault(group_of[s.index], set()).update(s.components)
+    modules = {g: {id(v) for c in comps for v in vars(graph.namespace[c]).values() if isinstance(v, torch.nn.Module)} for g, comps in used.items()}
+    flows = set()
+    for g, comps in used.items():
+        if any(role_of(graph.namespace[c]) == "learner" for c in comps):
+            flows |= {(g, h) for h in used if h != g and modules[g] & modules[h]}
+    return flows
+
+
+def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing: dict, helper: dict) -> ast.For:
+    """``loop`` with only ``group``'s statements; at the place of another group's statement that
+    reads this group's values, a record of them; before one of this group's that reads another's,
+    their replay."""
+
+    def call(method: str, *args) -> ast.stmt:
+        return ast.Expr(ast.Call(ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), [ast.Constant(a) for a in args], []))
+
+    def project(nodes: list[ast.stmt]) -> list[ast.stmt]:
+        out = []
+        for node in nodes:
+            if isinstance(node, ast.For):
+                body = project(node.body)
+                if body:
+                    out.append(ast.copy_location(ast.For(node.target, node.iter, body, [], None), node))
+                continue
+            s = stmt_of[id(node)]
+            sender, names = crossing.get(s.index, (None, ()))
+            if group_of[s.index] == group:
+                if names:
+                    out.append(ast.copy_location(call("replay", f"record:{s.index}"), node))
+                    helper[id(out[-1])] = (s, "replay", tuple(names))
+                out.append(node)
+            elif sender == group:
+                out.append(ast.copy_location(call("record", f"record:{s.index}", tuple(names)), node))
+                helper[id(out[-1])] = (s, "record", tuple(names))
+        return out
+
+    return ast.copy_location(ast.For(loop.target, loop.iter, project(loop.body), [], None), loop)
+
+
+def _kinds(graph: FragmentGraph) -> dict[str, str]:
+    """Variables computed from component results are sharded; the rest (counters, constants,
+    notebook values) are replicated."""
+    tainted = {s.index for s in graph.statements if s.components}
+    changed = True
+    while changed:
+        changed = False
+        for s in graph.statements:
+            if s.index not in tainted and any(p in tainted for ps in graph.reach.get(s.index, {}).values() for p in ps):
+                tainted.add(s.index)
+                changed = True
+    kinds: dict[str, str] = {}
+    for s in graph.statements:
+        for v in s.writes:
+            if s.index in tainted or kinds.get(v) != "sharded":
+                kinds[v] = "sharded" if s.index in tainted else kinds.get(v, "replicated")
+    return kinds
+
+
+def _origins(graph: FragmentGraph) -> dict[str, str]:
+    origin: dict[str, str] = {}
+    for s in graph.statements:
+        for v in s.writes:
+            origin.setdefault(v, f"line {s.lineno}: {s.source.splitlines()[0].strip()}")
+    return origin
 
 
 def _leaves(node: ast.stmt):
@@ -143,6 +295,13 @@ def _leaves(node: ast.stmt):
             yield from _leaves(child)
     else:
         yield node
+
+
+def _all_nodes(node: ast.stmt):
+    yield node
+    if isinstance(node, ast.For):
+        for child in node.body:
+            yield from _all_nodes(child)
 
 
 def _loops(nodes: list[ast.stmt]):
@@ -171,4 +330,5 @@ def segments_of(items: list) -> list[Segment]:
 def graph_writes(graph: FragmentGraph) -> set[str]:
     """Every name the cell assigns, loop variables included."""
     names = set().union(*(s.writes for s in graph.statements))
-    return names | {n.id for node in ast.walk(graph.tree) if isinstance(node, ast.For) for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    names |= {n.id for node in ast.walk(graph.tree) if isinstance(node, ast.For) for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    return names - set(graph.temps)

@@ -18,6 +18,7 @@ import distributed
 import torch
 
 from .components import Component, Env
+from .errors import FragmentError
 from .program import DRIVER, Timer
 
 __all__ = ["gather", "scatter", "combine", "Replica", "init_replica", "run_segment", "report", "finish_replica", "drop_run"]
@@ -26,20 +27,48 @@ _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica i
 
 
 # -- edge operators (pure) --------------------------------------------------------------------
-def gather(parts: list) -> Any:
-    """Many replicas' values as one: tensors and lists concatenated, dicts and tuples element-wise."""
+class Mismatch(ValueError):
+    """Replicas hold values of one variable that cannot be combined into the plain-Python value."""
+
+
+def gather(parts: list, kind: str = "sharded", strict: bool = True) -> Any:
+    """Many replicas' values of one variable as one.
+
+    ``sharded`` values (computed from each replica's environments) are concatenated along the
+    environment axis: tensors and lists end to end, dicts and tuples element-wise. Anything else,
+    and every ``replicated`` value, must be equal on every replica; one is taken. With ``strict``
+    false (data-parallel policies, whose replicas each run the whole loop) replica 0's is taken.
+    """
     first = parts[0]
     if len(parts) == 1:
         return first
-    if isinstance(first, torch.Tensor) and first.dim() > 0:
-        return torch.cat(parts)
-    if isinstance(first, list):
-        return [x for p in parts for x in p]
-    if isinstance(first, tuple):
-        return type(first)(*(gather(list(xs)) for xs in zip(*parts))) if hasattr(first, "_fields") else tuple(gather(list(xs)) for xs in zip(*parts))
-    if isinstance(first, dict):
-        return {k: gather([p[k] for p in parts]) for k in first}
+    if kind == "sharded":
+        if isinstance(first, torch.Tensor) and first.dim() > 0:
+            return torch.cat(parts)
+        if isinstance(first, list):
+            return [x for p in parts for x in p]
+        if isinstance(first, tuple) and all(isinstance(p, tuple) and len(p) == len(first) for p in parts):
+            items = [gather(list(xs), kind, strict) for xs in zip(*parts)]
+            return type(first)(*items) if hasattr(first, "_fields") else tuple(items)
+        if isinstance(first, dict) and all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
+            return {k: gather([p[k] for p in parts], kind, strict) for k in first}
+    if strict and not all(_equal(first, p) for p in parts[1:]):
+        raise Mismatch(f"replicas hold different values ({_short(first)} vs {_short(next(p for p in parts if not _equal(first, p)))})")
     return first
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and bool(torch.equal(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. numpy arrays, objects without equality: same object only
+        return a is b
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) < 60 else text[:57] + "..."
 
 
 def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
@@ -57,9 +86,18 @@ def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
     return value
 
 
-def combine(parts: list, index: int, count: int, num_envs: int | None) -> Any:
-    """What replica ``index`` of ``count`` receives from the senders' ``parts``."""
-    return scatter(gather(parts), index, count, num_envs)
+def combine(var: str, parts: list, index: int, count: int, num_envs: int | None, kind: str = "sharded",
+            origin: str = "", strict: bool = True) -> Any:
+    """What replica ``index`` of ``count`` receives of ``var`` from the senders' ``parts``."""
+    try:
+        value = gather(parts, kind, strict)
+    except Mismatch as e:
+        raise FragmentError(
+            f"`{var}` ({origin}) is computed on each of {len(parts)} replicas from their own environments and "
+            f"{e}: it is a per-replica value (a mean or count over one replica's environments, say) that no "
+            "operator turns into the plain-Python value. Compute it from values the single-replica side "
+            "receives, e.g. after the rollout loop in a statement that uses no component") from None
+    return scatter(value, index, count, num_envs)
 
 
 def to_device(value: Any, device: str) -> Any:
@@ -87,6 +125,17 @@ class Replica:
     seen: dict[str, int] = field(default_factory=dict)  # episodes already reported, per env component
     steps0: dict[str, int] = field(default_factory=dict)  # env steps of each env component at start
     timers: dict[str, Timer] = field(default_factory=dict)
+    strict: bool = True  # values that cannot be combined are an error (else replica 0's is taken)
+    records: dict[str, list] = field(default_factory=dict)  # key -> values recorded for another group, step by step
+    replays: dict[str, list] = field(default_factory=dict)  # key -> another group's recorded values, to replay
+
+    def record(self, key: str, names: tuple[str, ...]) -> None:
+        """Keep the values another group's statement reads here, as they are at its place in the loop."""
+        self.records.setdefault(key, []).append({n: _snapshot(self.ns[n]) for n in names if n in self.ns})
+
+    def replay(self, key: str) -> None:
+        """Bind the next recorded values before this group's statement that reads them."""
+        self.ns.update(self.replays[key].pop())
 
     def timer(self, name: str) -> Timer:
         # Called on every timed block of the rollout: reuse one Timer per fragment.
@@ -107,8 +156,13 @@ class Replica:
         return episodes, sum(env.env_steps - self.steps0[name] for name, env in self.envs().items())
 
 
+def _snapshot(value):
+    # Containers the recording group may still append to are copied; tensors crossing an edge are immutable.
+    return type(value)(value) if type(value) in (list, dict, set) else value
+
+
 def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: bytes, codes: bytes,
-                 sharded: list[str], source: tuple[str, str]) -> str:
+                 sharded: list[str], source: tuple[str, str], strict: bool = True) -> str:
     """Unpickle the notebook's objects, shard the components in ``sharded``, and keep them here."""
     filename, text = source
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
@@ -122,7 +176,7 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
                 if isinstance(value, torch.nn.Module):
                     value.to(device)
     compiled = {i: compile(module, filename, "exec") for i, module in pickle.loads(codes).items()}
-    rep = Replica(group, index, count, device, ns, compiled)
+    rep = Replica(group, index, count, device, ns, compiled, strict=strict)
     rep.seen = {name: len(env.episodes) for name, env in rep.envs().items()}
     rep.steps0 = {name: env.env_steps for name, env in rep.envs().items()}
     _REPLICAS[(run_id, group, index)] = rep
@@ -130,22 +184,31 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
 
 
 def run_segment(run_id: str, group: str, index: int, segment: int, scalars: dict, inputs: dict, num_envs: int | None,
-                exports: list[str], after=None) -> dict:
+                exports: list[str], after=None, replays: dict | None = None) -> dict:
     """Execute one segment of the cell in this replica; return what other groups need.
 
-    ``after`` is this replica's previous task: depending on it keeps the replica's segments in
-    program order.
+    ``inputs`` maps a variable to ``(key, outputs, kind, origin)``: the sending replicas' segment
+    results, combined here. ``replays`` maps a record key to ``(outputs, kinds)``: another group's
+    step-by-step records, combined step by step. ``after`` is this replica's previous task:
+    depending on it keeps the replica's segments in program order.
     """
     rep = _REPLICAS[(run_id, group, index)]
     ns = rep.ns
     ns.update(scalars)
-    for var, (key, outputs) in inputs.items():  # outputs: the sending replicas' segment results
-        value = to_device(combine([o[key] for o in outputs], index, rep.count, num_envs), rep.device)
+    for var, (key, outputs, kind, origin) in inputs.items():
+        value = to_device(combine(var, [o[key] for o in outputs], index, rep.count, num_envs, kind, origin, rep.strict), rep.device)
         if var.startswith("weights:"):
             _, comp, attr = var.split(":")
             getattr(ns[comp], attr).load_state_dict(value)
         else:
             ns[var] = value
+    for key, (outputs, kinds) in (replays or {}).items():
+        steps = zip(*(o[key] for o in outputs))  # each sender recorded the same steps
+        rep.replays[key] = [
+            {v: to_device(combine(v, [p[v] for p in parts], index, rep.count, num_envs, *kinds[v], rep.strict), rep.device)
+             for v in parts[0]}
+            for parts in steps
+        ][::-1]  # popped from the end
     ns[DRIVER] = rep
     try:
         exec(rep.codes[segment], ns)
@@ -154,10 +217,12 @@ def run_segment(run_id: str, group: str, index: int, segment: int, scalars: dict
         raise
     finally:
         ns.pop(DRIVER, None)
-    out = {v: ns[v] for v in exports if v.split(":")[0] != "weights" and v in ns}
+    out = {v: ns[v] for v in exports if ":" not in v and v in ns}
     for key in (e for e in exports if e.startswith("weights:")):
         _, comp, attr = key.split(":")
         out[key] = getattr(ns[comp], attr).state_dict()
+    for key in (e for e in exports if e.startswith("record:")):
+        out[key] = rep.records.pop(key, [])
     return to_device(out, "cpu")
 
 

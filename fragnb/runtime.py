@@ -210,6 +210,8 @@ def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool) -> RunResu
         exec(code, ns)
     finally:
         ns.pop(DRIVER, None)
+        for temp in graph.temps:  # capture's own names never reach the notebook
+            ns.pop(temp, None)
         seconds = time.perf_counter() - driver.start
         driver.close()
     ticks = driver.ticks

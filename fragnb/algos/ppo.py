@@ -133,6 +133,7 @@ class RolloutBuffer(Buffer):
     """
 
     per_env = ("obs", "actions", "logprobs", "values", "rewards", "dones")
+    shardwise = ("add", "batch")  # GAE runs per environment: actors can each hold a shard
 
     def __init__(self, num_envs: int, num_steps: int, obs_shape: tuple[int, ...], gamma: float = 0.99, gae_lambda: float = 0.95):
         self.num_envs, self.num_steps = num_envs, num_steps

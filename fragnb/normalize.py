@@ -1,0 +1,116 @@
+"""Normalize a cell's AST so that every leaf statement calls components of one role.
+
+Two rewrites, both exact (the rewritten cell computes what the original does, in the same order):
+
+- a call nested in a call of another role is hoisted into a temporary assigned just before:
+  ``batch = buffer.batch(actor.value(obs))`` becomes ``_fragnb_1 = actor.value(obs)`` then
+  ``batch = buffer.batch(_fragnb_1)``;
+- an ``if`` whose block calls several roles or holds a loop is split per statement, with the
+  condition evaluated once into a temporary: ``if c: a; b`` becomes ``_fragnb_2 = c``,
+  ``if _fragnb_2: a``, ``if _fragnb_2: b``. A loop inside it iterates over nothing when the
+  condition is false (``for x in (xs if _fragnb_2 else ())``), so loops always nest in loops.
+
+Temporaries are named ``_fragnb_<n>``; they never reach the notebook's namespace.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+__all__ = ["TEMP_PREFIX", "is_temp", "Normalizer"]
+
+TEMP_PREFIX = "_fragnb_"
+
+# Expressions whose parts Python may skip or run many times: a call inside is never hoisted.
+_CONDITIONAL = (ast.IfExp, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def is_temp(name: str) -> bool:
+    return name.startswith(TEMP_PREFIX)
+
+
+class Normalizer:
+    """Rewrites a cell body. ``role_of_call(call)`` is the role of the component a call goes
+    through, or ``None``. ``temps`` maps each temporary to the source text it stands for."""
+
+    def __init__(self, role_of_call: Callable[[ast.Call], str | None]):
+        self.role_of_call = role_of_call
+        self.temps: dict[str, str] = {}
+        self.synthetic: set[int] = set()  # ids of nodes that are not a cell line as written
+
+    def body(self, nodes: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for node in nodes:
+            if isinstance(node, ast.For):
+                node.body = self.body(node.body)
+                out.append(node)
+            elif isinstance(node, ast.If) and self._needs_split(node):
+                out += self._split_if(node)
+            else:
+                out += self._hoist(node)
+        return out
+
+    # -- if blocks ------------------------------------------------------------------------------
+    def _roles(self, node: ast.AST) -> set[str]:
+        return {r for n in ast.walk(node) if isinstance(n, ast.Call) and (r := self.role_of_call(n))}
+
+    def _needs_split(self, node: ast.If) -> bool:
+        return len(self._roles(node)) > 1 or any(isinstance(n, ast.For) for n in ast.walk(node))
+
+    def _split_if(self, node: ast.If) -> list[ast.stmt]:
+        name = self._temp(ast.unparse(node.test))
+        out = self._hoist(self._located(ast.Assign([ast.Name(name, ast.Store())], node.test), node))
+        for stmts, test in ((node.body, ast.Name(name, ast.Load())), (node.orelse, ast.UnaryOp(ast.Not(), ast.Name(name, ast.Load())))):
+            out += [self._guard(s, test) for s in self.body(stmts)]
+        return out
+
+    def _guard(self, stmt: ast.stmt, test: ast.expr) -> ast.stmt:
+        if isinstance(stmt, ast.For):  # a loop runs zero times when its guard is false
+            stmt.iter = ast.copy_location(ast.IfExp(test, stmt.iter, ast.Tuple([], ast.Load())), stmt.iter)
+            return stmt
+        return self._located(ast.If(test, [stmt], []), stmt)
+
+    # -- nested calls ---------------------------------------------------------------------------
+    def _hoist(self, stmt: ast.stmt) -> list[ast.stmt]:
+        if len(self._roles(stmt)) < 2 or isinstance(stmt, ast.If):
+            return [stmt]
+        outer = next(r for n in _breadth_first(stmt) if isinstance(n, ast.Call) and (r := self.role_of_call(n)))
+        before: list[ast.stmt] = []
+        normalizer = self
+
+        class Hoist(ast.NodeTransformer):
+            def generic_visit(self, node):
+                if isinstance(node, _CONDITIONAL):
+                    return node  # hoisting out of these would change how often the call runs
+                return super().generic_visit(node)
+
+            def visit_Call(self, call: ast.Call):
+                self.generic_visit(call)  # innermost first: arguments are evaluated before the call
+                role = normalizer.role_of_call(call)
+                if role is None or role == outer:
+                    return call
+                name = normalizer._temp(ast.unparse(call))
+                before.append(normalizer._located(ast.Assign([ast.Name(name, ast.Store())], call), stmt))
+                return ast.copy_location(ast.Name(name, ast.Load()), call)
+
+        Hoist().visit(stmt)
+        self.synthetic.add(id(stmt))
+        return before + [stmt]
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _temp(self, text: str) -> str:
+        name = f"{TEMP_PREFIX}{len(self.temps) + 1}"
+        self.temps[name] = text
+        return name
+
+    def _located(self, new: ast.stmt, like: ast.AST) -> ast.stmt:
+        ast.copy_location(new, like)
+        new.end_lineno, new.end_col_offset = like.end_lineno, like.end_col_offset
+        ast.fix_missing_locations(new)
+        self.synthetic.add(id(new))
+        return new
+
+
+def _breadth_first(node: ast.AST):
+    return ast.walk(node)  # ast.walk is breadth-first: the outermost call comes first

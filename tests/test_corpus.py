@@ -1,0 +1,52 @@
+"""Invariant 1 over a corpus of student-style loops: every DP leaves the namespace plain Python leaves.
+
+For each loop of ``tests/corpus/loops.py`` and each synchronous policy, the cell runs once as plain
+Python and once through ``fragnb.capture`` + ``fragnb.run`` on a fresh namespace built by the same
+setup; the two namespaces must hold the same names and values (tensors within 1e-4). A
+``FragmentError`` is acceptable only where ``REFUSED`` expects it.
+"""
+
+import pytest
+
+import fragnb
+from fragnb import clusters
+from corpus.compare import compare_namespaces
+from corpus.loops import LOOPS
+
+POLICIES = ("single", "coarse", "fine")
+ACTORS = 2
+
+#: (loop name, policy) -> a substring of the FragmentError message fragnb must raise instead of running.
+REFUSED: dict[tuple[str, str], str] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_embedded_cluster():
+    yield
+    clusters.shutdown()
+
+
+def _plain(loop):
+    ns = loop.namespace()
+    exec(compile(loop.cell, "<cell>", "exec"), ns)
+    return ns
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("loop", LOOPS, ids=[loop.name for loop in LOOPS])
+def test_loop_leaves_the_plain_namespace(loop, policy):
+    plain = _plain(loop)
+    ns = loop.namespace()
+    params = {} if policy == "single" else {"actors": ACTORS}
+    expected = REFUSED.get((loop.name, policy))
+    try:
+        graph = fragnb.capture(loop.cell, ns, name=loop.name)
+        fragnb.run(graph, policy, progress=False, plot=False, **params)
+    except fragnb.FragmentError as e:
+        if expected is None:
+            raise
+        assert expected in str(e), f"refused for another reason than expected ({expected!r}): {e}"
+        compare_namespaces(loop.namespace(), ns)  # a refusal leaves the namespace untouched
+        return
+    assert expected is None, f"expected fragnb to refuse with {expected!r}, but it ran"
+    compare_namespaces(plain, ns, loop.cell)
