@@ -126,6 +126,8 @@ class _Names(ast.NodeVisitor):
             self.reads.setdefault(node.id, node.lineno)
         else:
             self.writes.add(node.id)
+            if isinstance(node.ctx, ast.Del):  # `del x` needs the x it removes
+                self.reads.setdefault(node.id, node.lineno)
 
     def _mutates(self, target: ast.expr):
         # `x.a = ...`, `x[i] += ...`, `x.append(...)` change the object `x` names.
@@ -346,9 +348,8 @@ class _Capture:
                 called.setdefault(root.id, role)
                 if isinstance(call.func, ast.Attribute) and call.func.value is root:
                     calls.add(f"{root.id}.{call.func.attr}")
-            elif any(self.component(n.id) is not None for arg in call.args + [k.value for k in call.keywords]
-                     for n in ast.walk(arg) if isinstance(n, ast.Name)):
-                handed = True
+            elif any(isinstance(arg, ast.Name) and self.component(arg.id) is not None for arg in call.args + [k.value for k in call.keywords]):
+                handed = True  # the component itself, not one of its attributes
         touched = {n.id: role_of(self.component(n.id)) for n in ast.walk(node)
                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and self.component(n.id) is not None}
         components = tuple(dict.fromkeys([*called, *sorted(touched)]))
@@ -389,27 +390,36 @@ class _Capture:
 
     # -- roles and fragments ------------------------------------------------------------------
     def reaching_defs(self) -> None:
-        """Per variable, where it is assigned: by statements, and by loop headers (``for value in``
-        rebinds ``value``, hiding any earlier assignment). A statement reads at position 2i+1."""
-        events: list[tuple[int, Statement | None, Loop | None, str]] = []
+        """Per variable, where it is assigned, in cell order: by statements (an ``if`` only maybe),
+        and by loop headers (``for value in`` rebinds ``value`` on every iteration)."""
+        events = []  # (position, statement or None, loop it runs in, always runs there)
         for s in self.statements:
-            events += [(2 * s.index + 1, s, s.loop, v) for v in s.writes]
+            events += [(2 * s.index + 1, s, s.loop, not isinstance(s.node, ast.If), v) for v in s.writes]
         for loop in self.loops:
-            events += [(2 * loop.first, None, loop.parent, v) for v in _names(loop.node.target)[1]]
+            events += [(2 * loop.first, None, loop, True, v) for v in _names(loop.node.target)[1]]
         self.defs: dict[str, list] = {}
         for event in sorted(events, key=lambda e: e[0]):
-            self.defs.setdefault(event[3], []).append(event)
+            self.defs.setdefault(event[4], []).append(event)
 
     def producers(self, stmt: Statement, var: str) -> list[Statement]:
-        """Statements whose assignment of ``var`` can reach ``stmt``: the last assignment before it
-        (none if that is a loop header), and any later one in a loop around ``stmt`` (it reaches the
-        next iteration)."""
+        """Statements whose assignment of ``var`` can reach ``stmt``: those before it back to one that
+        always runs before it, and later ones in a loop around both unless such an assignment
+        comes first in that loop's iteration."""
         defs = self.defs.get(var, ())
         read = 2 * stmt.index + 1
         i = bisect.bisect_left([d[0] for d in defs], read)
-        before = defs[i - 1 : i] if i else []
-        after = [d for d in defs[i:] if d[0] > read and d[2] is not None and _common_loop(d[2], stmt.loop)]
-        return [d[1] for d in before + after if d[1] is not None]
+        found, stop = [], -1
+        for pos, s, where, always, _ in reversed(defs[:i]):
+            if s is not None:
+                found.append(s)
+            if always and (where is None or where.encloses(stmt.loop)):
+                stop = pos
+                break
+        for pos, s, where, _, _ in defs[i:]:
+            common = _innermost_common(where, stmt.loop)
+            if s is not None and pos > read and common is not None and stop < 2 * common.first:
+                found.append(s)
+        return found[::-1]
 
     def assign_roles(self) -> None:
         """Statements that use no component take the role of the statements that need their values:
@@ -436,7 +446,7 @@ class _Capture:
                 if new != need[i]:
                     need[i], changed = new, True
         for i in plain:
-            if len(need[i]) < 2:
+            if len(need[i]) < 2 and not isinstance(self.statements[i].node, ast.Delete):  # `del` goes where its name lives
                 roles[i] = next(iter(need[i]), "driver")
         # Needed by several roles: computed with what it reads (latest producer), else its first reader.
         for s in self.statements:
@@ -502,12 +512,10 @@ def _same_component(a: Fragment, b: Fragment, label: str) -> bool:
     return comp in a.components and comp in b.components
 
 
-def _common_loop(a: Loop, b: Loop | None) -> bool:
-    while a is not None:
-        if a.encloses(b):
-            return True
+def _innermost_common(a: Loop | None, b: Loop | None) -> Loop | None:
+    while a is not None and not a.encloses(b):
         a = a.parent
-    return False
+    return a
 
 
 def _with_role(s: Statement, role: str) -> Statement:

@@ -7,6 +7,7 @@ trajectories and weights flow between workers as Dask task dependencies, never t
 from __future__ import annotations
 
 import ast
+import itertools
 import linecache
 import pickle
 import socket
@@ -85,6 +86,7 @@ class _Driver:
     iterations: int = 0
     start: float = field(default_factory=time.perf_counter)
     ticks: list = field(default_factory=list)  # when each iteration's reports arrived
+    limit: int | None = None  # iterations to run (the safety net's check runs the first only)
 
     # -- set-up -------------------------------------------------------------------------------
     def start_replicas(self, segments: list[Segment]) -> None:
@@ -122,6 +124,8 @@ class _Driver:
     def gather(self, futures: list) -> list:
         """Results of ``futures``; a replica's worker that disappears is an error, not a hang (its
         pinned tasks would otherwise wait for it forever, and its state is gone with it)."""
+        if isinstance(self.client, _InProcess):
+            return list(futures)
         while True:
             try:
                 for future in futures:
@@ -146,6 +150,8 @@ class _Driver:
                 self.run_segment(item)
                 continue
             iterable = eval(compile(ast.Expression(item.node.iter), f"<fragment {graph.name}>", "eval"), graph.namespace, self.scalars)
+            if self.limit is not None and live_factory:
+                iterable = list(itertools.islice(iterable, self.limit))
             live = live_factory(iterable) if live_factory else None
             try:
                 for value in iterable:
@@ -269,6 +275,50 @@ def run_distributed(placement: Placement, cluster, progress: bool, plot: bool) -
     frag_seconds = {f.name: max(fin["seconds"].get(f.name, 0.0) for fin in finals.values()) for f in graph.fragments}
     return Outcome(d.iterations, seconds, sum(d.env_steps.values()), frag_seconds, d.curve, d.client_bytes,
                    _transfer_bytes(client) - moved_before, [b - a for a, b in zip(d.ticks, d.ticks[1:])])
+
+
+class _InProcess:
+    """Stands in for a Dask client: every replica lives in this process and each task runs when it
+    is submitted, so results stand in for futures. The safety net runs the driver on it."""
+
+    def __init__(self, workers: int):
+        self.workers = {f"inprocess://{i}": {} for i in range(workers)}
+
+    def scheduler_info(self) -> dict:
+        return {"workers": self.workers}
+
+    def submit(self, fn, *args, **kwargs):
+        return fn(*args)
+
+    def run(self, fn, *args):
+        return {"inprocess": fn(*args)}
+
+
+class _Silent:
+    def __init__(self, *args):
+        pass
+
+    def update(self, *args):
+        pass
+
+    def close(self, *args):
+        pass
+
+
+def simulate(placement: Placement, iterations: int) -> None:
+    """Run the first ``iterations`` iterations of ``placement`` with every replica in this process,
+    through the same driver and replica code as a Dask run; leave the results in the graph's namespace."""
+    program = plan(placement)
+    graph = placement.graph
+    env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
+    client = _InProcess(sum(n for n, _ in placement.groups.values()))
+    d = _Driver(placement, client, env.num_envs if env else None, _shared_weights(placement, program.segments), program, limit=iterations)
+    try:
+        d.start_replicas(program.segments)
+        d.execute(program.items, _Silent)
+        d.merge(d.finish(program.segments))
+    finally:
+        replica.drop_run(d.run_id)
 
 
 def _bind(target: ast.expr, value, scalars: dict) -> None:

@@ -30,6 +30,7 @@ class FragmentMagics(Magics):
     @argument("--no-progress", action="store_true", help="no progress bar during --run")
     @argument("--no-plot", action="store_true", help="no live learning curve during --run")
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
+    @argument("--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)")
     @cell_magic
     def fragment(self, line: str, cell: str):
         """Capture the cell's training loop as a fragment graph bound to NAME, and display it.
@@ -68,4 +69,5 @@ class FragmentMagics(Magics):
                 placement = graph.place(policy, **params)
             display(graph if policy.name == "single" else placement)
         if args.run:
-            print(run(graph, policy, cluster=args.cluster, progress=not args.no_progress, plot=not args.no_plot, **params))
+            print(run(graph, policy, cluster=args.cluster, progress=not args.no_progress, plot=not args.no_plot,
+                      check=not args.no_check, **params))

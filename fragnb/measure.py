@@ -10,6 +10,7 @@ import ast
 import contextlib
 import copy
 import io
+import itertools
 import types
 
 import torch
@@ -40,6 +41,18 @@ def measure(graph: FragmentGraph) -> dict[tuple[str, str, str], int]:
     return graph.edge_bytes
 
 
+def run_plain(graph: FragmentGraph, ns: dict, iterations: int) -> None:
+    """Run the cell's first ``iterations`` iterations as plain Python in ``ns``."""
+    owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
+    module = ast.fix_missing_locations(ast.Module(instrument(graph.tree.body, owner, hook_loop=True), []))
+    ns[DRIVER] = _Dry(iterations)
+    try:
+        exec(compile(module, f"<fragment {graph.name}>", "exec"), ns)
+    finally:
+        for name in (DRIVER, *graph.temps):
+            ns.pop(name, None)
+
+
 def _copies(graph: FragmentGraph) -> dict:
     """Deep copies (sharing preserved) of the namespace values the cell reads; modules, classes and
     functions are shared as they are."""
@@ -62,21 +75,30 @@ def nbytes(value) -> int:
     return 8
 
 
-class _DrySizes:
-    """Driver of a dry run: one iteration, adding up what each edge's variables weigh when assigned."""
+class _Dry:
+    """Driver of a dry run: no timing, the first ``iterations`` iterations only."""
 
-    def __init__(self, graph: FragmentGraph, ns: dict):
-        self.graph, self.ns = graph, ns
-        self.data = {(e.src, e.dst, e.kind): 0 for e in graph.edges}
-        self.fragment = {s.index: graph.fragment_of(s).name for s in graph.statements}
+    def __init__(self, iterations: int = 1):
+        self.iterations = iterations
 
     def timer(self, name: str):
         return contextlib.nullcontext()
 
     def iterate(self, iterable):
-        for item in iterable:
-            yield item
-            return
+        return itertools.islice(iterable, self.iterations)
+
+    def done(self, index: int) -> None:
+        pass
+
+
+class _DrySizes(_Dry):
+    """A dry iteration adding up what each edge's variables weigh when assigned."""
+
+    def __init__(self, graph: FragmentGraph, ns: dict):
+        super().__init__(1)
+        self.graph, self.ns = graph, ns
+        self.data = {(e.src, e.dst, e.kind): 0 for e in graph.edges}
+        self.fragment = {s.index: graph.fragment_of(s).name for s in graph.statements}
 
     def done(self, index: int) -> None:
         stmt = self.graph.statements[index]

@@ -68,6 +68,7 @@ class Normalizer:
     def _guard(self, stmt: ast.stmt, test: ast.expr) -> ast.stmt:
         if isinstance(stmt, ast.For):  # a loop runs zero times when its guard is false
             stmt.iter = ast.copy_location(ast.IfExp(test, stmt.iter, ast.Tuple([], ast.Load())), stmt.iter)
+            ast.fix_missing_locations(stmt.iter)
             return stmt
         return self._located(ast.If(test, [stmt], []), stmt)
 

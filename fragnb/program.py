@@ -131,7 +131,7 @@ def plan(placement: Placement) -> Program:
     owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
     segments: list[Segment] = []
     replayed: dict[int, tuple[str, ...]] = {}  # statement index -> variables replayed before it
-    helper: dict[int, tuple[Statement, str, tuple[str, ...]]] = {}  # id(record/replay node) -> (statement, op, names)
+    helper: dict[int, tuple] = {}  # id(record/replay node) -> (statement it stands for, op, names, key)
 
     def groups_in(node: ast.stmt) -> set[str]:
         return {group_of[stmt_of[id(n)].index] for n in _leaves(node)}
@@ -152,7 +152,7 @@ def plan(placement: Placement) -> Program:
                     items.append(DrivenLoop(node, build(node.body, False)))
                     continue
                 order, crossing = split
-                replayed.update({i: tuple(names) for i, (_, names) in crossing.items()})
+                replayed.update({i: tuple(names) for i, (_, names) in crossing.items() if isinstance(i, int)})
                 for g in order:
                     add(items, g, _project(node, g, group_of, stmt_of, crossing, helper))
                 continue
@@ -168,8 +168,8 @@ def plan(placement: Placement) -> Program:
         seg.writes = set().union(*(s.writes for s in leaves)) | _header_writes(seg.nodes)
         seg.components = {c for s in leaves for c in s.components}
         for node in (n for node in seg.nodes for n in _all_nodes(node) if id(n) in helper):
-            stmt, op, names = helper[id(node)]
-            (seg.records if op == "record" else seg.replays)[f"record:{stmt.index}"] = names
+            stmt, op, names, key = helper[id(node)]
+            (seg.records if op == "record" else seg.replays)[key] = names
             if op == "record":
                 seg.reads |= set(names)
             owner[id(node)] = graph.fragment_of(stmt).name
@@ -185,15 +185,21 @@ def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict,
     """(groups in run order, {statement index: (sending group, variables)}) if ``loop`` can be split
     per group, else ``None``."""
     inside = {stmt_of[id(n)].index for n in _leaves(loop)}
-    headers = {n.id for inner in _loops(loop.body) for n in ast.walk(inner.iter) if isinstance(n, ast.Name)}
     edges: set[tuple[str, str]] = set()
-    crossing: dict[int, tuple[str, list[str]]] = {}
+    crossing: dict = {}  # statement index or ("loop", id of an inner loop) -> (sending group, variables)
+    for inner in _loops(loop.body):  # an inner loop's header is evaluated by every group with statements in it
+        groups = {group_of[stmt_of[id(n)].index] for n in _leaves(inner)}
+        for var in sorted({n.id for n in ast.walk(inner.iter) if isinstance(n, ast.Name)}):
+            senders = {group_of[i] for i in inside if var in graph.statements[i].writes}
+            if len(senders) > 1:
+                return None
+            for sender in senders:
+                edges |= {(sender, g) for g in groups if g != sender}
+                crossing.setdefault(("loop", id(inner)), (sender, []))[1].append(var)
     for i in sorted(inside):
         s, g = graph.statements[i], group_of[i]
         for var, producers in graph.reach.get(i, {}).items():
             others = {group_of[p] for p in producers if p in inside and group_of[p] != g}
-            if var in headers and any(p in inside for p in producers):
-                return None  # an inner loop's length computed in the loop: every group needs it each step
             if not others:
                 continue
             senders = {group_of[p] for p in producers}
@@ -244,6 +250,14 @@ def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing:
         for node in nodes:
             if isinstance(node, ast.For):
                 body = project(node.body)
+                sender, names = crossing.get(("loop", id(node)), (None, ()))
+                first = stmt_of[id(next(_leaves(node)))]
+                if sender == group:
+                    out.append(ast.copy_location(call("record", f"record:L{node.lineno}", tuple(names)), node))
+                    helper[id(out[-1])] = (first, "record", tuple(names), f"record:L{node.lineno}")
+                elif names and body:
+                    out.append(ast.copy_location(call("replay", f"record:L{node.lineno}"), node))
+                    helper[id(out[-1])] = (first, "replay", tuple(names), f"record:L{node.lineno}")
                 if body:
                     out.append(ast.copy_location(ast.For(node.target, node.iter, body, [], None), node))
                 continue
@@ -252,11 +266,11 @@ def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing:
             if group_of[s.index] == group:
                 if names:
                     out.append(ast.copy_location(call("replay", f"record:{s.index}"), node))
-                    helper[id(out[-1])] = (s, "replay", tuple(names))
+                    helper[id(out[-1])] = (s, "replay", tuple(names), f"record:{s.index}")
                 out.append(node)
             elif sender == group:
                 out.append(ast.copy_location(call("record", f"record:{s.index}", tuple(names)), node))
-                helper[id(out[-1])] = (s, "record", tuple(names))
+                helper[id(out[-1])] = (s, "record", tuple(names), f"record:{s.index}")
         return out
 
     return ast.copy_location(ast.For(loop.target, loop.iter, project(loop.body), [], None), loop)

@@ -45,6 +45,9 @@ def gather(parts: list, kind: str = "sharded", strict: bool = True) -> Any:
     if kind == "sharded":
         if isinstance(first, torch.Tensor) and first.dim() > 0:
             return torch.cat(parts)
+        if isinstance(first, list) and first and all(isinstance(x, torch.Tensor) and x.dim() > 0 for x in first) \
+                and all(isinstance(p, list) and len(p) == len(first) for p in parts):
+            return [torch.cat(xs) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
         if isinstance(first, list):
             return [x for p in parts for x in p]
         if isinstance(first, tuple) and all(isinstance(p, tuple) and len(p) == len(first) for p in parts):

@@ -55,6 +55,8 @@ class RunResult:
     client_bytes: int = 0
     transfer_bytes: int = 0
     iteration_seconds: list[float] = field(default_factory=list, repr=False)
+    #: Seconds the safety net took (its first iteration both ways, on copies; 0 when off).
+    check_seconds: float = 0.0
 
     @property
     def env_steps_per_s(self) -> float:
@@ -109,7 +111,8 @@ def first_solved(returns: list[float], threshold: float = 475.0, window: int = 2
     return None
 
 
-def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool = True, plot: bool = True, **params) -> RunResult:
+def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool = True, plot: bool = True, check: bool = True,
+        **params) -> RunResult:
     """Run a captured training loop under a distribution policy.
 
     Parameters
@@ -124,6 +127,11 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         ``distributed.Client``. ``single`` takes none.
     progress, plot : bool
         Show a progress bar, and a live learning curve in a notebook.
+    check : bool
+        Distributed policies whose replicas must reproduce plain Python (all but data-parallel ones
+        such as ``multi_learner``) first run the cell's first iteration both ways on copies, in this
+        process, and refuse to run if any variable or component differs (:mod:`fragnb.check`).
+        Its cost is ``RunResult.check_seconds``.
     **params
         The policy's parameters, e.g. ``actors=2`` or ``learners=2``; checked before anything starts.
 
@@ -141,9 +149,14 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
     else:
         from .executor import run_distributed  # Dask is imported only when a distributed policy runs
 
+        checked = 0.0
+        if check and not placement.policy.collectives and placement.groups[placement.home][0] == 1:
+            from .check import check as check_first_iteration
+
+            checked = check_first_iteration(placement)
         o = run_distributed(placement, cluster, progress, plot)
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps,
-                                   o.fragment_seconds, o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds)
+                                   o.fragment_seconds, o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked)
     return graph.last_run
 
 

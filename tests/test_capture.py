@@ -12,8 +12,8 @@ from fragnb.envs import CartPole
 def test_ppo_cell_gives_role_fragments_per_loop(canonical, ppo_ns):
     g = capture(canonical.body, ppo_ns(), name="ppo")
     assert [(f.name, f.role) for f in g.fragments] == [
-        ("env@cell", "env"), ("actor@step", "actor"), ("env@step", "env"), ("buffer@step", "buffer"),
-        ("actor@it", "actor"), ("buffer@it", "buffer"), ("learner", "learner"),
+        ("env@cell", "env"), ("driver@cell", "driver"), ("actor@step", "actor"), ("env@step", "env"), ("buffer@step", "buffer"),
+        ("driver@step", "driver"), ("actor@it", "actor"), ("buffer@it", "buffer"), ("learner", "learner"),
     ]
     assert [loop.var for loop in g.loops] == ["it", "step"]
     assert g.loops[1].parent is g.loops[0]
@@ -50,7 +50,7 @@ def test_role_comes_from_the_component_type_not_the_variable_name():
     assert [f.role for f in g.fragments] == ["env"]
 
 
-def test_plain_statements_join_the_fragment_whose_values_they_read():
+def test_bookkeeping_no_component_needs_runs_with_the_driver():
     ns = {"env": CartPole(num_envs=2), "torch": torch}
     g = capture(textwrap.dedent("""\
         lengths = []
@@ -60,7 +60,33 @@ def test_plain_statements_join_the_fragment_whose_values_they_read():
             print(it)
         """), ns)
     roles = {s.lineno: s.role for s in g.statements}
-    assert roles == {1: "env", 3: "env", 4: "env", 5: "driver"}
+    assert roles == {1: "driver", 3: "env", 4: "driver", 5: "driver"}
+
+
+def test_plain_statements_run_with_the_role_that_needs_their_values():
+    ns = {"env": CartPole(num_envs=2), "actor": PPOActor(torch.nn.Linear(1, 1), 2), "torch": torch}
+    g = capture(textwrap.dedent("""\
+        obs = env.reset()
+        for it in range(3):
+            scaled = obs * 2
+            action, logprob, value = actor.act(scaled)
+            obs, reward, terminated, truncated, info = env.step(action)
+            for value in range(2):
+                print(value)
+        """), ns)
+    roles = {s.lineno: s.role for s in g.statements}
+    # `value` of line 6 is the loop's own, not actor.act's: line 7 stays bookkeeping
+    assert roles == {1: "env", 3: "actor", 4: "actor", 5: "env", 7: "driver"}
+
+
+def test_nested_calls_and_if_blocks_of_several_roles_are_split_with_the_condition_evaluated_once(canonical, ppo_ns):
+    cell = canonical.body.replace("last_value = actor.value(obs)\n    batch = buffer.batch(last_value)",
+                                  "if it >= 0:\n        batch = buffer.batch(actor.value(obs))\n        for k in range(1):\n            print(k)")
+    g = capture(cell, ppo_ns())
+    split = [(s.lineno, s.role, s.source.splitlines()[-1].strip()) for s in g.statements if s.lineno >= 10]
+    assert split[:3] == [(10, "actor", "_fragnb_1 = it >= 0"), (11, "actor", "_fragnb_2 = actor.value(obs)"),
+                         (11, "buffer", "batch = buffer.batch(_fragnb_2)")]
+    assert g.temps == {"_fragnb_1": "it >= 0", "_fragnb_2": "actor.value(obs)"}
 
 
 def test_dot_source_is_stable_and_draws_clusters_and_roles(canonical, ppo_ns):
@@ -106,8 +132,8 @@ GOOD_HEAD = "obs = env.reset()\nfor it in range(3):\n"
         (GOOD_HEAD + "    with open('x') as f:\n        env.reset()\n", "`with` is not supported", 3),
         (GOOD_HEAD + "    global obs\n", "`global` is not supported", 3),
         (GOOD_HEAD + "    env.reset()\nfor j in range(2):\n    env.reset()\n", "2 top-level loops", 4),
-        (GOOD_HEAD + "    obs = env.step(actor.act(obs))\n", "components of different roles", 3),
-        (GOOD_HEAD + "    if it:\n        for k in range(2):\n            env.reset()\n", "a loop inside an `if`", 4),
+        (GOOD_HEAD + "    obs = env.step(actor.act(obs) if it else obs)\n", "components of different roles", 3),
+        (GOOD_HEAD + "    while it:\n        env.reset()\n", "a `while` loop", 3),
         (GOOD_HEAD + "    env.reset()\nelse:\n    pass\n", "`for ... else`", 2),
     ],
 )

@@ -17,7 +17,13 @@ POLICIES = ("single", "coarse", "fine")
 ACTORS = 2
 
 #: (loop name, policy) -> a substring of the FragmentError message fragnb must raise instead of running.
-REFUSED: dict[tuple[str, str], str] = {}
+#: Each is a cell that reads a replicated component's own state (``env.env_steps``, ``env.episodes``)
+#: in its loop: on a replica that is one shard's state, so the safety net refuses before running.
+REFUSED: dict[tuple[str, str], str] = {
+    (loop, policy): f"`{var}`"
+    for loop, var in (("component_attribute_reads", "env_steps"), ("per_step_python_values", "episode_lengths"))
+    for policy in ("coarse", "fine")
+}
 
 
 @pytest.fixture(scope="module", autouse=True)

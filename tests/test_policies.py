@@ -20,7 +20,8 @@ def test_coarse_replicates_the_actor_side_and_gathers_trajectories(graph):
     p = graph.place("coarse", actors=2)
     assert p.groups == {"actors": (2, "cpu"), "learner": (1, "cpu")}
     assert p.fragments["learner"].group == "learner" and p.fragments["env@step"].replicas == 2
-    assert _ops(p) == {("buffer@it", "learner"): "gather", ("learner", "actor@step"): "broadcast", ("learner", "actor@it"): "broadcast"}
+    assert _ops(p) == {("buffer@it", "learner"): "gather", ("env@step", "driver@step"): "gather",
+                       ("learner", "actor@step"): "broadcast", ("learner", "actor@it"): "broadcast"}
 
 
 def test_fine_gathers_observations_and_scatters_actions(graph):
@@ -102,5 +103,5 @@ def test_measure_labels_edges_with_bytes_and_leaves_the_namespace_alone(canonica
     assert sizes[("env@step", "actor@step", "data")] == 64 * 16 * 4 * 4  # obs, every step of the rollout
     assert "returns" not in ns and ns["env"].vector_steps == 0
     assert all(torch.equal(before[k], v) for k, v in ns["learner"].policy.state_dict().items())
-    edge = next(e for e in g.place("coarse", actors=2).edges if e.operator == "gather")
+    edge = next(e for e in g.place("coarse", actors=2).edges if e.operator == "gather" and e.dst == "learner")
     assert edge.label == "gather: batch (41 kB/iteration)"

@@ -1,3 +1,4 @@
+import pytest
 """What each worker group executes, and how edge values are combined: pure, no cluster."""
 
 import torch
@@ -7,25 +8,34 @@ from fragnb.program import DrivenLoop, plan, segments_of
 from fragnb.replica import combine, gather, scatter
 
 
-def test_coarse_rollout_is_one_segment_per_iteration_on_the_actors(canonical, ppo_ns):
-    items = plan(capture(canonical.body, ppo_ns()).place("coarse", actors=2))
-    assert isinstance(items[1], DrivenLoop) and [s.group for s in items[1].body] == ["actors", "learner"]
-    rollout, update = items[1].body
-    assert rollout.exports == {"batch"} and update.reads >= {"batch", "learner"}
+def test_coarse_rollout_is_split_per_group_not_driven_step_by_step(canonical, ppo_ns):
+    program = plan(capture(canonical.body, ppo_ns()).place("coarse", actors=2))
+    iteration = program.items[2]
+    assert isinstance(iteration, DrivenLoop) and not any(isinstance(i, DrivenLoop) for i in iteration.body)
+    rollout, replay, tail, update = iteration.body
+    assert [s.group for s in iteration.body] == ["actors", "learner", "actors", "learner"]
+    # the actors record what the bookkeeping line reads; the learner replays it step by step
+    assert rollout.records == {"record:6": ("info",)} and replay.replays == {"record:6": ("info",)}
+    assert tail.exports == {"batch"} and update.reads >= {"batch", "learner"}
 
 
 def test_fine_drives_the_rollout_loop_step_by_step(canonical, ppo_ns):
-    items = plan(capture(canonical.body, ppo_ns()).place("fine", actors=2))
-    rollout = items[1].body[0]
+    program = plan(capture(canonical.body, ppo_ns()).place("fine", actors=2))
+    rollout = program.items[2].body[0]
     assert isinstance(rollout, DrivenLoop)
-    assert [s.group for s in rollout.body] == ["learner", "envs", "learner", "envs"]
+    assert [s.group for s in rollout.body] == ["learner", "envs", "learner", "envs", "learner"]
     assert rollout.body[0].exports == {"action"} and "obs" in rollout.body[3].exports
 
 
 def test_multi_learner_runs_each_iteration_as_one_segment(canonical, ppo_ns):
-    items = plan(capture(canonical.body, ppo_ns()).place("multi_learner", learners=2))
-    assert [s.group for s in segments_of(items)] == ["replicas", "replicas"]
-    assert not any(s.exports for s in segments_of(items))
+    program = plan(capture(canonical.body, ppo_ns()).place("multi_learner", learners=2))
+    assert [s.group for s in program.segments] == ["replicas", "replicas"]
+    assert not any(s.exports for s in program.segments)
+
+
+def test_variables_are_sharded_when_computed_from_components_else_replicated(canonical, ppo_ns):
+    kinds = plan(capture(canonical.body + "\n    lr = 0.1 * it", ppo_ns()).place("coarse", actors=2)).kinds
+    assert kinds["obs"] == kinds["info"] == kinds["returns"] == "sharded" and kinds["lr"] == "replicated"
 
 
 def test_gather_concatenates_along_the_environment_axis():
@@ -33,6 +43,17 @@ def test_gather_concatenates_along_the_environment_axis():
     whole = gather(parts)
     assert whole["obs"].shape == (4, 3) and whole["n"] == [1, 2, 3]
     assert gather([(torch.zeros(1), 5), (torch.ones(1), 5)])[1] == 5
+    # per-step tensors: each step's environments joined, not the lists end to end
+    assert [t.tolist() for t in gather([[torch.zeros(1), torch.zeros(1)], [torch.ones(1), torch.ones(1)]])] == [[0, 1], [0, 1]]
+
+
+def test_values_replicas_cannot_combine_are_an_error_naming_the_variable():
+    from fragnb import FragmentError
+
+    with pytest.raises(FragmentError, match=r"`mean` \(line 4: mean = r.mean\(\)\) is computed on each of 2 replicas"):
+        combine("mean", [torch.tensor(1.0), torch.tensor(2.0)], 0, 1, None, "sharded", "line 4: mean = r.mean()")
+    assert combine("lr", [0.5, 0.5], 0, 1, None, "replicated") == 0.5
+    assert combine("stats", [{"loss": 1.0}, {"loss": 2.0}], 0, 1, None, strict=False) == {"loss": 1.0}  # data parallel: replica 0
 
 
 def test_scatter_splits_only_values_that_have_the_environment_axis():
@@ -41,4 +62,4 @@ def test_scatter_splits_only_values_that_have_the_environment_axis():
     assert scatter(torch.arange(3), 1, 2, num_envs=8).tolist() == [0, 1, 2]  # not per-environment: whole
     part = scatter({"a": actions, "k": 3}, 3, 4, num_envs=8)
     assert part["a"].tolist() == [6, 7] and part["k"] == 3
-    assert combine([torch.arange(4), torch.arange(4, 8)], 0, 1, 8).tolist() == list(range(8))
+    assert combine("a", [torch.arange(4), torch.arange(4, 8)], 0, 1, 8).tolist() == list(range(8))

@@ -1,0 +1,94 @@
+"""The safety net: before a distributed run, compare its first iterations with plain Python.
+
+Two copies of the objects the cell uses run the cell's first iteration(s): one as plain Python,
+one through the very driver and replica code a distributed run uses, with every replica in this
+process. Every variable the cell assigns and every component it uses must come out the same; the
+first that differs stops the run before any worker starts, naming the variable and its line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import math
+import time
+
+import torch
+
+from .components import Component, Episode
+from .errors import FragmentError
+from .measure import _copies, run_plain
+from .policies import Placement
+from .program import graph_writes, plan
+from .streams import EnvStreams
+
+__all__ = ["check"]
+
+
+def check(placement: Placement, iterations: int = 2) -> float:
+    """Run ``iterations`` iterations both ways on copies; raise FragmentError on the first
+    difference. Returns the seconds it took."""
+    start = time.perf_counter()
+    graph = placement.graph
+    plain, simulated = _copies(graph), _copies(graph)
+    seed = int(torch.randint(0, 2**31 - 1, (1,)))  # both copies draw the same global random numbers
+    with contextlib.redirect_stdout(io.StringIO()), torch.random.fork_rng():
+        torch.manual_seed(seed)
+        run_plain(graph, plain, iterations)
+        torch.manual_seed(seed)
+        from .executor import simulate
+
+        copy = dataclasses.replace(graph, namespace=simulated, last_run=None)
+        simulate(copy.place(placement.policy, **placement.params), iterations)
+    origin = plan(placement).origin
+    for name in sorted(graph_writes(graph)) + sorted(graph.components):
+        if (name in plain) != (name in simulated):
+            raise _differs(name, origin, "exists only in one of them")
+        if name in plain and (diff := _difference(plain[name], simulated[name], name)):
+            raise _differs(name, origin, diff)
+    return time.perf_counter() - start
+
+
+def _differs(name: str, origin: dict, diff: str) -> FragmentError:
+    where = origin.get(name, "")
+    return FragmentError(
+        f"under this policy the cell would not leave what plain Python leaves: after its first iterations `{name}`"
+        f"{f' ({where})' if where else ''} differs: {diff}. Nothing ran on the cluster. Rewrite the line so that it "
+        "reads values, not one replica's share of a component (README: values across replicas), or run with "
+        "check=False (--no-check) to run anyway")
+
+
+def _difference(a, b, path: str) -> str | None:
+    """A description of the first place where ``a`` and ``b`` differ, or ``None``."""
+    if isinstance(a, Episode) and isinstance(b, Episode):  # when an episode ended is wall-clock time
+        a, b = a._replace(time=0.0), b._replace(time=0.0)
+    if type(a) is not type(b):
+        return f"{path} is a {type(a).__name__} in plain Python, a {type(b).__name__} here"
+    if isinstance(a, torch.Tensor):
+        if a.shape != b.shape:
+            return f"{path} has shape {tuple(a.shape)} in plain Python, {tuple(b.shape)} here"
+        same = torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-5) if a.is_floating_point() else torch.equal(a, b)
+        return None if same else f"{path} holds other values"
+    if isinstance(a, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
+        return _difference(a.state_dict(), b.state_dict(), path)
+    if isinstance(a, torch.Generator):
+        return None if torch.equal(a.get_state(), b.get_state()) else f"{path} is in another state"
+    if isinstance(a, dict):
+        if a.keys() != b.keys():
+            return f"{path} has keys {sorted(map(str, a))} in plain Python, {sorted(map(str, b))} here"
+        return next((d for k in a if (d := _difference(a[k], b[k], f"{path}[{k!r}]"))), None)
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return f"{path} has {len(a)} items in plain Python, {len(b)} here"
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := _difference(x, y, f"{path}[{i}]"))), None)
+    if isinstance(a, float):
+        return None if math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) or (math.isnan(a) and math.isnan(b)) else f"{path} is {a!r} in plain Python, {b!r} here"
+    if isinstance(a, Component):
+        return _difference(vars(a), vars(b), path)
+    if type(a).__eq__ is object.__eq__:
+        return None  # no value equality (e.g. a Gymnasium env object): its state shows elsewhere
+    try:
+        return None if bool(a == b) else f"{path} is {a!r} in plain Python, {b!r} here"
+    except Exception:  # objects without a usable equality: not compared
+        return None
