@@ -114,7 +114,7 @@ def test_error_in_a_fragment_names_the_cell_line_and_leaves_no_processes(canonic
     cell = canonical.body.replace("env.step(action)", "env.step(action[:3])")
     ns = ppo_ns(K)
     with pytest.raises(ValueError, match="has 8 environments but got 3 actions") as info:
-        run(capture(cell, ns, name="broken"), "coarse", actors=2, progress=False, plot=False)
+        run(capture(cell, ns, name="broken"), "coarse", actors=2, progress=False, plot=False, check=False)  # the worker-side path
     lineno = next(i for i, line in enumerate(cell.splitlines(), 1) if "action[:3]" in line)
     note = "\n".join(info.value.__notes__)
     assert f'File "<fragment broken>", line {lineno}' in note and "env.step(action[:3])" in note
