@@ -451,7 +451,7 @@ class _Capture:
         # Needed by several roles: computed with what it reads (latest producer), else its first reader.
         for s in self.statements:
             if roles[s.index] is None:
-                sources = sorted((p.index for v in s.reads for p in self.producers(s, v) if roles[p.index]), reverse=True)
+                sources = sorted((p for ps in self.reach.get(s.index, {}).values() for p in ps if roles[p]), reverse=True)
                 firsts = [roles[r] for r in readers[s.index] if roles[r]]
                 roles[s.index] = roles[sources[0]] if sources else (firsts[0] if firsts else "driver")
         self.statements = [_with_role(s, roles[s.index]) for s in self.statements]

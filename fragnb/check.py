@@ -20,7 +20,7 @@ from .components import Component, Episode
 from .errors import FragmentError
 from .measure import _copies, run_plain
 from .policies import Placement
-from .program import graph_writes, plan
+from .program import graph_writes
 from .streams import EnvStreams
 
 __all__ = ["check"]
@@ -32,16 +32,14 @@ def check(placement: Placement, iterations: int = 2) -> float:
     start = time.perf_counter()
     graph = placement.graph
     plain, simulated = _copies(graph), _copies(graph)
-    seed = int(torch.randint(0, 2**31 - 1, (1,)))  # both copies draw the same global random numbers
-    with contextlib.redirect_stdout(io.StringIO()), torch.random.fork_rng():
-        torch.manual_seed(seed)
+    state = torch.get_rng_state()  # both copies draw what the run will draw; the notebook's stream is untouched
+    with contextlib.redirect_stdout(io.StringIO()), torch.random.fork_rng(devices=[]):
         run_plain(graph, plain, iterations)
-        torch.manual_seed(seed)
+        torch.set_rng_state(state)
         from .executor import simulate
 
         copy = dataclasses.replace(graph, namespace=simulated, last_run=None)
-        simulate(copy.place(placement.policy, **placement.params), iterations)
-    origin = plan(placement).origin
+        origin = simulate(copy.place(placement.policy, **placement.params), iterations).origin
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
         if (name in plain) != (name in simulated):
             raise _differs(name, origin, "exists only in one of them")

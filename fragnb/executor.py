@@ -235,8 +235,7 @@ class _Driver:
 
     @property
     def strict(self) -> bool:
-        """Values must combine exactly unless every group is replicated (data parallel)."""
-        return self.placement.groups[self.placement.home][0] == 1
+        return self.placement.exact
 
     def forget(self) -> None:
         try:
@@ -248,11 +247,9 @@ class _Driver:
 def run_distributed(placement: Placement, cluster, progress: bool, plot: bool) -> Outcome:
     """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would."""
     graph = placement.graph
-    program = plan(placement)
-    items, segments = program.items, program.segments
-    env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
     client, owned = connect(cluster, sum(n for n, _ in placement.groups.values()))
-    d = _Driver(placement, client, env.num_envs if env else None, _shared_weights(placement, segments), program)
+    d = _driver(placement, client)
+    items, segments = d.program.items, d.program.segments
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     moved_before = _transfer_bytes(client)
@@ -295,6 +292,8 @@ class _InProcess:
 
 
 class _Silent:
+    """Progress that shows nothing: the safety net runs quietly."""
+
     def __init__(self, *args):
         pass
 
@@ -305,20 +304,24 @@ class _Silent:
         pass
 
 
-def simulate(placement: Placement, iterations: int) -> None:
+def simulate(placement: Placement, iterations: int) -> Program:
     """Run the first ``iterations`` iterations of ``placement`` with every replica in this process,
     through the same driver and replica code as a Dask run; leave the results in the graph's namespace."""
-    program = plan(placement)
-    graph = placement.graph
-    env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
-    client = _InProcess(sum(n for n, _ in placement.groups.values()))
-    d = _Driver(placement, client, env.num_envs if env else None, _shared_weights(placement, program.segments), program, limit=iterations)
+    d = _driver(placement, _InProcess(sum(n for n, _ in placement.groups.values())), limit=iterations)
     try:
-        d.start_replicas(program.segments)
-        d.execute(program.items, _Silent)
-        d.merge(d.finish(program.segments))
+        d.start_replicas(d.program.segments)
+        d.execute(d.program.items, _Silent)
+        d.merge(d.finish(d.program.segments))
     finally:
         replica.drop_run(d.run_id)
+    return d.program
+
+
+def _driver(placement: Placement, client, limit: int | None = None) -> _Driver:
+    graph = placement.graph
+    program = plan(placement)
+    env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
+    return _Driver(placement, client, env.num_envs if env else None, _shared_weights(placement, program.segments), program, limit=limit)
 
 
 def _bind(target: ast.expr, value, scalars: dict) -> None:

@@ -47,8 +47,12 @@ class EdgePlacement:
 
     @property
     def label(self) -> str:
+        return self.labelled(", ".join(self.variables))
+
+    def labelled(self, names: str) -> str:
+        """``operator: names (size/iteration)``, with the variables shown as ``names``."""
         size = "" if self.bytes_per_iteration is None else f" ({_human(self.bytes_per_iteration)}/iteration)"
-        return f"{self.operator}: {', '.join(self.variables)}{size}"
+        return f"{self.operator}: {names}{size}"
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,12 @@ class Placement:
     def home(self) -> str:
         """The group that runs the driver's statements: the cell's bookkeeping, once."""
         return self.policy.groups["driver"]
+
+    @property
+    def exact(self) -> bool:
+        """Whether the placement must reproduce plain Python value for value: yes, unless every
+        group is replicated (data parallel, e.g. ``multi_learner``: per-replica values come from replica 0)."""
+        return self.groups[self.home][0] == 1
 
     @property
     def groups(self) -> dict[str, tuple[int, str]]:

@@ -50,7 +50,7 @@ def render_graph(graph: FragmentGraph) -> graphviz.Digraph:
         if edge.kind == "state":
             dot.edge(edge.src, edge.dst, label=edge.label, style="dashed", color="#7f7f7f", fontcolor="#7f7f7f")
         else:
-            dot.edge(edge.src, edge.dst, label=edge.label)
+            dot.edge(edge.src, edge.dst, label=_variables(graph, edge.variables))
     return dot
 
 
@@ -69,12 +69,18 @@ def render_placement(placement: Placement) -> graphviz.Digraph:
                     sub.node(frag.name, frag.name, fillcolor=ROLE_COLORS.get(frag.role, "#ffffff"))
     for edge in placement.edges:
         crossing = edge.operator != "local"
-        dot.edge(edge.src, edge.dst, label=edge.label if crossing else ", ".join(edge.variables),
+        names = _variables(graph, edge.variables)
+        dot.edge(edge.src, edge.dst, label=edge.labelled(names) if crossing else names,
                  style="dashed" if edge.kind == "state" else "solid", penwidth="2" if crossing else "1",
                  color="#b2182b" if crossing else "#7f7f7f")
-    for i, note in enumerate(placement.policy.collectives):
+    for i, note in enumerate([*placement.policy.collectives, *placement.notes]):
         dot.node(f"note_{i}", note, shape="note", style="", fontsize="9")
     return dot
+
+
+def _variables(graph: FragmentGraph, names: tuple[str, ...]) -> str:
+    """Edge variables as the cell writes them: capture's temporaries show the expression they hold."""
+    return ", ".join(_escape(graph.temps.get(n, n)) for n in names)
 
 
 def _escape(text: str) -> str:

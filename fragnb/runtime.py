@@ -150,7 +150,7 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         from .executor import run_distributed  # Dask is imported only when a distributed policy runs
 
         checked = 0.0
-        if check and not placement.policy.collectives and placement.groups[placement.home][0] == 1:
+        if check and placement.exact and not placement.policy.collectives:
             from .check import check as check_first_iteration
 
             checked = check_first_iteration(placement)
