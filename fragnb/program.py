@@ -161,7 +161,6 @@ def plan(placement: Placement) -> Program:
         return items
 
     items = build(graph.tree.body, True)
-    filename = f"<fragment {graph.name}>"  # as the single policy compiles it: tracebacks name cell lines
     for seg in segments:
         leaves = [stmt_of[id(n)] for node in seg.nodes for n in _leaves(node) if id(n) in stmt_of]
         seg.reads = set().union(*(s.reads - set(replayed.get(s.index, ())) for s in leaves)) | _header_reads(seg.nodes)
@@ -173,12 +172,53 @@ def plan(placement: Placement) -> Program:
             if op == "record":
                 seg.reads |= set(names)
             owner[id(node)] = graph.fragment_of(stmt).name
+    items = _regroup(items, graph.namespace)
+    segments = segments_of(items)
+    filename = f"<fragment {graph.name}>"  # as the single policy compiles it: tracebacks name cell lines
+    for index, seg in enumerate(segments):
+        seg.index = index
         seg.module = ast.fix_missing_locations(ast.Module(instrument(seg.nodes, owner), []))
         compile(seg.module, filename, "exec")  # fail here, not on a worker
     for seg in segments:
         seg.exports = {v for v in seg.writes if any(v in other.reads for other in segments if other.group != seg.group)}
         seg.exports |= set(seg.records)
     return Program(items, segments, _kinds(graph), _origins(graph))
+
+
+def _regroup(items: list, ns: dict) -> list:
+    """Move each segment back to the previous segment of its group when nothing between them
+    depends on it, and join them: after a split rollout the actors' next statements and the
+    learner's replay are independent, so each group gets one task per iteration, not two."""
+    out: list = []
+    for item in items:
+        if isinstance(item, DrivenLoop):
+            item.body = _regroup(item.body, ns)
+            out.append(item)
+            continue
+        j = len(out) - 1
+        while j >= 0 and isinstance(out[j], Segment) and out[j].group != item.group and _independent(out[j], item, ns):
+            j -= 1
+        if j >= 0 and isinstance(out[j], Segment) and out[j].group == item.group:
+            into = out[j]
+            into.nodes += item.nodes
+            into.reads |= item.reads
+            into.writes |= item.writes
+            into.components |= item.components
+            into.records.update(item.records)
+            into.replays.update(item.replays)
+        else:
+            out.append(item)
+    return out
+
+
+def _independent(earlier: Segment, later: Segment, ns: dict) -> bool:
+    import torch
+
+    def modules(seg: Segment) -> set[int]:
+        return {id(v) for c in seg.components for v in vars(ns[c]).values() if isinstance(v, torch.nn.Module)}
+
+    return not (earlier.writes & later.reads or later.writes & earlier.reads or earlier.writes & later.writes
+                or set(earlier.records) & set(later.replays) or modules(earlier) & modules(later))
 
 
 def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict, placement: Placement):

@@ -12,18 +12,19 @@ def test_coarse_rollout_is_split_per_group_not_driven_step_by_step(canonical, pp
     program = plan(capture(canonical.body, ppo_ns()).place("coarse", actors=2))
     iteration = program.items[2]
     assert isinstance(iteration, DrivenLoop) and not any(isinstance(i, DrivenLoop) for i in iteration.body)
-    rollout, replay, tail, update = iteration.body
-    assert [s.group for s in iteration.body] == ["actors", "learner", "actors", "learner"]
+    # one task per group and iteration: the learner's replay joins its update
+    actors, learner = iteration.body
+    assert [s.group for s in iteration.body] == ["actors", "learner"]
     # the actors record what the bookkeeping line reads; the learner replays it step by step
-    assert rollout.records == {"record:6": ("info",)} and replay.replays == {"record:6": ("info",)}
-    assert tail.exports == {"batch"} and update.reads >= {"batch", "learner"}
+    assert actors.records == {"record:6": ("info",)} and learner.replays == {"record:6": ("info",)}
+    assert actors.exports == {"batch", "record:6"} and learner.reads >= {"batch", "learner"}
 
 
 def test_fine_drives_the_rollout_loop_step_by_step(canonical, ppo_ns):
     program = plan(capture(canonical.body, ppo_ns()).place("fine", actors=2))
     rollout = program.items[2].body[0]
     assert isinstance(rollout, DrivenLoop)
-    assert [s.group for s in rollout.body] == ["learner", "envs", "learner", "envs", "learner"]
+    assert [s.group for s in rollout.body] == ["learner", "envs", "learner", "envs"]  # bookkeeping joins the learner's step
     assert rollout.body[0].exports == {"action"} and "obs" in rollout.body[3].exports
 
 
