@@ -42,6 +42,7 @@ demo: setup
 bench: setup
 	$(PY) benchmarks/ppo_cartpole.py
 	$(PY) benchmarks/dp_scaling.py
+	$(PY) benchmarks/capture_time.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache

@@ -44,9 +44,12 @@ UNSUPPORTED = {
     ast.Try: ("`try`", "a handler cannot span fragments that run in different processes; handle errors inside a component method"),
     ast.TryStar: ("`try`", "a handler cannot span fragments that run in different processes; handle errors inside a component method"),
     ast.With: ("`with`", "a context cannot span fragments that run in different processes; enter it inside a component method"),
-    ast.While: ("a `while` loop", "every replica must run the same number of iterations, known when the loop starts; use `for it in range(n)`"),
-    ast.Break: ("`break`", "replicas of a fragment run every iteration; leaving a loop early would desynchronise them"),
-    ast.Continue: ("`continue`", "replicas of a fragment run every iteration; skipping one would desynchronise them"),
+    ast.While: ("a `while` loop inside the training loop", "only the training loop itself may be a `while` (at the top of the cell); "
+                "inner loops must have a length every replica knows when they start: use `for ... in range(n)`"),
+    ast.Break: ("this `break`", "only `if condition: break` directly in the training loop's body can stop a run (at an iteration's "
+                "end, on every replica at once); an inner loop's groups run apart and cannot stop together: give it a length"),
+    ast.Continue: ("this `continue`", "write it as `if condition: continue` directly in a loop's body (fragnb turns that into a "
+                   "condition guarding the rest of the body)"),
 }
 
 
@@ -211,6 +214,8 @@ class _Capture:
     # -- pipeline -----------------------------------------------------------------------------
     def graph(self) -> FragmentGraph:
         tree = self.parse()
+        normalizer = Normalizer()
+        tree.body = normalizer.control_flow(tree.body)
         self.check_constructs(tree)
         self.loops: list[Loop] = []
         self.statements: list[Statement] = []
@@ -218,7 +223,8 @@ class _Capture:
         for node in ast.walk(tree):
             if isinstance(node, ast.For):
                 self.cell_writes |= _names(node.target)[1]
-        normalizer = Normalizer(self.role_of_call)
+        self.cell_writes |= set(normalizer.temps)
+        normalizer.role_of_call = self.role_of_call
         tree.body = normalizer.body(tree.body)
         self.temps, self.synthetic = normalizer.temps, normalizer.synthetic
         self.cell_writes |= set(self.temps)
@@ -235,7 +241,7 @@ class _Capture:
         edges = self.data_edges(fragments) + self.state_edges(fragments)
         components = {c: role_of(self.namespace[c]) for s in self.statements for c in s.components}
         return FragmentGraph(self.name, self.source, tree, self.loops, self.statements, fragments, edges, components, self.namespace,
-                             temps=self.temps, reach=self.reach)
+                             temps=self.temps, reach=self.reach, stop_flags=normalizer.stop_flags)
 
     def parse(self) -> ast.Module:
         try:
@@ -244,7 +250,7 @@ class _Capture:
             raise FragmentError(f"syntax error: {e.msg}", e.lineno, e.text) from None
         if not tree.body:
             raise FragmentError("the cell is empty: write the training loop below the %%fragment line")
-        loops = [n for n in tree.body if isinstance(n, ast.For)]
+        loops = [n for n in tree.body if isinstance(n, (ast.For, ast.While))]
         if not loops:
             if any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(tree)):
                 pass  # nested inside something else: check_constructs names it
@@ -277,7 +283,7 @@ class _Capture:
     def collect(self, body: list[ast.stmt], loop: Loop | None) -> None:
         for node in body:
             if isinstance(node, ast.For):
-                header = ast.get_source_segment(self.source, node).splitlines()[0].rstrip(":").strip()
+                header = self.segment(node).splitlines()[0].rstrip(":").strip()
                 var = ast.unparse(node.target)
                 inner = Loop(var, node.lineno, header, loop, first=len(self.statements), node=node)
                 self.loops.append(inner)
@@ -301,7 +307,7 @@ class _Capture:
                     index=len(self.statements),
                     lineno=node.lineno,
                     end_lineno=node.end_lineno,
-                    source=ast.unparse(node) if synthetic else ast.get_source_segment(self.source, node),
+                    source=ast.unparse(node) if synthetic else self.segment(node),
                     node=node,
                     loop=loop,
                     reads=frozenset(reads),
@@ -311,6 +317,14 @@ class _Capture:
                     calls=calls,
                 )
             )
+
+    def segment(self, node: ast.AST) -> str:
+        """The cell's text of ``node`` (``ast.get_source_segment`` splits the whole cell on every call)."""
+        first, last = node.lineno - 1, node.end_lineno - 1
+        lines = [line.encode() for line in self.lines[first : last + 1]]  # AST columns count UTF-8 bytes
+        if first == last:
+            return lines[0][node.col_offset : node.end_col_offset].decode()
+        return b"\n".join([lines[0][node.col_offset :], *lines[1:-1], lines[-1][: node.end_col_offset]]).decode()
 
     def component(self, name: str):
         """The component a name refers to in the loop, or ``None`` (cell variables shadow the notebook)."""

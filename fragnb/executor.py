@@ -155,6 +155,8 @@ class _Driver:
             live = live_factory(iterable) if live_factory else None
             try:
                 for value in iterable:
+                    if live is not None and self.stopped():
+                        break
                     _bind(item.node.target, value, self.scalars)
                     self.execute(item.body)
                     if live is not None:  # the iteration loop: report progress, stay at most one iteration ahead
@@ -189,6 +191,18 @@ class _Driver:
             self.latest[key] = _Latest(seg.group, key, outputs, old.version + 1 if old else 1)
         for var in seg.writes:
             self.last_writer[var] = seg.group
+
+    def stopped(self) -> bool:
+        """Whether a stop flag (`break`, a `while` condition) holds, read from the replicas that assign it."""
+        for flag in self.placement.graph.stop_flags:
+            g = self.last_writer.get(flag)
+            if g is None:
+                continue
+            n = self.placement.groups[g][0]
+            parts = self.gather([self.submit(g, i, replica.value, self.run_id, g, i, flag, self.last_task[(g, i)]) for i in range(n)])
+            if replica.combine(flag, parts, 0, 1, None, self.program.kinds.get(flag, "replicated"), self.program.origin.get(flag, ""), self.strict):
+                return True
+        return False
 
     def collect(self) -> None:
         """Each replica's new episodes, read after its latest task (a few hundred bytes)."""

@@ -127,6 +127,12 @@ class FragmentGraph:
     #: Reaching definitions: statement index -> variable it reads -> indices of the statements
     #: whose assignment can reach it.
     reach: dict[int, dict[str, tuple[int, ...]]] = field(default_factory=dict, repr=False, compare=False)
+    #: Temporaries that, once true, end the run before the next iteration (`break`, `while`).
+    stop_flags: list[str] = field(default_factory=list, repr=False, compare=False)
+
+    def stopped(self, namespace: dict) -> bool:
+        """Whether a stop flag holds in ``namespace`` (a flag not yet assigned does not)."""
+        return any(bool(namespace.get(flag, False)) for flag in self.stop_flags)
 
     def __post_init__(self):
         self._fragment_of = {s.index: f for f in self.fragments for s in f.statements}

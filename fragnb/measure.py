@@ -45,7 +45,7 @@ def run_plain(graph: FragmentGraph, ns: dict, iterations: int) -> None:
     """Run the cell's first ``iterations`` iterations as plain Python in ``ns``."""
     owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
     module = ast.fix_missing_locations(ast.Module(instrument(graph.tree.body, owner, hook_loop=True), []))
-    ns[DRIVER] = _Dry(iterations)
+    ns[DRIVER] = _Dry(graph, ns, iterations)
     try:
         exec(compile(module, f"<fragment {graph.name}>", "exec"), ns)
     finally:
@@ -78,14 +78,17 @@ def nbytes(value) -> int:
 class _Dry:
     """Driver of a dry run: no timing, the first ``iterations`` iterations only."""
 
-    def __init__(self, iterations: int = 1):
-        self.iterations = iterations
+    def __init__(self, graph: FragmentGraph, ns: dict, iterations: int = 1):
+        self.graph, self.ns, self.iterations = graph, ns, iterations
 
     def timer(self, name: str):
         return contextlib.nullcontext()
 
     def iterate(self, iterable):
-        return itertools.islice(iterable, self.iterations)
+        for item in itertools.islice(iterable, self.iterations):
+            if self.graph.stopped(self.ns):
+                return
+            yield item
 
     def done(self, index: int) -> None:
         pass
@@ -95,8 +98,7 @@ class _DrySizes(_Dry):
     """A dry iteration adding up what each edge's variables weigh when assigned."""
 
     def __init__(self, graph: FragmentGraph, ns: dict):
-        super().__init__(1)
-        self.graph, self.ns = graph, ns
+        super().__init__(graph, ns, 1)
         self.data = {(e.src, e.dst, e.kind): 0 for e in graph.edges}
         self.fragment = {s.index: graph.fragment_of(s).name for s in graph.statements}
 

@@ -10,12 +10,22 @@ Two rewrites, both exact (the rewritten cell computes what the original does, in
   ``if _fragnb_2: a``, ``if _fragnb_2: b``. A loop inside it iterates over nothing when the
   condition is false (``for x in (xs if _fragnb_2 else ())``), so loops always nest in loops.
 
+Control flow becomes data before that (:meth:`Normalizer.control_flow`):
+
+- ``if c: ...; continue`` in any loop becomes ``_fragnb_3 = c``, the statements before the
+  ``continue`` guarded by it, and the rest of the body guarded by ``not _fragnb_3``;
+- ``if c: ...; break`` in the iteration loop does the same, and ``_fragnb_3`` becomes a *stop flag*:
+  the driver starts no further iteration once it holds (the loop variable keeps its value);
+- a top-level ``while c:`` becomes the iteration loop ``for _fragnb_4 in iter(int, 1):`` with the
+  stop flag ``_fragnb_5 = not c`` assigned before it and at the end of every iteration.
+
 Temporaries are named ``_fragnb_<n>``; they never reach the notebook's namespace.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 from typing import Callable
 
 __all__ = ["TEMP_PREFIX", "is_temp", "Normalizer"]
@@ -34,10 +44,49 @@ class Normalizer:
     """Rewrites a cell body. ``role_of_call(call)`` is the role of the component a call goes
     through, or ``None``. ``temps`` maps each temporary to the source text it stands for."""
 
-    def __init__(self, role_of_call: Callable[[ast.Call], str | None]):
+    def __init__(self, role_of_call: Callable[[ast.Call], str | None] | None = None):
         self.role_of_call = role_of_call
         self.temps: dict[str, str] = {}
         self.synthetic: set[int] = set()  # ids of nodes that are not a cell line as written
+        self.stop_flags: list[str] = []  # checked by the driver before each iteration
+
+    # -- control flow ---------------------------------------------------------------------------
+    def control_flow(self, nodes: list[ast.stmt]) -> list[ast.stmt]:
+        """The cell with its top-level ``while``, the iteration loop's ``break`` and every loop's
+        ``continue`` turned into flags and guards; what is left of them capture refuses."""
+        out: list[ast.stmt] = []
+        for node in nodes:
+            if isinstance(node, ast.While) and not node.orelse:
+                flag = self._temp(f"not ({ast.unparse(node.test)})")
+                self.stop_flags.append(flag)
+                stop = lambda: self._located(ast.Assign([ast.Name(flag, ast.Store())], ast.UnaryOp(ast.Not(), copy.deepcopy(node.test))), node.test)  # noqa: E731
+                counter = self._temp("the iteration count of a `while` loop")
+                forever = ast.Call(ast.Name("iter", ast.Load()), [ast.Name("int", ast.Load()), ast.Constant(1)], [])
+                loop = ast.For(ast.Name(counter, ast.Store()), forever, self._loop_body(node.body + [stop()], top=True), [], None)
+                out += [stop(), self._located(loop, node)]
+            elif isinstance(node, ast.For):
+                node.body = self._loop_body(node.body, top=True)
+                out.append(node)
+            else:
+                out.append(node)
+        return out
+
+    def _loop_body(self, nodes: list[ast.stmt], top: bool) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for i, node in enumerate(nodes):
+            if isinstance(node, ast.For) and not node.orelse:
+                node.body = self._loop_body(node.body, top=False)
+            jump = node.body[-1] if isinstance(node, ast.If) and not node.orelse and node.body else None
+            if isinstance(jump, ast.Continue) or (isinstance(jump, ast.Break) and top):
+                flag = self._temp(ast.unparse(node.test))
+                if isinstance(jump, ast.Break):
+                    self.stop_flags.append(flag)
+                out.append(self._located(ast.Assign([ast.Name(flag, ast.Store())], node.test), node.test))
+                out += [self._guard(s, ast.Name(flag, ast.Load())) for s in node.body[:-1]]
+                rest = self._loop_body(nodes[i + 1 :], top)
+                return out + [self._guard(s, ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load()))) for s in rest]
+            out.append(node)
+        return out
 
     def body(self, nodes: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []

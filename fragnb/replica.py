@@ -21,7 +21,7 @@ from .components import Component, Env
 from .errors import FragmentError
 from .program import DRIVER, Timer
 
-__all__ = ["gather", "scatter", "combine", "Replica", "init_replica", "run_segment", "report", "finish_replica", "drop_run"]
+__all__ = ["gather", "scatter", "combine", "Replica", "init_replica", "run_segment", "value", "report", "finish_replica", "drop_run"]
 
 _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
 
@@ -241,6 +241,11 @@ def _where(error: BaseException, replica: str) -> str:
     filename, lineno = last.tb_frame.f_code.co_filename, last.tb_lineno
     text = linecache.getline(filename, lineno).strip()
     return f'  File "{filename}", line {lineno}, in {replica}' + (f"\n    {text}" if text else "")
+
+
+def value(run_id: str, group: str, index: int, name: str, after=None):
+    """A variable of this replica (a stop flag: a bool), ``False`` if it is not assigned yet."""
+    return bool(_REPLICAS[(run_id, group, index)].ns.get(name, False))
 
 
 def report(run_id: str, group: str, index: int, after=None) -> tuple[list, int]:

@@ -183,6 +183,8 @@ class _Driver:
         total = len(iterable) if hasattr(iterable, "__len__") else None
         self.progress = LiveProgress(total, self.graph.name, self.show_progress, self.show_plot)
         for item in iterable:
+            if self.graph.stopped(self.graph.namespace):  # `break` or a `while` condition: no further iteration
+                break
             yield item
             self.iterations += 1
             self.ticks.append(time.perf_counter())

@@ -599,6 +599,36 @@ LOOPS: list[CorpusLoop] = [
             totals.append(rew_t.sum(0))
         """,
     ),
+    # Control flow: a `while` over a step budget, `continue` in the rollout, an early-stop `break`.
+    _loop(
+        "while_budget_continue_break",
+        PPO_SETUP.replace("iterations = 2", "total_steps = 4 * 16 * 4"),
+        """
+        obs = env.reset()
+        global_step = 0
+        returns, skipped, updates = [], 0, 0
+        while global_step < total_steps:
+            for step in range(config.num_steps):
+                action, logprob, value = actor.act(obs)
+                next_obs, reward, terminated, truncated, info = env.step(action)
+                buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+                obs = next_obs
+                global_step += config.num_envs
+                if not info["episode_returns"]:
+                    skipped += 1
+                    continue
+                returns.extend(info["episode_returns"])
+            batch = buffer.batch(actor.value(obs))
+            if updates >= 2 and max(returns, default=0.0) > 1e9:
+                continue
+            stats = learner.update(batch)
+            updates += 1
+            if updates == 3:
+                print("three updates, stopping")
+                break
+            last_stats = stats
+        """,
+    ),
 ]
 
 BY_NAME = {loop.name: loop for loop in LOOPS}
