@@ -39,22 +39,32 @@ def check(placement: Placement, iterations: int = 2) -> float:
         from .executor import simulate
 
         copy = dataclasses.replace(graph, namespace=simulated, last_run=None)
-        origin = simulate(copy.place(placement.policy, **placement.params), iterations).origin
+        simulate(copy.place(placement.policy, **placement.params), iterations)
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
         if (name in plain) != (name in simulated):
-            raise _differs(name, origin, "exists only in one of them")
+            raise _differs(placement, name, "exists only in one of them")
         if name in plain and (diff := _difference(plain[name], simulated[name], name)):
-            raise _differs(name, origin, diff)
+            raise _differs(placement, name, diff)
     return time.perf_counter() - start
 
 
-def _differs(name: str, origin: dict, diff: str) -> FragmentError:
-    where = origin.get(name, "")
+def _differs(placement: Placement, name: str, diff: str) -> FragmentError:
+    """The error for ``name``, naming the line most likely at fault: one that assigns or uses it in a
+    replicated group (there it sees one replica's share), else the last that assigns it."""
+    graph = placement.graph
+    touching = [s for s in graph.statements if name in s.writes or name in s.components]
+    replicated = [s for s in touching if placement.fragments[graph.fragment_of(s).name].replicas > 1]
+    culprit = (replicated or touching or [None])[-1]
+    where = ""
+    if replicated:
+        frag = placement.fragments[graph.fragment_of(culprit).name]
+        where = f" (assigned or used by each of the {frag.replicas} replicas of {frag.group!r})"
     return FragmentError(
-        f"under this policy the cell would not leave what plain Python leaves: after its first iterations `{name}`"
-        f"{f' ({where})' if where else ''} differs: {diff}. Nothing ran on the cluster. Rewrite the line so that it "
-        "reads values, not one replica's share of a component (README: values across replicas), or run with "
-        "check=False (--no-check) to run anyway")
+        f"under this policy the cell would not leave what plain Python leaves: after its first iterations "
+        f"`{name}`{where} differs: {diff}. Nothing ran on the cluster. Rewrite the line so that it reads values, "
+        "not one replica's share of a component (README: values across replicas), or run with check=False "
+        "(--no-check) to run anyway",
+        culprit.lineno if culprit else None, culprit.source.splitlines()[0] if culprit else None)
 
 
 def _difference(a, b, path: str) -> str | None:
