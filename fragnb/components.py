@@ -50,6 +50,8 @@ class Component:
     #: environment-first results. ``None``: every method. A component whose loop calls another
     #: method (a replay buffer's ``sample``) is never replicated: it stays with the learner.
     shardwise: ClassVar[tuple[str, ...] | None] = ()
+    #: Plain number attributes (step counters, cursors) that :meth:`state_dict` saves too.
+    counters: ClassVar[tuple[str, ...]] = ()
 
     def shard(self, index: int, count: int) -> Component:
         """Replica ``index`` of ``count``: the same component over its share of the environments.
@@ -84,13 +86,15 @@ class Component:
                 state[name] = value.detach().clone()
             elif isinstance(value, torch.Generator):
                 state[name] = value.get_state()
-        return state
+        return {**state, **{name: getattr(self, name) for name in self.counters}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (in place: modules stay the same objects)."""
         for name, value in state.items():
             current = getattr(self, name)
-            if isinstance(current, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
+            if name in self.counters:
+                setattr(self, name, value)
+            elif isinstance(current, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
                 current.load_state_dict(value)
             elif isinstance(current, torch.Tensor):
                 current.data = value.detach().clone().to(current.device)
@@ -146,8 +150,12 @@ class Env(Component):
     role = "env"
     per_env = ("env_ids", "streams", "episode_return", "episode_length")
     shardwise = None
+    counters = ("vector_steps",)
     obs_shape: tuple[int, ...] = ()
     num_actions: int = 0
+    #: Shape of one environment's action: ``()`` for a discrete action (``num_actions`` choices),
+    #: e.g. ``(1,)`` for a one-dimensional continuous one (then ``num_actions`` is 0).
+    action_shape: tuple[int, ...] = ()
 
     def __init__(self, num_envs: int, seed: int = 0):
         if num_envs < 1:
@@ -221,13 +229,6 @@ class Env(Component):
         """Environment steps taken by this batch (vector steps x environments)."""
         return self.vector_steps * self.num_envs
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "vector_steps": self.vector_steps}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        self.vector_steps = state.pop("vector_steps")
-        super().load_state_dict(state)
 
 
 class Actor(Component):
@@ -258,6 +259,7 @@ class Learner(Component):
     """Updates parameters from batches of experience. Replicated only by ``multi_learner``-style policies."""
 
     role = "learner"
+    counters = ("updates",)  # every learner here counts its updates (learning-rate schedules, logs)
 
     @classmethod
     def merge(cls, parts: list[Learner]) -> Learner:

@@ -1,5 +1,5 @@
 """Reference algorithms written as fragnb components."""
 
-from . import ppo
+from . import a2c, dqn, ppo
 
-__all__ = ["ppo"]
+__all__ = ["a2c", "dqn", "ppo"]

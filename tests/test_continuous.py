@@ -1,0 +1,184 @@
+"""Gaussian PPO on the torch Pendulum: the components, the same answer under every policy, and learning."""
+
+import math
+
+import pytest
+import torch
+
+import fragnb
+from corpus.compare import assert_same, compare_namespaces
+from fragnb import clusters
+from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
+from fragnb.envs import Pendulum
+
+SETUP = """
+import torch
+
+from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
+from fragnb.envs import Pendulum
+
+torch.manual_seed(0)
+config = PPOConfig.pendulum(num_envs=4, num_steps=16, hidden=16, update_epochs=2, num_minibatches=2)
+iterations = 2
+env = Pendulum(num_envs=config.num_envs, seed=0)
+policy = GaussianActorCritic(obs_dim=3, action_dim=1, hidden=config.hidden)
+actor = GaussianPPOActor(policy, num_envs=config.num_envs, seed=0)
+buffer = RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda, action_shape=env.action_shape)
+learner = PPOLearner(policy, config, seed=0)
+"""
+
+# Notebook 01's loop, unchanged: Pendulum clips the unclipped Gaussian actions itself.
+CELL = """
+obs = env.reset()
+returns = []
+for it in range(iterations):
+    for step in range(config.num_steps):
+        action, logprob, value = actor.act(obs)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+        obs = next_obs
+        returns.extend(info["episode_returns"])
+    last_value = actor.value(obs)
+    batch = buffer.batch(last_value)
+    stats = learner.update(batch)
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_embedded_cluster():
+    yield
+    clusters.shutdown()
+
+
+def _namespace() -> dict:
+    ns: dict = {}
+    exec(compile(SETUP, "<setup>", "exec"), ns)
+    return ns
+
+
+def _policy(seed=0):
+    torch.manual_seed(seed)
+    return GaussianActorCritic(3, 1, hidden=16, log_std=-0.3)
+
+
+def test_log_prob_and_entropy_are_those_of_a_diagonal_normal():
+    policy = _policy()
+    obs, actions = torch.randn(10, 3), torch.randn(10, 1)
+    normal = torch.distributions.Normal(policy.mean(obs), policy.log_std.exp())
+    torch.testing.assert_close(policy.log_prob(obs, actions), normal.log_prob(actions).sum(-1))
+    torch.testing.assert_close(policy.entropy(obs), normal.entropy().sum(-1))
+
+
+def test_sharded_gaussian_actors_sample_the_actions_of_the_full_actor():
+    policy = _policy()
+    full = GaussianPPOActor(policy, num_envs=8, seed=1)
+    parts = [GaussianPPOActor(policy, num_envs=8, seed=1).shard(i, 4) for i in range(4)]
+    obs = torch.randn(8, 3)
+    for _ in range(20):
+        whole = full.act(obs)
+        split = [p.act(obs[2 * i : 2 * i + 2]) for i, p in enumerate(parts)]
+        for k in range(3):  # the same draws; the MLP over 2 rows may round unlike over 8
+            torch.testing.assert_close(whole[k], torch.cat([s[k] for s in split]), rtol=1e-6, atol=1e-6)
+
+
+def test_gaussian_actor_samples_follow_the_policy_and_report_their_log_density():
+    policy = _policy()
+    actor = GaussianPPOActor(policy, num_envs=4000, seed=0)
+    obs = torch.zeros(4000, 3)
+    action, logprob, value = actor.act(obs)
+    assert action.shape == (4000, 1) and action.dtype == torch.float32
+    mean, std = policy.mean(obs[:1]).item(), policy.log_std.exp().item()
+    assert abs(action.mean().item() - mean) < 0.03 and abs(action.std().item() / std - 1) < 0.05
+    z = (action - mean) / std
+    torch.testing.assert_close(logprob, (-0.5 * z.square() - math.log(std) - 0.5 * math.log(2 * math.pi)).squeeze(-1))
+    torch.testing.assert_close(value, policy.value(obs).detach())
+
+
+def test_actions_stay_unclipped_and_clip_only_bounds_what_the_env_receives():
+    policy = _policy()
+    with torch.no_grad():
+        policy.log_std.fill_(1.5)  # std 4.5: many draws beyond Pendulum's [-2, 2]
+    actor = GaussianPPOActor(policy, num_envs=100, seed=0, low=-2.0, high=2.0)
+    action, _, _ = actor.act(torch.zeros(100, 3))
+    assert action.abs().max() > 2.0
+    clipped = actor.clip(action)
+    assert clipped.abs().max() <= 2.0 and torch.equal(clipped, action.clamp(-2.0, 2.0))
+    unbounded = GaussianPPOActor(policy, num_envs=100)
+    assert torch.equal(unbounded.clip(action), action) and unbounded.clip(action) is not action
+
+
+def test_rollout_buffer_stores_continuous_actions_and_shards():
+    full = RolloutBuffer(4, 3, (3,), action_shape=(1,))
+    parts = [RolloutBuffer(4, 3, (3,), action_shape=(1,)).shard(i, 2) for i in range(2)]
+    assert full.actions.shape == (4, 3, 1) and full.actions.dtype == torch.float32
+    assert RolloutBuffer(4, 3, (3,)).actions.dtype == torch.int64  # discrete by default
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        step = [torch.randn(4, 3, generator=gen), torch.randn(4, 1, generator=gen), torch.randn(4, generator=gen),
+                torch.randn(4, generator=gen), torch.randn(4, generator=gen), torch.rand(4, generator=gen) < 0.3]
+        full.add(*step)
+        for i, p in enumerate(parts):
+            p.add(*(x[2 * i : 2 * i + 2] for x in step))
+    last = torch.randn(4, generator=gen)
+    whole, split = full.batch(last), [p.batch(last[2 * i : 2 * i + 2]) for i, p in enumerate(parts)]
+    assert torch.equal(whole["actions"][:, 2], step[1])
+    for key, value in whole.items():
+        assert torch.equal(value, torch.cat([s[key] for s in split])), key
+
+
+def test_learner_updates_a_gaussian_policy():
+    policy = _policy()
+    learner = PPOLearner(policy, PPOConfig.pendulum(update_epochs=1, num_minibatches=2), seed=0)
+    gen = torch.Generator().manual_seed(1)
+    batch = {"obs": torch.randn(2, 8, 3, generator=gen), "actions": torch.randn(2, 8, 1, generator=gen),
+             "logprobs": torch.full((2, 8), -1.0), "values": torch.zeros(2, 8),
+             "advantages": torch.randn(2, 8, generator=gen), "returns": torch.randn(2, 8, generator=gen)}
+    before = [p.detach().clone() for p in policy.parameters()]
+    stats = learner.update(batch)
+    assert all(not torch.equal(b, p) for b, p in zip(before, policy.parameters()))
+    assert set(stats) == {"policy_loss", "value_loss", "entropy"} and all(math.isfinite(v) for v in stats.values())
+
+
+@pytest.mark.parametrize("policy", ["coarse", "fine"])
+def test_ppo_pendulum_loop_leaves_the_plain_namespace(policy):
+    plain = _namespace()
+    exec(compile(CELL, "<cell>", "exec"), plain)
+    ns = _namespace()
+    fragnb.run(fragnb.capture(CELL, ns, name="ppo_pendulum"), policy, actors=2, progress=False, plot=False)
+    for name, value in plain["learner"].policy.state_dict().items():
+        torch.testing.assert_close(ns["learner"].policy.state_dict()[name], value, atol=1e-5, rtol=1e-5)
+    assert_same(plain["stats"], ns["stats"], "stats")
+    compare_namespaces(plain, ns, CELL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gaussian_ppo_swings_up_the_pendulum(seed):
+    """Mean return of the last 20 episodes above -300 within PENDULUM_STEPS steps (random: about -1200)."""
+    from fragnb.algos.ppo import PENDULUM_STEPS
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small networks: threads only add overhead on a 2-core machine
+    try:
+        torch.manual_seed(seed)
+        config = PPOConfig.pendulum()
+        env = Pendulum(num_envs=config.num_envs, seed=seed)
+        policy = GaussianActorCritic(obs_dim=3, action_dim=1, hidden=config.hidden)
+        actor = GaussianPPOActor(policy, num_envs=config.num_envs, seed=seed)
+        buffer = RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda,
+                               action_shape=env.action_shape)
+        learner = PPOLearner(policy, config, seed=seed)
+        obs, returns, best = env.reset(), [], -math.inf
+        while env.env_steps < PENDULUM_STEPS and best <= -300:
+            for _ in range(config.num_steps):
+                action, logprob, value = actor.act(obs)
+                next_obs, reward, terminated, truncated, info = env.step(action)
+                buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+                obs = next_obs
+                returns.extend(info["episode_returns"])
+                if len(returns) >= 20:
+                    best = max(best, sum(returns[-20:]) / 20)
+            learner.update(buffer.batch(actor.value(obs)))
+    finally:
+        torch.set_num_threads(threads)
+    assert best > -300, f"mean return of the last 20 episodes peaked at {best:.1f} in {env.env_steps} steps"
