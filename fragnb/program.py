@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .graph import FragmentGraph, Statement
+    from .graph import FragmentGraph
     from .policies import Placement
 
 __all__ = ["DRIVER", "Timer", "Segment", "DrivenLoop", "Program", "plan", "instrument"]
@@ -237,7 +237,7 @@ def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict,
                 edges |= {(sender, g) for g in groups if g != sender}
                 crossing.setdefault(("loop", id(inner)), (sender, []))[1].append(var)
     for i in sorted(inside):
-        s, g = graph.statements[i], group_of[i]
+        g = group_of[i]
         for var, producers in graph.reach.get(i, {}).items():
             others = {group_of[p] for p in producers if p in inside and group_of[p] != g}
             if not others:

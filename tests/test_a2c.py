@@ -6,13 +6,12 @@ import time
 import pytest
 import torch
 
-import fragnb
 from fragnb import clusters
 from fragnb.algos.a2c import A2CConfig, A2CLearner
 from fragnb.algos.ppo import ActorCritic, PPOActor, RolloutBuffer
 from fragnb.envs import CartPole
 from fragnb.runtime import first_solved
-from corpus.compare import compare_namespaces
+from corpus.compare import compare_namespaces, run_like_plain
 
 #: The loop of notebook 01, with A2C's learner, and a stop once the target is reached.
 CELL = """
@@ -95,14 +94,15 @@ def test_unknown_optimizer_is_refused():
 @pytest.mark.parametrize("policy", ["coarse", "fine"])
 def test_a2c_loop_under_a_distributed_policy_leaves_what_plain_python_leaves(policy):
     config = A2CConfig(num_envs=4, num_steps=8, hidden=16)
-    plain = namespace(config, iterations=2)
-    exec(compile(CELL, "<cell>", "exec"), plain)
-    ns = namespace(config, iterations=2)
-    fragnb.run(fragnb.capture(CELL, ns), policy, actors=2, progress=False, plot=False)
+    plain, ns = run_like_plain(CELL, lambda: namespace(config, iterations=2), policy, actors=2)
     assert plain["learner"].updates == ns["learner"].updates == 2
-    for key, value in plain["learner"].policy.state_dict().items():
-        assert torch.allclose(value, ns["learner"].policy.state_dict()[key], atol=1e-5), key
     compare_namespaces(plain, ns, CELL)
+
+
+def test_a2c_loop_under_multi_learner_keeps_the_learners_in_step():
+    config = A2CConfig(num_envs=4, num_steps=8, hidden=16)
+    _, ns = run_like_plain(CELL, lambda: namespace(config, iterations=2), "multi_learner", learners=2)
+    assert ns["learner"].updates == 2
 
 
 @pytest.mark.slow

@@ -5,8 +5,7 @@ import math
 import pytest
 import torch
 
-import fragnb
-from corpus.compare import assert_same, compare_namespaces
+from corpus.compare import compare_namespaces, run_like_plain
 from fragnb import clusters
 from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
 from fragnb.envs import Pendulum
@@ -141,14 +140,13 @@ def test_learner_updates_a_gaussian_policy():
 
 @pytest.mark.parametrize("policy", ["coarse", "fine"])
 def test_ppo_pendulum_loop_leaves_the_plain_namespace(policy):
-    plain = _namespace()
-    exec(compile(CELL, "<cell>", "exec"), plain)
-    ns = _namespace()
-    fragnb.run(fragnb.capture(CELL, ns, name="ppo_pendulum"), policy, actors=2, progress=False, plot=False)
-    for name, value in plain["learner"].policy.state_dict().items():
-        torch.testing.assert_close(ns["learner"].policy.state_dict()[name], value, atol=1e-5, rtol=1e-5)
-    assert_same(plain["stats"], ns["stats"], "stats")
+    plain, ns = run_like_plain(CELL, _namespace, policy, actors=2)
     compare_namespaces(plain, ns, CELL)
+
+
+def test_ppo_pendulum_loop_under_multi_learner_keeps_the_learners_in_step():
+    _, ns = run_like_plain(CELL, _namespace, "multi_learner", learners=2)
+    assert ns["learner"].updates == 2
 
 
 @pytest.mark.slow

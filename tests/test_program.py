@@ -1,10 +1,10 @@
-import pytest
 """What each worker group executes, and how edge values are combined: pure, no cluster."""
 
+import pytest
 import torch
 
 from fragnb import capture
-from fragnb.program import DrivenLoop, plan, segments_of
+from fragnb.program import DrivenLoop, plan
 from fragnb.replica import combine, gather, scatter
 
 

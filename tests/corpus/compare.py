@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import math
 import types
+import warnings
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import torch
 from fragnb.components import Component, Episode
 from fragnb.streams import EnvStreams
 
-__all__ = ["assert_same", "compare_namespaces", "cell_names"]
+__all__ = ["assert_same", "compare_namespaces", "cell_names", "run_like_plain"]
 
 ATOL = RTOL = 1e-4
 
@@ -146,3 +147,17 @@ def compare_namespaces(plain_ns: dict, run_ns: dict, cell: str | None = None) ->
     first = [n for n in cell_names(cell) if n in plain_names] if cell else []
     for name in first + sorted(plain_names - set(first)):
         assert_same(plain_ns[name], run_ns[name], name)
+
+
+def run_like_plain(cell: str, namespace, policy: str, **params) -> tuple[dict, dict]:
+    """Run ``cell`` as plain Python on ``namespace()`` and through fragnb under ``policy`` on a second
+    ``namespace()``; return both namespaces. Learner replicas that drift apart are an error."""
+    import fragnb
+
+    plain = namespace()
+    exec(compile(cell, "<cell>", "exec"), plain)
+    ns = namespace()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # Learner.merge: replicas not synchronised
+        fragnb.run(fragnb.capture(cell, ns), policy, progress=False, plot=False, **params)
+    return plain, ns
