@@ -26,10 +26,17 @@ from .streams import EnvStreams
 __all__ = ["check"]
 
 
-def check(placement: Placement, iterations: int = 2) -> float:
-    """Run ``iterations`` iterations both ways on copies; raise FragmentError on the first
-    difference. Returns the seconds it took."""
+def check(placement: Placement, iterations: tuple[int, ...] = (1, 2)) -> float:
+    """Run the first iterations both ways on copies, once for each count in ``iterations`` (the first
+    iteration alone names where a difference starts; the second catches weights that did not
+    travel); raise FragmentError on the first difference. Returns the seconds it took."""
     start = time.perf_counter()
+    for count in iterations:
+        _compare(placement, count)
+    return time.perf_counter() - start
+
+
+def _compare(placement: Placement, iterations: int) -> None:
     graph = placement.graph
     plain, simulated = _copies(graph), _copies(graph)
     state = torch.get_rng_state()  # both copies draw what the run will draw; the notebook's stream is untouched
@@ -42,13 +49,12 @@ def check(placement: Placement, iterations: int = 2) -> float:
         simulate(copy.place(placement.policy, **placement.params), iterations)
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
         if (name in plain) != (name in simulated):
-            raise _differs(placement, name, "exists only in one of them")
+            raise _differs(placement, iterations, name, "exists only in one of them")
         if name in plain and (diff := _difference(plain[name], simulated[name], name)):
-            raise _differs(placement, name, diff)
-    return time.perf_counter() - start
+            raise _differs(placement, iterations, name, diff)
 
 
-def _differs(placement: Placement, name: str, diff: str) -> FragmentError:
+def _differs(placement: Placement, iterations: int, name: str, diff: str) -> FragmentError:
     """The error for ``name``, naming the line most likely at fault: one that assigns or uses it in a
     replicated group (there it sees one replica's share), else the last that assigns it."""
     graph = placement.graph
@@ -60,7 +66,7 @@ def _differs(placement: Placement, name: str, diff: str) -> FragmentError:
         frag = placement.fragments[graph.fragment_of(culprit).name]
         where = f" (assigned or used by each of the {frag.replicas} replicas of {frag.group!r})"
     return FragmentError(
-        f"under this policy the cell would not leave what plain Python leaves: after its first iterations "
+        f"under this policy the cell would not leave what plain Python leaves: after {iterations} iteration(s) "
         f"`{name}`{where} differs: {diff}. Nothing ran on the cluster. Rewrite the line so that it reads values, "
         "not one replica's share of a component (README: values across replicas), or run with check=False "
         "(--no-check) to run anyway",

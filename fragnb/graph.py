@@ -130,6 +130,10 @@ class FragmentGraph:
     #: Temporaries that, once true, end the run before the next iteration (`break`, `while`).
     stop_flags: list[str] = field(default_factory=list, repr=False, compare=False)
 
+    def describe(self, variables: tuple[str, ...]) -> str:
+        """Variables as the cell writes them: capture's temporaries show the expression they hold."""
+        return ", ".join(self.temps.get(v, v) for v in variables)
+
     def stopped(self, namespace: dict) -> bool:
         """Whether a stop flag holds in ``namespace`` (a flag not yet assigned does not)."""
         return any(bool(namespace.get(flag, False)) for flag in self.stop_flags)
@@ -171,5 +175,5 @@ class FragmentGraph:
     def __repr__(self) -> str:
         lines = [f"FragmentGraph {self.name!r}: {len(self.fragments)} fragments, {len(self.edges)} edges"]
         lines += [f"  {f!r}" for f in self.fragments]
-        lines += [f"  {e.src} -> {e.dst} [{e.kind}: {e.label}]" for e in self.edges]
+        lines += [f"  {e.src} -> {e.dst} [{e.kind}: {self.describe(e.variables)}]" for e in self.edges]
         return "\n".join(lines)

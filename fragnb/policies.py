@@ -187,7 +187,7 @@ class Placement:
         for group, (n, device) in self.groups.items():
             names = [f for f, p in self.fragments.items() if p.group == group]
             lines.append(f"  {group} x{n} ({device}): {', '.join(names)}")
-        lines += [f"  {e.src} -> {e.dst} [{e.label}]" for e in self.edges if e.operator != "local"]
+        lines += [f"  {e.src} -> {e.dst} [{e.labelled(self.graph.describe(e.variables))}]" for e in self.edges if e.operator != "local"]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -246,13 +246,12 @@ def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: d
     for role in sorted({f.role for f in graph.fragments}):
         if counts[groups[role]] == 1:
             continue
-        for s in (s for f in graph.fragments if f.role == role for s in f.statements):
-            method = next((c for c in sorted(s.calls) if not _shardwise(graph.namespace[c.split(".")[0]], c.split(".")[1])), None)
-            if method is not None:
-                groups[role] = home
-                notes.append(f"{role} placed with {home!r}, not replicated: line {s.lineno} calls `{method}`, "
-                             f"which is not environment by environment (see Component.shardwise)")
-                break
+        calls = sorted({c for f in graph.fragments if f.role == role for s in f.statements for c in s.calls})
+        methods = [c for c in calls if not _shardwise(graph.namespace[c.split(".")[0]], c.split(".")[1])]
+        if methods:
+            groups[role] = home
+            notes.append(f"{role} placed with {home!r}, not replicated: the loop calls {', '.join(f'`{m}`' for m in methods)}, "
+                         "which do not work environment by environment (see Component.shardwise)")
     return groups, notes
 
 

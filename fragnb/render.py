@@ -79,8 +79,7 @@ def render_placement(placement: Placement) -> graphviz.Digraph:
 
 
 def _variables(graph: FragmentGraph, names: tuple[str, ...]) -> str:
-    """Edge variables as the cell writes them: capture's temporaries show the expression they hold."""
-    return ", ".join(_escape(graph.temps.get(n, n)) for n in names)
+    return _escape(graph.describe(names))
 
 
 def _escape(text: str) -> str:
