@@ -39,7 +39,9 @@ test: setup
 demo: setup
 	$(PY) -m fragnb.demo --notebook notebooks/01_first_fragment_graph.ipynb --out demo/learning_curve.png
 
+# The `bench` extra adds Stable-Baselines3, which benchmarks/ppo_cartpole.py compares against.
 bench: setup
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) benchmarks/ppo_cartpole.py
 	$(PY) benchmarks/dp_scaling.py
 	$(PY) benchmarks/capture_time.py

@@ -62,7 +62,7 @@ def main() -> int:
     print(f"   coarse actors=1 {steps / one:>9,.0f} env steps/s")
     print(f"   coarse actors=2 {steps / two:>9,.0f} env steps/s   ratio 2 vs 1 actors: {one / two:.2f}x")
 
-    print("\n2. seconds per iteration on CartPole (16 envs x 64 steps), ratio to single")
+    print("\n2. seconds per iteration on CartPole (notebook 01's PPOConfig: 32 envs x 32 steps), ratio to single")
     base = measure(cell, cartpole, "single", args.iterations)
     print(f"   {'single':<14}{base:>8.3f} s   1.00")
     for policy, params in [("coarse", {"actors": 2}), ("fine", {"actors": 2}), ("multi_learner", {"learners": 2})]:

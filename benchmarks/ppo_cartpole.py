@@ -4,6 +4,10 @@ Runs notebook 01's canonical cell both ways for each seed, in alternating order,
 time-to-solve (mean return of the last 20 episodes >= 475) and env steps/s with their ratios
 (fragment / plain; the target is <= 1.02 for time and >= 0.98 for throughput).
 
+Then, if Stable-Baselines3 is installed (``pip install 'fragnb[bench]'``), it times SB3's PPO with
+RL Zoo's tuned CartPole-v1 hyperparameters to the same criterion on the same seeds, and prints the
+ratio of the median times to solve (SB3 / fragnb single; the target is >= 6).
+
     .venv/bin/python benchmarks/ppo_cartpole.py [--seeds 0 1 2] [--repeats 2]
 """
 
@@ -20,6 +24,11 @@ import torch
 from fragnb import capture, run
 from fragnb.notebook import load_canonical
 from fragnb.runtime import first_solved
+
+try:
+    import stable_baselines3
+except ImportError:  # an optional dependency: the `bench` extra
+    stable_baselines3 = None
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"
 
@@ -60,6 +69,44 @@ def _median(measurements: list[dict]) -> dict:
     return sorted(measurements, key=lambda m: m["seconds"])[len(measurements) // 2]
 
 
+#: RL Zoo's tuned PPO hyperparameters for CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml);
+#: ``lin_x`` schedules decay linearly from x to 0 over ``n_timesteps``.
+SB3_ZOO = dict(n_envs=8, n_timesteps=100_000, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+               n_epochs=20, ent_coef=0.0, learning_rate=1e-3, clip_range=0.2)
+
+
+def sb3(seed: int) -> dict:
+    """Time SB3's PPO (RL Zoo settings) until the mean return of the last 20 episodes reaches 475."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    class StopWhenSolved(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.returns, self.solved = [], None
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:  # Monitor's record of an episode that ended in this step
+                    self.returns.append(info["episode"]["r"])
+                    if first_solved(self.returns[-20:]) is not None:
+                        self.solved = (self.num_timesteps, time.perf_counter())
+                        return False
+            return True
+
+    z = SB3_ZOO
+    env = make_vec_env("CartPole-v1", n_envs=z["n_envs"], seed=seed)
+    model = PPO("MlpPolicy", env, n_steps=z["n_steps"], batch_size=z["batch_size"], gae_lambda=z["gae_lambda"],
+                gamma=z["gamma"], n_epochs=z["n_epochs"], ent_coef=z["ent_coef"],
+                learning_rate=lambda left: left * z["learning_rate"], clip_range=lambda left: left * z["clip_range"],
+                seed=seed, device="cpu")
+    callback = StopWhenSolved()
+    start = time.perf_counter()
+    model.learn(total_timesteps=z["n_timesteps"], callback=callback)
+    steps, end = callback.solved or (None, None)
+    return {"solve_steps": steps, "solve_s": None if end is None else end - start}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -91,6 +138,21 @@ def main() -> int:
     solve_ratio = statistics.mean(f["solve_s"] / p["solve_s"] for _, p, f, _ in rows if p["solve_s"])
     print(f"\nmean ratio fragment/plain: time-to-solve {solve_ratio:.3f}, total time {time_ratio:.3f} (target <= 1.02)")
     print("every seed solved within 150k steps with identical results" if ok else "FAILED: a seed did not solve or results differ")
+
+    if stable_baselines3 is None:
+        print("\nStable-Baselines3 is not installed (pip install 'fragnb[bench]'): skipping the SB3 comparison")
+        return 0 if ok else 1
+    print(f"\nStable-Baselines3 {stable_baselines3.__version__} PPO, RL Zoo's CartPole-v1 settings "
+          f"({SB3_ZOO['n_envs']} envs x {SB3_ZOO['n_steps']} steps, {SB3_ZOO['n_epochs']} epochs, 1 torch thread)")
+    theirs = []
+    for seed in args.seeds:
+        m = sb3(seed)
+        theirs.append(m["solve_s"] if m["solve_s"] is not None else float("inf"))
+        print(f"{seed:>4} solved at {str(m['solve_steps']):>8} env steps in {theirs[-1]:.2f} s")
+    ours = statistics.median(f["solve_s"] if f["solve_s"] is not None else float("inf") for _, _, f, _ in rows)
+    sb3_median = statistics.median(theirs)
+    print(f"\nmedian time-to-solve: fragnb single {ours:.2f} s, SB3 {sb3_median:.2f} s: "
+          f"fragnb is {sb3_median / ours:.1f}x faster (target >= 6)")
     return 0 if ok else 1
 
 

@@ -203,10 +203,10 @@ class Env(Component):
         finished = []
         if done.any():
             now = time.perf_counter()
-            for i in done.nonzero().flatten().tolist():
-                ret = float(self.episode_return[i])
-                finished.append(ret)
-                self.episodes.append(Episode(int(self.env_ids[i]), ret, int(self.episode_length[i]), self.vector_steps, now))
+            # Three tensor-to-list conversions instead of three scalar reads per finished episode.
+            finished = self.episode_return[done].tolist()
+            ids, lengths = self.env_ids[done].tolist(), self.episode_length[done].tolist()
+            self.episodes.extend(Episode(i, ret, n, self.vector_steps, now) for i, ret, n in zip(ids, finished, lengths))
             self.episode_return[done] = 0.0
             self.episode_length[done] = 0
             obs = obs.clone()

@@ -1,7 +1,8 @@
 """Per-environment random streams that do not depend on how environments are sharded.
 
 Each environment ``i`` owns a stream keyed by ``(seed, domain, i)``; draw ``k`` of that stream is a
-hash of the key and a per-environment counter. A shard of environments 32..63 therefore draws
+hash of the key and a per-environment counter (SplitMix's construction: one finaliser applied to a
+Weyl sequence that the key offsets). A shard of environments 32..63 therefore draws
 exactly the numbers those environments draw inside the full batch of 64, which is what lets every
 distribution policy reproduce the single-process result (DESIGN.md, invariant 1).
 """
@@ -9,6 +10,7 @@ distribution policy reproduce the single-process result (DESIGN.md, invariant 1)
 from __future__ import annotations
 
 import zlib
+from functools import lru_cache
 
 import torch
 
@@ -27,6 +29,12 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
     x = x ^ (x >> 15)
     x = (x * _M2) & _MASK
     return x ^ (x >> 16)
+
+
+@lru_cache(maxsize=None)
+def _lanes(n: int) -> torch.Tensor:
+    """Offsets of the ``n`` numbers of one draw (cached: the actor draws every step, never mutates them)."""
+    return torch.arange(n, dtype=torch.int64) * _M2
 
 
 class EnvStreams:
@@ -82,13 +90,13 @@ class EnvStreams:
         Returns a float64 tensor of shape ``(streams, n)`` and advances those streams by one draw.
         """
         keys, counters = (self.keys, self.counters) if mask is None else (self.keys[mask], self.counters[mask])
-        h = _mix(keys ^ _mix(counters * _GOLDEN + 1)).unsqueeze(1)
-        draws = _mix(h ^ _mix(torch.arange(1, n + 1, dtype=torch.int64) * _M2))
-        if mask is None:
-            self.counters += 1
-        else:
-            self.counters[mask] += 1
-        return draws.to(torch.float64) / 2.0**32
+        # One finaliser round per number: the keys are already well mixed, and each draw costs a
+        # dozen tensor ops, which matters because the actor draws at every environment step. Each
+        # stream steps by its own odd increment (2 key + 1): with one shared increment, every
+        # stream would be every other one shifted by some number of draws.
+        draws = _mix((keys + counters * (2 * keys + 1)).unsqueeze(1) + _lanes(n))
+        self.counters += 1 if mask is None else mask  # adding the bool mask skips two masked indexings
+        return draws.to(torch.float64) * 2.0**-32
 
     def state_dict(self) -> dict:
         return {"counters": self.counters.clone()}

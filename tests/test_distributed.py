@@ -43,7 +43,7 @@ def test_coarse_two_actors_and_fine_two_env_workers_match_single_weights(canonic
     single, _ = _run(canonical, ppo_ns, "single")
     for policy in ("coarse", "fine"):
         ns, result = _run(canonical, ppo_ns, policy, actors=2)
-        assert result.policy == policy and result.iterations == K and result.env_steps == K * 16 * 64
+        assert result.policy == policy and result.iterations == K and result.env_steps == K * 32 * 32
         for key, value in _weights(single).items():
             torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
         # The cell's variables are back, gathered along the environment axis.
@@ -59,13 +59,13 @@ def test_multi_learner_replicas_stay_synchronised_through_all_reduce(canonical, 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # Learner.merge warns if the replicas' networks differ
         ns, result = _run(canonical, ppo_ns, "multi_learner", learners=2)
-    assert result.env_steps == K * 16 * 64
+    assert result.env_steps == K * 32 * 32
     assert any(not torch.equal(before[k], v) for k, v in _weights(ns).items())
 
 
 def test_trajectories_and_weights_move_between_workers_not_through_the_notebook(canonical, ppo_ns):
     _, result = _run(canonical, ppo_ns, "coarse", iterations=3, actors=2)
-    batch_bytes = 16 * 64 * (4 + 5) * 4  # obs and five float/int columns per step, per iteration
+    batch_bytes = 32 * 32 * (4 + 5) * 4  # obs and five float/int columns per step, per iteration
     assert result.transfer_bytes > batch_bytes, (result.transfer_bytes, result.client_bytes)
     assert result.client_bytes < result.transfer_bytes / 10, (result.transfer_bytes, result.client_bytes)
 
@@ -113,7 +113,7 @@ def test_cuda_cluster_without_a_gpu_names_the_fallback(canonical, ppo_ns):
 def test_error_in_a_fragment_names_the_cell_line_and_leaves_no_processes(canonical, ppo_ns):
     cell = canonical.body.replace("env.step(action)", "env.step(action[:3])")
     ns = ppo_ns(K)
-    with pytest.raises(ValueError, match="has 8 environments but got 3 actions") as info:
+    with pytest.raises(ValueError, match="has 16 environments but got 3 actions") as info:
         run(capture(cell, ns, name="broken"), "coarse", actors=2, progress=False, plot=False, check=False)  # the worker-side path
     lineno = next(i for i, line in enumerate(cell.splitlines(), 1) if "action[:3]" in line)
     note = "\n".join(info.value.__notes__)

@@ -20,7 +20,8 @@ def _name(requirement: str) -> str:
 
 def test_environment_yml_names_the_same_dependencies_as_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pypi = {_name(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]}
+    extras = project["optional-dependencies"]
+    pypi = {_name(r) for r in project["dependencies"] + extras["dev"] + extras["bench"]}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = {_name(d) for d in env["dependencies"] if isinstance(d, str)} - CONDA_ONLY
     assert conda == {CONDA_NAME.get(n, n) for n in pypi}

@@ -51,7 +51,7 @@ def test_placement_renders_one_cluster_per_group_with_operators(graph):
 
 @pytest.mark.parametrize("policy, params, error, message", [
     ("coarse", {"actors": 0}, ValueError, "actors=0: policy 'coarse' needs at least 1 replica"),
-    ("coarse", {"actors": 3}, ValueError, r"`env` has num_envs=16, which 3 replicas .* choose one of \[1, 2, 4, 8, 16\]"),
+    ("coarse", {"actors": 3}, ValueError, r"`env` has num_envs=32, which 3 replicas .* choose one of \[1, 2, 4, 8, 16, 32\]"),
     ("fine", {"learners": 2}, TypeError, r"policy 'fine' takes \['actors', 'device'\], got \['learners'\]"),
     ("coarse", {"device": "tpu"}, ValueError, "unknown device: 'tpu'"),
     ("nope", {}, ValueError, r"unknown distribution policy: 'nope' \(must be one of \['coarse', 'fine', 'multi_learner', 'single'\]\)"),
@@ -98,7 +98,7 @@ def test_measure_labels_edges_with_bytes_and_leaves_the_namespace_alone(canonica
     before = {k: v.clone() for k, v in ns["learner"].policy.state_dict().items()}
     g = capture(canonical.body, ns, name="ppo")
     sizes = measure(g)
-    batch = 16 * 64 * (4 + 5) * 4 + 16 * 64 * 4  # obs, action, logprob, value, advantages, returns (int64 actions: 8 bytes)
+    batch = 32 * 32 * (4 + 5) * 4 + 32 * 32 * 4  # obs, action, logprob, value, advantages, returns (int64 actions: 8 bytes)
     assert sizes[("buffer@it", "learner", "data")] == batch
     assert sizes[("env@step", "actor@step", "data")] == 64 * 16 * 4 * 4  # obs, every step of the rollout
     assert "returns" not in ns and ns["env"].vector_steps == 0

@@ -42,7 +42,7 @@ def test_single_run_leaves_the_namespace_of_plain_execution(canonical, ppo_ns):
     for key, value in plain["learner"].policy.state_dict().items():
         assert torch.equal(value, captured["learner"].policy.state_dict()[key])
     assert result.iterations == 3
-    assert result.env_steps == 3 * 16 * 64
+    assert result.env_steps == 3 * 32 * 32
 
 
 def test_run_result_reports_time_per_fragment_and_throughput(canonical, ppo_ns):
