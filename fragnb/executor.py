@@ -1,32 +1,38 @@
-"""Executor: drive a placed graph on a Dask cluster and bring the results back into the notebook.
+"""Executor: the control plane of a distributed run.
 
-The notebook process submits tasks and reads only small reports (finished episodes, step counts);
-trajectories and weights flow between workers as Dask task dependencies, never through it.
+Dask places each replica on a worker, starts its long-lived program (:mod:`fragnb.walker`), watches
+it, and says when a worker is lost. Replicas exchange values over channels (:mod:`fragnb.channels`),
+worker to worker; the notebook reads only small progress events (finished episodes, step counts)
+until the run ends, then merges what the replicas hold back into its namespace.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
 import linecache
+import os
 import pickle
-import socket
+import queue
+import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import cloudpickle
-import torch
 
 from . import replica
+from .channels import ChannelError, QueueChannels
 from .clusters import ClusterError, connect, shutdown
-from .components import Component, Env, role_of
+from .components import Component, role_of
+from .edges import combine
 from .live import LiveProgress
 from .policies import Placement
-from .program import Program, Segment, graph_writes, plan
+from .program import DrivenLoop, Program
+from .walker import Script
 
-__all__ = ["Outcome", "run_distributed"]
+__all__ = ["Outcome", "run_distributed", "simulate"]
+
+LIVENESS_S = 0.5  # how often the notebook asks the scheduler which workers are alive
 
 
 @dataclass
@@ -41,332 +47,306 @@ class Outcome:
     client_bytes: int
     transfer_bytes: int
     iteration_seconds: list[float]
-
-
-@dataclass
-class _Latest:
-    """Where a variable's latest value lives: the sending group's segment outputs, under ``key``."""
-
-    group: str
-    key: str
-    outputs: list
-    version: int
-
-
-@dataclass(frozen=True)
-class _Weights:
-    """A network held by components in two groups: ``source`` (in the owner group) is broadcast to
-    ``target`` (a component of ``group``) before that group next uses it."""
-
-    source: str  # "weights:learner:policy"
-    owner: str
-    owner_comp: str
-    target: str  # "weights:actor:policy"
-    group: str
-    target_comp: str
-
-
-@dataclass
-class _Driver:
-    placement: Placement
-    client: Any
-    num_envs: int | None
-    weights: list[_Weights]
-    program: Program
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    slots: dict = field(default_factory=dict)  # (group, replica) -> worker address
-    latest: dict = field(default_factory=dict)  # variable or weights key -> _Latest
-    last_writer: dict = field(default_factory=dict)  # variable -> group that assigned it last
-    last_task: dict = field(default_factory=dict)  # (group, replica) -> its latest future
-    loaded: dict = field(default_factory=dict)  # (group, weights target) -> version it holds
-    scalars: dict = field(default_factory=dict)  # values of the loops the driver iterates
-    curve: list = field(default_factory=list)
-    env_steps: dict = field(default_factory=dict)
-    client_bytes: int = 0
-    iterations: int = 0
-    start: float = field(default_factory=time.perf_counter)
-    ticks: list = field(default_factory=list)  # when each iteration's reports arrived
-    limit: int | None = None  # iterations to run (the safety net's check runs the first only)
-
-    # -- set-up -------------------------------------------------------------------------------
-    def start_replicas(self, segments: list[Segment]) -> None:
-        """Ship each group its objects (cloudpickle) and code; shard components per replica."""
-        placement, client, ns = self.placement, self.client, self.placement.graph.namespace
-        workers = sorted(client.scheduler_info()["workers"])
-        for g, (n, _) in placement.groups.items():
-            if placement.policy.collectives and n > len(workers):
-                raise ClusterError(f"{n} replicas of {g!r} each need a worker of their own for the process group; the cluster has {len(workers)}")
-        addresses = iter(workers * (1 + sum(n for n, _ in placement.groups.values()) // len(workers)))
-        self.slots = {(g, i): next(addresses) for g, (n, _) in placement.groups.items() for i in range(n)}
-        futures = []
-        for g, (n, device) in placement.groups.items():
-            segs = [s for s in segments if s.group == g]
-            names = sorted({v for s in segs for v in s.reads | s.components if v in ns})
-            payload = cloudpickle.dumps({v: ns[v] for v in names})
-            codes = pickle.dumps({s.index: s.module for s in segs})
-            sharded = [v for v in names if n > 1 and isinstance(ns[v], Component) and "num_envs" in vars(ns[v])]
-            source = (f"<fragment {placement.graph.name}>", placement.graph.source)
-            futures += [self.submit(g, i, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source, self.strict)
-                        for i in range(n)]
-        self.gather(futures)
-        if placement.policy.collectives:
-            self.join_process_groups()
-
-    def join_process_groups(self) -> None:
-        for g, (n, device) in self.placement.groups.items():
-            if n < 2:
-                continue
-            host = self.slots[(g, 0)].split("://")[-1].rsplit(":", 1)[0]
-            (port,) = self.gather([self.submit(g, 0, _free_port, host)])
-            backend = "nccl" if device == "cuda" else "gloo"
-            self.gather([self.submit(g, i, _join, self.run_id, i, n, f"tcp://{host}:{port}", backend) for i in range(n)])
-
-    def gather(self, futures: list) -> list:
-        """Results of ``futures``; a replica's worker that disappears is an error, not a hang (its
-        pinned tasks would otherwise wait for it forever, and its state is gone with it)."""
-        if isinstance(self.client, _InProcess):
-            return list(futures)
-        while True:
-            try:
-                for future in futures:
-                    future.result(timeout=2.0)
-                return self.client.gather(futures)
-            except TimeoutError:
-                pass
-            alive = set(self.client.scheduler_info()["workers"])
-            lost = sorted({f"{g}[{i}] on {w}" for (g, i), w in self.slots.items() if w not in alive})
-            if lost:
-                raise ClusterError(f"lost the worker of replica {', '.join(lost)} during the run; its state is gone, "
-                                   "so the run stops (a worker can die when it runs out of memory)")
-
-    def submit(self, group: str, index: int, fn, *args):
-        return self.client.submit(fn, *args, workers=[self.slots[(group, index)]], allow_other_workers=False, pure=False)
-
-    # -- the loop -----------------------------------------------------------------------------
-    def execute(self, items: list, live_factory=None) -> None:
-        graph = self.placement.graph
-        for item in items:
-            if isinstance(item, Segment):
-                self.run_segment(item)
-                continue
-            iterable = eval(compile(ast.Expression(item.node.iter), f"<fragment {graph.name}>", "eval"), graph.namespace, self.scalars)
-            if self.limit is not None and live_factory:
-                iterable = list(itertools.islice(iterable, self.limit))
-            live = live_factory(iterable) if live_factory else None
-            try:
-                for value in iterable:
-                    if live is not None and self.stopped():
-                        break
-                    _bind(item.node.target, value, self.scalars)
-                    self.execute(item.body)
-                    if live is not None:  # the iteration loop: report progress, stay at most one iteration ahead
-                        self.iterations += 1
-                        self.collect()
-                        self.ticks.append(time.perf_counter())
-                        live.update([(s, r) for s, r, _ in self.curve], sum(self.env_steps.values()))
-            finally:
-                if live is not None:
-                    live.close([(s, r) for s, r, _ in self.curve])
-
-    def run_segment(self, seg: Segment) -> None:
-        n = self.placement.groups[seg.group][0]
-        kinds, origin = self.program.kinds, self.program.origin
-        inputs = {var: (v.key, v.outputs, kinds.get(var, "sharded"), origin.get(var, ""))
-                  for var in sorted(seg.reads) if (v := self.latest.get(var)) and v.group != seg.group}
-        for w in self.weights:
-            v = self.latest.get(w.source)
-            if v and w.group == seg.group and w.target_comp in seg.components and self.loaded.get((seg.group, w.target)) != v.version:
-                inputs[w.target] = (w.source, v.outputs, "replicated", f"the weights of {w.owner_comp}")
-                self.loaded[(seg.group, w.target)] = v.version
-        replays = {key: (self.latest[key].outputs, {v: (kinds.get(v, "sharded"), origin.get(v, "")) for v in names})
-                   for key, names in seg.replays.items()}
-        exports = sorted(seg.exports | {w.source for w in self.weights if w.owner == seg.group and w.owner_comp in seg.components})
-        scalars = {k: v for k, v in self.scalars.items() if k in seg.reads}
-        outputs = [self.submit(seg.group, i, replica.run_segment, self.run_id, seg.group, i, seg.index, scalars, inputs, self.num_envs,
-                               exports, self.last_task.get((seg.group, i)), replays) for i in range(n)]
-        for i, future in enumerate(outputs):
-            self.last_task[(seg.group, i)] = future
-        for key in exports:
-            old = self.latest.get(key)
-            self.latest[key] = _Latest(seg.group, key, outputs, old.version + 1 if old else 1)
-        for var in seg.writes:
-            self.last_writer[var] = seg.group
-
-    def stopped(self) -> bool:
-        """Whether a stop flag (`break`, a `while` condition) holds, read from the replicas that assign it."""
-        for flag in self.placement.graph.stop_flags:
-            g = self.last_writer.get(flag)
-            if g is None:
-                continue
-            n = self.placement.groups[g][0]
-            parts = self.gather([self.submit(g, i, replica.value, self.run_id, g, i, flag, self.last_task[(g, i)]) for i in range(n)])
-            if replica.combine(flag, parts, 0, 1, None, self.program.kinds.get(flag, "replicated"), self.program.origin.get(flag, ""), self.strict):
-                return True
-        return False
-
-    def collect(self) -> None:
-        """Each replica's new episodes, read after its latest task (a few hundred bytes)."""
-        keys = list(self.last_task)
-        reports = self.gather([self.submit(g, i, replica.report, self.run_id, g, i, self.last_task[(g, i)]) for g, i in keys])
-        self.client_bytes += len(pickle.dumps(reports))
-        new = []
-        for key, (episodes, steps) in zip(keys, reports):
-            self.env_steps[key] = steps
-            new += [(ep.time, ep.env_id, ep.step * batch, ep.ret) for ep, batch in episodes]
-        self.curve += [(steps, ret, t - self.start) for t, _, steps, ret in sorted(new)]
-
-    # -- results back into the notebook ----------------------------------------------------------
-    def finish(self, segments: list[Segment]) -> dict:
-        graph = self.placement.graph
-        variables = sorted(graph_writes(graph))
-        held = {g: sorted({c for s in segments if s.group == g for c in s.components}) for g in self.placement.groups}
-        futures = {(g, i): self.submit(g, i, replica.finish_replica, self.run_id, g, i, variables, held[g], self.last_task.get((g, i)))
-                   for g, (n, _) in self.placement.groups.items() for i in range(n)}
-        return dict(zip(futures, self.gather(list(futures.values()))))
-
-    def merge(self, finals: dict) -> None:
-        """Variables from the group that assigned them last (gathered over replicas); components
-        merged from their shards and loaded in place, learners last so their networks win."""
-        ns, groups = self.placement.graph.namespace, self.placement.groups
-
-        def parts(g: str, section: str, name: str) -> list:
-            return [finals[(g, i)][section][name] for i in range(groups[g][0])]
-
-        for var in sorted(graph_writes(self.placement.graph)):
-            if var in self.scalars and var not in self.last_writer:
-                ns[var] = self.scalars[var]
-            elif var in self.last_writer:
-                g = self.last_writer[var]
-                if var not in finals[(g, 0)]["variables"]:
-                    ns.pop(var, None)  # the cell deleted it (`del`)
-                    continue
-                kind, origin = self.program.kinds.get(var, "sharded"), self.program.origin.get(var, "")
-                ns[var] = replica.combine(var, parts(g, "variables", var), 0, 1, None, kind, origin, self.strict)
-        comps = [(c, g) for g in groups for c in finals[(g, 0)]["components"]]
-        for name, g in sorted(comps, key=lambda cg: role_of(ns[cg[0]]) == "learner"):
-            shards = parts(g, "components", name)
-            _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
-
-    @property
-    def strict(self) -> bool:
-        return self.placement.exact
-
-    def forget(self) -> None:
-        try:
-            self.client.run(replica.drop_run, self.run_id)
-        except Exception:  # the cluster may already be gone; nothing is left to forget then
-            pass
+    intervals: list[tuple[str, str, str, float, float]]
+    messages: int
 
 
 def run_distributed(placement: Placement, cluster, progress: bool, plot: bool) -> Outcome:
     """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would."""
     graph = placement.graph
-    client, owned = connect(cluster, sum(n for n, _ in placement.groups.values()))
-    d = _driver(placement, client)
-    items, segments = d.program.items, d.program.segments
+    script = Script.of(placement)
+    client, owned = connect(cluster, len(script.replicas()))
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
-    moved_before = _transfer_bytes(client)
-    title = f"{graph.name} ({placement.policy.name})"
+    run = _Run(placement, script, client)
     try:
-        d.start_replicas(segments)
-        d.start = time.perf_counter()  # time the loop, not the workers' set-up
-        d.ticks = [d.start]
-        d.execute(items, lambda it: LiveProgress(len(it) if hasattr(it, "__len__") else None, title, progress, plot))
-        finals = d.finish(segments)
+        run.start()
+        total = _length(graph)
+        finals = run.watch(LiveProgress(total, f"{graph.name} ({placement.policy.name})", progress, plot))
     except BaseException as e:
+        run.abort(f"the run stopped: {type(e).__name__}")
         if owned:
-            shutdown()  # replicas may be mid-task or blocked in a collective: end their processes
+            shutdown()  # a replica may be stuck in a collective or the user's own code: end its process
         else:
-            d.forget()
+            run.forget()
         raise _without_dask_frames(e) from None
-    seconds = time.perf_counter() - d.start
-    d.merge(finals)
-    d.forget()
-    frag_seconds = {f.name: max(fin["seconds"].get(f.name, 0.0) for fin in finals.values()) for f in graph.fragments}
-    return Outcome(d.iterations, seconds, sum(d.env_steps.values()), frag_seconds, d.curve, d.client_bytes,
-                   _transfer_bytes(client) - moved_before, [b - a for a, b in zip(d.ticks, d.ticks[1:])])
+    run.forget()
+    merge(placement, script, finals)
+    return _outcome(finals, run.start_wall, run.client_bytes)
 
 
-class _InProcess:
-    """Stands in for a Dask client: every replica lives in this process and each task runs when it
-    is submitted, so results stand in for futures. The safety net runs the driver on it."""
+class _Run:
+    """One run's replicas on a Dask cluster."""
 
-    def __init__(self, workers: int):
-        self.workers = {f"inprocess://{i}": {} for i in range(workers)}
+    def __init__(self, placement: Placement, script: Script, client):
+        self.placement, self.script, self.client = placement, script, client
+        self.run_id = uuid.uuid4().hex[:12]
+        self.topic = f"fragnb-{self.run_id}"
+        self.slots: dict[str, str] = {}  # replica -> worker address
+        self.futures: dict[str, object] = {}
+        self.client_bytes = 0
+        self.start_wall = time.time()
 
-    def scheduler_info(self) -> dict:
-        return {"workers": self.workers}
+    def start(self) -> None:
+        """Place every replica on a worker thread of its own, ship it its objects and code, open
+        its channel inbox, and start its program."""
+        placement, client, script = self.placement, self.client, self.script
+        workers = client.scheduler_info()["workers"]
+        self.slots = _slots(placement, script, workers)
+        hosts = [_host(w) for w in self.slots.values()]
+        setup = {}
+        for g, (n, device) in placement.groups.items():
+            payload, codes, sharded = _payload(placement, script, g)
+            source = (script.filename, placement.graph.source)
+            for i in range(n):
+                name = f"{g}[{i}]"
+                host = _host(self.slots[name])
+                setup[name] = self.submit(name, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source,
+                                          host, max(1, (os.cpu_count() or 1) // hosts.count(host)))
+        addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
+        if placement.policy.collectives:
+            self.join_process_groups()
+        blob = pickle.dumps(script)
+        held = _held(script)
+        self.start_wall = time.time()
+        self.futures = {name: self.submit(name, replica.run_program, self.run_id, name.split("[")[0], int(name.split("[")[1][:-1]),
+                                          addresses, blob, held[name.split("[")[0]], self.topic)
+                        for name in script.replicas()}
 
-    def submit(self, fn, *args, **kwargs):
-        return fn(*args)
+    def join_process_groups(self) -> None:
+        for g, (n, device) in self.placement.groups.items():
+            if n < 2:
+                continue
+            host = _host(self.slots[f"{g}[0]"])
+            (port,) = self.wait_all([self.submit(f"{g}[0]", _free_port, host)])
+            backend = "nccl" if device == "cuda" else "gloo"
+            self.wait_all([self.submit(f"{g}[{i}]", _join, self.run_id, i, n, f"tcp://{host}:{port}", backend) for i in range(n)])
 
-    def run(self, fn, *args):
-        return {"inprocess": fn(*args)}
+    def submit(self, name: str, fn, *args):
+        return self.client.submit(fn, *args, workers=[self.slots[name]], allow_other_workers=False, pure=False)
 
+    def wait_all(self, futures: list) -> list:
+        """Results of set-up tasks; a replica's worker that disappears is an error, not a hang."""
+        while not all(f.done() for f in futures):
+            time.sleep(0.02)
+            self.check_alive()
+        return self.client.gather(futures)
 
-class _Silent:
-    """Progress that shows nothing: the safety net runs quietly."""
+    def watch(self, live: LiveProgress) -> dict[str, dict]:
+        """Wait for every replica's program to end, showing its progress; the first failure, or a
+        lost worker, ends the run with an error naming the replica."""
+        events: queue.Queue = queue.Queue()
+        self.client.subscribe_topic(self.topic, events.put)
+        done: dict[str, int] = {name: 0 for name in self.futures}
+        episodes: list = []
+        steps: dict[str, int] = {}
+        shown, checked = 0, time.monotonic()
+        try:
+            while True:
+                try:
+                    _, msg = events.get(timeout=0.05)
+                    self.client_bytes += len(pickle.dumps(msg))
+                    done[msg["replica"]] = msg["iteration"]
+                    episodes += msg["episodes"]
+                    steps[msg["replica"]] = msg["steps"]
+                    if min(done.values()) > shown:
+                        shown = min(done.values())
+                        episodes.sort()
+                        live.update([(s, r) for _, _, s, r in episodes], sum(steps.values()))
+                    continue
+                except queue.Empty:
+                    pass
+                if any(f.status == "error" for f in self.futures.values()):
+                    raise self.failure()
+                if all(f.status == "finished" for f in self.futures.values()):
+                    break
+                if time.monotonic() - checked > LIVENESS_S:
+                    checked = time.monotonic()
+                    self.check_alive()
+            finals = dict(zip(self.futures, self.client.gather(list(self.futures.values()))))
+        finally:
+            self.client.unsubscribe_topic(self.topic)
+            live.close([(s, r) for _, _, s, r in sorted(episodes)])
+        return finals
 
-    def __init__(self, *args):
-        pass
+    def check_alive(self) -> None:
+        alive = set(self.client.scheduler_info()["workers"])
+        lost = [f"{name} on {w}" for name, w in self.slots.items() if w not in alive]
+        if lost:
+            reason = (f"lost the worker of replica {', '.join(lost)} during the run; its state is gone, so the run stops "
+                      "(a worker can die when it runs out of memory)")
+            self.abort(reason)
+            raise ClusterError(reason)
 
-    def update(self, *args):
-        pass
+    def failure(self) -> BaseException:
+        """The error that ended the run: the replica that failed first, not the peers it stopped."""
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and not all(f.done() for f in self.futures.values()):
+            time.sleep(0.02)
+        errors = [f.exception() for f in self.futures.values() if f.status == "error"]
+        return next((e for e in errors if not isinstance(e, ChannelError)), errors[0])
 
-    def close(self, *args):
-        pass
+    def abort(self, reason: str) -> None:
+        """End every replica's waits (they raise ChannelError with ``reason``)."""
+        alive = set(self.client.scheduler_info()["workers"]) & set(self.slots.values())
+        if alive:
+            try:
+                self.client.run(replica.abort_run, self.run_id, reason, workers=sorted(alive), on_error="ignore")
+            except Exception:  # the cluster may be going away; its processes end with it
+                pass
+
+    def forget(self) -> None:
+        try:
+            self.client.cancel(list(self.futures.values()))
+            self.client.run(replica.drop_run, self.run_id, on_error="ignore")
+        except Exception:  # the cluster may already be gone; nothing is left to forget then
+            pass
 
 
 def simulate(placement: Placement, iterations: int) -> Program:
-    """Run the first ``iterations`` iterations of ``placement`` with every replica in this process,
-    through the same driver and replica code as a Dask run; leave the results in the graph's namespace."""
-    d = _driver(placement, _InProcess(sum(n for n, _ in placement.groups.values())), limit=iterations)
+    """Run the first ``iterations`` iterations of ``placement`` with every replica a thread of this
+    process, through the same walker as a Dask run (channels are queues); leave the results in the
+    graph's namespace."""
+    script = Script.of(placement, limit=iterations)
+    run_id = uuid.uuid4().hex[:12]
+    source = (script.filename, placement.graph.source)
+    boxes = {name: queue.Queue() for name in script.replicas()}
+    abort = threading.Event()
+    held = _held(script)
+    finals: dict[str, dict] = {}
+    errors: dict[str, BaseException] = {}
+
+    def play(name: str, rep: replica.Replica) -> None:
+        try:
+            finals[name] = replica.play(rep, script, QueueChannels(name, boxes, abort), held[rep.group])
+        except BaseException as e:
+            errors[name] = e
+
     try:
-        d.start_replicas(d.program.segments)
-        d.execute(d.program.items, _Silent)
-        d.merge(d.finish(d.program.segments))
+        threads = []
+        for g, (n, device) in placement.groups.items():
+            payload, codes, sharded = _payload(placement, script, g)
+            for i in range(n):
+                replica.init_replica(run_id, g, i, n, device, payload, codes, sharded, source)
+                threads.append(threading.Thread(target=play, args=(f"{g}[{i}]", replica._REPLICAS[(run_id, g, i)]), daemon=True))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     finally:
-        replica.drop_run(d.run_id)
-    return d.program
+        replica.drop_run(run_id)
+    if errors:
+        raise next((e for e in errors.values() if not isinstance(e, ChannelError)), next(iter(errors.values())))
+    merge(placement, script, finals)
+    return script.program
 
 
-def _driver(placement: Placement, client, limit: int | None = None) -> _Driver:
-    graph = placement.graph
-    program = plan(placement)
-    env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
-    return _Driver(placement, client, env.num_envs if env else None, _shared_weights(placement, program.segments), program, limit=limit)
-
-
-def _bind(target: ast.expr, value, scalars: dict) -> None:
-    if isinstance(target, ast.Name):
-        scalars[target.id] = value
-        return
-    names: dict = {}
-    assign = ast.Module([ast.Assign([target], ast.Name("_value", ast.Load()), lineno=1, col_offset=0)], [])
-    exec(compile(ast.fix_missing_locations(assign), "<fragnb>", "exec"), {"_value": value}, names)
-    scalars.update(names)
-
-
-def _shared_weights(placement: Placement, segments: list[Segment]) -> list[_Weights]:
-    """Networks held by components in two groups; the group of a learner holding one owns it."""
+def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None:
+    """Variables from the group that assigned them last (gathered over its replicas); components
+    merged from their shards and loaded in place, learners last so their networks win."""
     ns = placement.graph.namespace
-    holders: dict[int, list[tuple[str, str, str]]] = {}
-    for seg in segments:
-        for comp in sorted(seg.components):
-            for attr, value in vars(ns[comp]).items():
-                if isinstance(value, torch.nn.Module) and (comp, attr, seg.group) not in holders.setdefault(id(value), []):
-                    holders[id(value)].append((comp, attr, seg.group))
-    out = []
-    for entries in holders.values():
-        comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), entries[0])
-        out += [_Weights(f"weights:{comp}:{attr}", owner, comp, f"weights:{c}:{a}", g, c) for c, a, g in entries if g != owner]
+    first = next(iter(finals.values()))
+    last_writer, scalars = first["last_writer"], first["scalars"]
+    program = script.program
+
+    def parts(g: str, section: str, name: str) -> list:
+        return [finals[f"{g}[{i}]"][section][name] for i in range(script.groups[g])]
+
+    for var in script.variables:
+        if var in last_writer:
+            g = last_writer[var]
+            if var not in finals[f"{g}[0]"]["variables"]:
+                ns.pop(var, None)  # the cell deleted it (`del`)
+                continue
+            ns[var] = combine(var, parts(g, "variables", var), 0, 1, None, program.kinds.get(var, "sharded"),
+                              program.origin.get(var, ""), script.strict)
+        elif var in scalars:
+            ns[var] = scalars[var]
+    comps = [(c, g) for g in script.groups for c in finals[f"{g}[0]"]["components"]]
+    for name, g in sorted(comps, key=lambda cg: role_of(ns[cg[0]]) == "learner"):
+        shards = parts(g, "components", name)
+        _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
+
+
+def _outcome(finals: dict[str, dict], start: float, client_bytes: int) -> Outcome:
+    """Times are wall-clock times the replicas took (comparable across machines), relative to ``start``."""
+    episodes = sorted(e for f in finals.values() for e in f["episodes"])
+    iterations = max(f["iterations"] for f in finals.values())
+    ticks = [start] + [max(f["ticks"][k] for f in finals.values() if len(f["ticks"]) > k) for k in range(iterations)]
+    end = max([ticks[-1]] + [b for f in finals.values() for *_, b in f["intervals"]])
+    fragments = {name for f in finals.values() for name in f["seconds"]}
+    return Outcome(
+        iterations=iterations,
+        seconds=end - start,
+        env_steps=sum(f["steps"] for f in finals.values()),
+        fragment_seconds={name: max(f["seconds"].get(name, 0.0) for f in finals.values()) for name in sorted(fragments)},
+        curve=[(steps, ret, t - start) for t, _, steps, ret in episodes],
+        client_bytes=client_bytes,
+        transfer_bytes=sum(f["bytes_sent"] for f in finals.values()),
+        iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])],
+        intervals=[(name, label, kind, a - start, b - start) for name, f in finals.items() for label, kind, a, b in f["intervals"]],
+        messages=sum(f["messages_sent"] for f in finals.values()),
+    )
+
+
+def _slots(placement: Placement, script: Script, workers: dict) -> dict[str, str]:
+    """A worker thread for each replica, spread over the workers: a replica's program holds its
+    thread for the whole run, so two on a one-thread worker would wait for each other forever."""
+    names = script.replicas()
+    if not workers:
+        raise ClusterError("the cluster has no workers; start some (`dask worker ADDRESS`) or use cluster='local'")
+    threads = {w: info.get("nthreads", 1) for w, info in sorted(workers.items())}
+    if placement.policy.collectives:  # each replica of the process group in a process of its own
+        threads = dict.fromkeys(threads, 1)
+    free = [w for k in range(max(threads.values())) for w, n in threads.items() if n > k]
+    if len(names) > len(free):
+        raise ClusterError(f"{len(names)} replicas each need a worker thread of their own for the whole run, and the cluster "
+                           f"has {len(free)}{' (one per process: the process group needs it)' if placement.policy.collectives else ''}; "
+                           "add workers or ask for fewer replicas")
+    return dict(zip(names, free))
+
+
+def _payload(placement: Placement, script: Script, group: str) -> tuple[bytes, bytes, list[str]]:
+    """The notebook objects a group's statements and the loops' headers read (cloudpickled), its
+    segments' code, and which of its components are split per replica."""
+    ns = placement.graph.namespace
+    segs = [s for s in script.program.segments if s.group == group]
+    names = {v for s in segs for v in s.reads | s.components if v in ns} | {v for v in _header_names(script.program.items) if v in ns}
+    n = script.groups[group]
+    sharded = sorted(v for v in names if n > 1 and isinstance(ns[v], Component) and "num_envs" in vars(ns[v]))
+    return cloudpickle.dumps({v: ns[v] for v in sorted(names)}), pickle.dumps({s.index: s.module for s in segs}), sharded
+
+
+def _header_names(items: list) -> set[str]:
+    out: set[str] = set()
+    for item in items:
+        if isinstance(item, DrivenLoop):
+            out |= {n.id for n in ast.walk(item.node.iter) if isinstance(n, ast.Name)} | _header_names(item.body)
     return out
+
+
+def _held(script: Script) -> dict[str, list[str]]:
+    """The components each group's statements use: what it sends back at the end."""
+    return {g: sorted({c for s in script.program.segments if s.group == g for c in s.components}) for g in script.groups}
+
+
+def _length(graph) -> int | None:
+    """Iterations of the cell's iteration loop, when its iterable says (for the progress bar)."""
+    loop = next((n for n in graph.tree.body if isinstance(n, ast.For)), None)
+    if loop is None:
+        return None
+    try:
+        iterable = eval(compile(ast.Expression(loop.iter), "<fragnb>", "eval"), dict(graph.namespace))
+    except Exception:
+        return None
+    return len(iterable) if hasattr(iterable, "__len__") else None
 
 
 def _absorb(target: Component, merged: Component) -> None:
     """Take ``merged``'s state into ``target`` in place: networks and optimisers load their state, so
     objects the notebook shares (one policy for actor and learner) stay shared."""
+    import torch
+
     for name, value in vars(merged).items():
         current = vars(target).get(name)
         if isinstance(current, (torch.nn.Module, torch.optim.Optimizer)):
@@ -375,7 +355,13 @@ def _absorb(target: Component, merged: Component) -> None:
             setattr(target, name, value)
 
 
+def _host(address: str) -> str:
+    return address.split("://")[-1].rsplit(":", 1)[0]
+
+
 def _free_port(host: str) -> int:
+    import socket
+
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
@@ -385,14 +371,6 @@ def _join(run_id: str, rank: int, world: int, address: str, backend: str) -> int
     from .collectives import join
 
     return join(run_id, rank, world, address, backend)
-
-
-def _transfer_bytes(client) -> int:
-    """Bytes the workers have sent each other so far."""
-    try:
-        return sum(client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total).values())
-    except Exception:
-        return 0
 
 
 def _without_dask_frames(error: BaseException) -> BaseException:

@@ -57,6 +57,10 @@ class RunResult:
     iteration_seconds: list[float] = field(default_factory=list, repr=False)
     #: Seconds the safety net took (its first iteration both ways, on copies; 0 when off).
     check_seconds: float = 0.0
+    #: Each replica's timeline: (replica, fragment or what it waits for, "busy" or "wait", start, end), seconds since the start.
+    intervals: list[tuple[str, str, str, float, float]] = field(default_factory=list, repr=False)
+    #: Distributed runs: messages the replicas sent each other over channels.
+    messages: int = 0
 
     @property
     def env_steps_per_s(self) -> float:
@@ -155,8 +159,8 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
 
             checked = check_first_iteration(placement)
         o = run_distributed(placement, cluster, progress, plot)
-        graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps,
-                                   o.fragment_seconds, o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked)
+        graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
+                                   o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked, o.intervals, o.messages)
     return graph.last_run
 
 

@@ -1,0 +1,102 @@
+"""Edges: how the values of one variable held by several replicas become what a receiver gets.
+
+``gather`` concatenates the senders' parts along the environment axis (or checks that replicated
+values agree), ``scatter`` takes one receiving replica's slice, ``combine`` does both and turns a
+mismatch into an error naming the variable. Pure: tensors and Python values in, out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .errors import FragmentError
+
+__all__ = ["Mismatch", "gather", "scatter", "combine", "to_device"]
+
+
+class Mismatch(ValueError):
+    """Replicas hold values of one variable that cannot be combined into the plain-Python value."""
+
+
+def gather(parts: list, kind: str = "sharded", strict: bool = True) -> Any:
+    """Many replicas' values of one variable as one.
+
+    ``sharded`` values (computed from each replica's environments) are concatenated along the
+    environment axis: tensors and lists end to end, dicts and tuples element-wise. Anything else,
+    and every ``replicated`` value, must be equal on every replica; one is taken. With ``strict``
+    false (data-parallel policies, whose replicas each run the whole loop) replica 0's is taken.
+    """
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    if kind == "sharded":
+        if isinstance(first, torch.Tensor) and first.dim() > 0:
+            return torch.cat(parts)
+        if isinstance(first, list) and first and all(isinstance(x, torch.Tensor) and x.dim() > 0 for x in first) \
+                and all(isinstance(p, list) and len(p) == len(first) for p in parts):
+            return [torch.cat(xs) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
+        if isinstance(first, list):
+            return [x for p in parts for x in p]
+        if isinstance(first, tuple) and all(isinstance(p, tuple) and len(p) == len(first) for p in parts):
+            items = [gather(list(xs), kind, strict) for xs in zip(*parts)]
+            return type(first)(*items) if hasattr(first, "_fields") else tuple(items)
+        if isinstance(first, dict) and all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
+            return {k: gather([p[k] for p in parts], kind, strict) for k in first}
+    if strict and not all(_equal(first, p) for p in parts[1:]):
+        raise Mismatch(f"replicas hold different values ({_short(first)} vs {_short(next(p for p in parts if not _equal(first, p)))})")
+    return first
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and bool(torch.equal(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. numpy arrays, objects without equality: same object only
+        return a is b
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
+def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
+    """Replica ``index``'s share of ``value``: tensors whose leading axis is the environments are
+    split evenly; dicts and tuples element-wise; anything else is whole."""
+    if count == 1 or num_envs is None:
+        return value
+    if isinstance(value, torch.Tensor) and value.dim() > 0 and len(value) == num_envs:
+        size = num_envs // count
+        return value[index * size : (index + 1) * size]
+    if isinstance(value, dict):
+        return {k: scatter(v, index, count, num_envs) for k, v in value.items()}
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(scatter(v, index, count, num_envs) for v in value)
+    return value
+
+
+def combine(var: str, parts: list, index: int, count: int, num_envs: int | None, kind: str = "sharded",
+            origin: str = "", strict: bool = True) -> Any:
+    """What replica ``index`` of ``count`` receives of ``var`` from the senders' ``parts``."""
+    try:
+        value = gather(parts, kind, strict)
+    except Mismatch as e:
+        raise FragmentError(
+            f"`{var}` ({origin}) is computed on each of {len(parts)} replicas from their own environments and "
+            f"{e}: it is a per-replica value (a mean or count over one replica's environments, say) that no "
+            "operator turns into the plain-Python value. Compute it from values the single-replica side "
+            "receives, e.g. after the rollout loop in a statement that uses no component") from None
+    return scatter(value, index, count, num_envs)
+
+
+def to_device(value: Any, device: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(to_device(v, device) for v in value)
+    return value

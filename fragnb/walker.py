@@ -1,0 +1,325 @@
+"""Walker: one replica's long-lived run of the whole program.
+
+Every replica of every group walks the same program (:mod:`fragnb.program`): the same loops over
+the same iterables, the same segments in the same order. At a segment of its own group a replica
+receives what the segment reads from other groups, then executes it; at another group's segment
+it sends that segment what it reads from this group, and walks on. Sends never block, so the
+sending side runs ahead until it needs something back: a ``coarse`` actor starts its next rollout
+as soon as the learner's new weights arrive, the learner waits only for trajectories.
+
+Because all replicas keep the same bookkeeping (which group last wrote each variable, which
+version of each network a group holds), sender and receiver agree on every message without
+asking anyone: the notebook only starts the replicas, watches them and reads small progress events.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import linecache
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from .edges import combine, to_device
+from .program import DRIVER, Program, Segment, note, plan
+
+if TYPE_CHECKING:
+    from .channels import Channels
+    from .policies import Placement
+    from .replica import Replica
+
+__all__ = ["Script", "Weights", "Walker", "bind"]
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A network held by components in two groups: ``source`` (in the owner group) is sent to
+    ``target`` (a component of ``group``) before that group next uses it, when it has changed."""
+
+    source: str  # "weights:learner:policy"
+    owner: str
+    owner_comp: str
+    target: str  # "weights:actor:policy"
+    group: str
+    target_comp: str
+
+
+@dataclass
+class Script:
+    """What every replica of a run walks; pickled once and sent to each."""
+
+    name: str
+    program: Program
+    groups: dict[str, int]  # group -> replica count
+    weights: list[Weights]
+    num_envs: int | None
+    stop_flags: list[str]
+    strict: bool  # values that cannot be combined are an error (else replica 0's is taken)
+    limit: int | None = None  # iterations of the iteration loop to run (the safety net runs one or two)
+    variables: list[str] = field(default_factory=list)  # what the cell assigns: sent back at the end
+
+    @classmethod
+    def of(cls, placement: Placement, limit: int | None = None) -> Script:
+        from .components import Env
+        from .program import graph_writes
+
+        graph = placement.graph
+        program = plan(placement)
+        env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
+        return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
+                   env.num_envs if env else None, list(graph.stop_flags), placement.exact, limit, sorted(graph_writes(graph)))
+
+    @property
+    def filename(self) -> str:
+        return f"<fragment {self.name}>"
+
+    def replicas(self) -> list[str]:
+        return [name for g, n in self.groups.items() for name in peers(g, n)]
+
+
+def peers(group: str, count: int) -> list[str]:
+    return [f"{group}[{i}]" for i in range(count)]
+
+
+class Walker:
+    """Walks ``script`` as replica ``rep``, exchanging values over ``channels``.
+
+    ``events`` (if given) receives a small dict after every iteration: this replica's finished
+    episodes and env steps, for the notebook's live progress.
+    """
+
+    def __init__(self, rep: Replica, script: Script, channels: Channels, events: Callable[[dict], Any] | None = None):
+        self.rep, self.script, self.ch, self.events = rep, script, channels, events
+        self.name = f"{rep.group}[{rep.index}]"
+        self.latest: dict[str, tuple[str, int]] = {}  # exported key -> (group that wrote it last, version)
+        self.loaded: dict[tuple[str, str], int] = {}  # (group, weights target) -> version it holds
+        self.last_writer: dict[str, str] = {}
+        self.scalars: dict[str, Any] = {}  # variables of the loops every replica iterates
+        self.iterations = 0
+        self.episodes: list[list] = []  # [wall time, env id, env steps of the whole batch, return]
+        self.ticks: list[float] = []  # wall time at the end of each iteration
+        self.clock = time.time() - time.perf_counter()  # perf_counter -> wall time, comparable across machines
+        self.headers: dict[int, Any] = {}
+
+    # -- walking --------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.walk(self.script.program.items, top=True)
+
+    def walk(self, items: list, top: bool = False) -> None:
+        for item in items:
+            if isinstance(item, Segment):
+                self.segment(item)
+                continue
+            iterable = self.iterable(item.node)
+            if top and self.script.limit is not None:
+                iterable = itertools.islice(iterable, self.script.limit)
+            for value in iterable:
+                if top and self.stopped():
+                    break
+                bind(item.node.target, value, self.scalars)
+                self.walk(item.body)
+                if top:
+                    self.iterations += 1
+                    self.progress()
+
+    def iterable(self, loop: ast.For):
+        """The loop's iterable, evaluated alike on every replica: names the cell assigns come from
+        the group that assigned them last."""
+        if id(loop) not in self.headers:
+            names = sorted({n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)})
+            self.headers[id(loop)] = (compile(ast.Expression(loop.iter), self.script.filename, "eval"), names)
+        code, names = self.headers[id(loop)]
+        local = dict(self.scalars)
+        for name in names:
+            if name in self.last_writer and name not in self.scalars:
+                local[name] = self.control(name)
+        return eval(code, self.rep.ns, local)
+
+    def stopped(self) -> bool:
+        """Whether a stop flag (`break`, a `while` condition) holds, as the group that assigns it says."""
+        return any(bool(self.control(flag, False)) for flag in self.script.stop_flags if flag in self.last_writer)
+
+    def control(self, name: str, default: Any = None) -> Any:
+        """A value every replica needs to walk on (a stop flag, a loop bound): the replicas of the
+        group that assigned it last send it to everyone."""
+        group = self.last_writer[name]
+        tag = f"control:{name}"
+        senders = peers(group, self.script.groups[group])
+        mine = None
+        if self.rep.group == group:
+            mine = to_device(self.rep.ns.get(name, default), "cpu")
+            self.ch.send([p for p in self.script.replicas() if p != self.name], tag, mine)
+        parts = [mine if peer == self.name else self.recv(peer, tag) for peer in senders]
+        program = self.script.program
+        return combine(name, parts, 0, 1, None, program.kinds.get(name, "replicated"), program.origin.get(name, ""), self.script.strict)
+
+    def segment(self, seg: Segment) -> None:
+        group = seg.group
+        inputs = self.inputs(seg)
+        tag = f"segment:{seg.index}"
+        if any(sender == self.rep.group for sender, _, _ in inputs):
+            out = {key: self.export(key) for sender, key, _ in inputs if sender == self.rep.group}
+            self.ch.send(peers(group, self.script.groups[group]), tag, to_device(out, "cpu"))
+        if group == self.rep.group:
+            received = {s: [self.recv(peer, tag) for peer in peers(s, self.script.groups[s])] for s in sorted({s for s, _, _ in inputs})}
+            for sender, key, into in inputs:
+                parts = [r[key] for r in received[sender] if key in r]
+                if parts:
+                    self.take(key, into, parts)
+            self.execute(seg)
+        exports = seg.exports | {w.source for w in self.script.weights if w.owner == group and w.owner_comp in seg.components}
+        for key in exports:
+            self.latest[key] = (group, self.latest.get(key, ("", 0))[1] + 1)
+        for var in seg.writes:
+            self.last_writer[var] = group
+
+    def inputs(self, seg: Segment) -> list[tuple[str, str, str]]:
+        """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group."""
+        out = []
+        for var in sorted(seg.reads):
+            if (w := self.latest.get(var)) and w[0] != seg.group:
+                out.append((w[0], var, var))
+        for w in self.script.weights:
+            v = self.latest.get(w.source)
+            if v and w.group == seg.group and w.target_comp in seg.components and self.loaded.get((seg.group, w.target)) != v[1]:
+                out.append((v[0], w.source, w.target))
+                self.loaded[(seg.group, w.target)] = v[1]
+        out += [(self.latest[key][0], key, key) for key in sorted(seg.replays)]
+        return out
+
+    # -- values in and out ----------------------------------------------------------------------
+    def recv(self, peer: str, tag: str) -> Any:
+        start = time.perf_counter()
+        value = self.ch.recv(peer, tag)
+        end = time.perf_counter()
+        note(self.rep.intervals, f"waits for {peer.split('[')[0]}", "wait", start, end)
+        return value
+
+    def export(self, key: str) -> Any:
+        ns = self.rep.ns
+        if key.startswith("weights:"):
+            _, comp, attr = key.split(":")
+            return getattr(ns[comp], attr).state_dict()
+        if key.startswith("record:"):
+            return self.rep.records.pop(key, [])
+        return ns[key] if key in ns else _MISSING
+
+    def take(self, key: str, into: str, parts: list) -> None:
+        """Combine the senders' ``parts`` of ``key`` into this replica's share, on its device."""
+        rep, script, program = self.rep, self.script, self.script.program
+        kinds, origin = program.kinds, program.origin
+
+        def share(var: str, values: list):
+            value = combine(var, values, rep.index, rep.count, script.num_envs, kinds.get(var, "sharded"), origin.get(var, ""), script.strict)
+            return to_device(value, rep.device)
+
+        if key.startswith("weights:"):  # whole on every replica, never split along the environments
+            _, comp, attr = into.split(":")
+            weights = combine(key, parts, 0, 1, None, "replicated", f"the weights of {key.split(':')[1]}", script.strict)
+            getattr(rep.ns[comp], attr).load_state_dict(to_device(weights, rep.device))
+        elif key.startswith("record:"):
+            rep.replays[key] = [{v: share(v, [p[v] for p in steps]) for v in steps[0]} for steps in zip(*parts)][::-1]
+        elif not any(p is _MISSING for p in parts):
+            rep.ns[into] = share(key, parts)
+
+    def execute(self, seg: Segment) -> None:
+        rep = self.rep
+        ns = rep.ns
+        for k in seg.reads & self.scalars.keys():
+            ns[k] = self.scalars[k]
+        ns[DRIVER] = rep
+        try:
+            exec(rep.codes[seg.index], ns)
+        except Exception as e:
+            e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
+            raise
+        finally:
+            ns.pop(DRIVER, None)
+
+    def collect(self) -> tuple[list, int]:
+        """Episodes finished since the last call, and env steps so far."""
+        episodes, steps = self.rep.report()
+        new = [[ep.time + self.clock, ep.env_id, ep.step * batch, float(ep.ret)] for ep, batch in episodes]
+        self.episodes += new
+        return new, steps
+
+    def progress(self) -> None:
+        new, steps = self.collect()
+        self.ticks.append(time.perf_counter() + self.clock)
+        if self.events is not None:
+            self.events({"replica": self.name, "iteration": self.iterations, "episodes": new, "steps": steps})
+
+    def finals(self, components: list[str]) -> dict:
+        """What the notebook merges: the variables this group assigned last, its components, and the run's record."""
+        rep = self.rep
+        mine = [v for v in self.script.variables if self.last_writer.get(v) == rep.group]
+        return {
+            "variables": to_device({v: rep.ns[v] for v in mine if v in rep.ns}, "cpu"),
+            "components": {c: rep.ns[c] for c in components if c in rep.ns},
+            "scalars": dict(self.scalars),
+            "last_writer": dict(self.last_writer),
+            "iterations": self.iterations,
+            "steps": self.collect()[1],
+            "episodes": self.episodes,
+            "ticks": self.ticks,
+            "seconds": dict(rep.seconds),
+            "intervals": [(label, kind, a + self.clock, b + self.clock) for label, kind, a, b in rep.intervals],
+            "bytes_sent": self.ch.bytes_sent,
+            "messages_sent": self.ch.messages_sent,
+        }
+
+
+def where(error: BaseException, replica: str) -> str:
+    """The user's cell line the error came from, for a message that survives the trip to the notebook."""
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith("<fragment "):
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return f"(raised in {replica})"
+    filename, lineno = last.tb_frame.f_code.co_filename, last.tb_lineno
+    text = linecache.getline(filename, lineno).strip()
+    return f'  File "{filename}", line {lineno}, in {replica}' + (f"\n    {text}" if text else "")
+
+
+class _Missing:
+    """A variable the sender has not assigned (yet): the receiver keeps what it has."""
+
+    def __reduce__(self):
+        return "_MISSING"
+
+
+_MISSING = _Missing()
+
+
+def bind(target: ast.expr, value, scalars: dict) -> None:
+    """Assign ``value`` to a loop's ``target`` (a name or a tuple of names) in ``scalars``."""
+    if isinstance(target, ast.Name):
+        scalars[target.id] = value
+        return
+    names: dict = {}
+    assign = ast.Module([ast.Assign([target], ast.Name("_value", ast.Load()), lineno=1, col_offset=0)], [])
+    exec(compile(ast.fix_missing_locations(assign), "<fragnb>", "exec"), {"_value": value}, names)
+    scalars.update(names)
+
+
+def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weights]:
+    """Networks held by components in two groups; the group of a learner holding one owns it."""
+    import torch
+
+    from .components import role_of
+
+    ns = placement.graph.namespace
+    holders: dict[int, list[tuple[str, str, str]]] = {}
+    for seg in segments:
+        for comp in sorted(seg.components):
+            for attr, value in vars(ns[comp]).items():
+                if isinstance(value, torch.nn.Module) and (comp, attr, seg.group) not in holders.setdefault(id(value), []):
+                    holders[id(value)].append((comp, attr, seg.group))
+    out = []
+    for entries in holders.values():
+        comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), entries[0])
+        out += [Weights(f"weights:{comp}:{attr}", owner, comp, f"weights:{c}:{a}", g, c) for c, a, g in entries if g != owner]
+    return out
