@@ -13,18 +13,26 @@ Two transports with one behaviour:
 - :class:`QueueChannels`: in-process queues, for replicas run as threads of one process (the
   safety net's simulation).
 
-Both pickle what they send, so a receiver gets a snapshot of the value as it was when sent.
+Both pickle what they send, so a receiver gets a snapshot of the value as it was when sent. CPU
+tensors travel as numpy buffers outside the pickle (protocol 5): unpickling a tensor the default
+way goes through ``torch.load`` and costs ~0.2 ms, more than the whole round trip.
 A wait never hangs: it wakes every 0.2 s to see whether the run was aborted (a peer failed, its
 worker was lost, the user interrupted), and raises :class:`ChannelError` naming why.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 import queue
+import shutil
+import socket
+import tempfile
 import threading
 from collections import defaultdict, deque
 from typing import Any
+
+import torch
 
 __all__ = ["ChannelError", "Channels", "ZmqChannels", "QueueChannels"]
 
@@ -34,6 +42,32 @@ _POLL_S = 0.2
 
 class ChannelError(RuntimeError):
     """A channel cannot deliver: its peer failed or was lost, or the run was aborted."""
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        if type(obj) is torch.Tensor and obj.device.type == "cpu" and not obj.requires_grad and obj.dtype != torch.bfloat16:
+            return torch.from_numpy, (obj.numpy(),)
+        return NotImplemented
+
+
+def dumps(value: Any) -> list:
+    """``value`` as frames: the pickle, then its large buffers (tensors' data), uncopied."""
+    buffers: list = []
+
+    def aside(buffer: pickle.PickleBuffer) -> bool:  # small buffers stay in the pickle: fewer frames
+        if buffer.raw().nbytes < 65536:
+            return True
+        buffers.append(buffer.raw())
+        return False
+
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=aside).dump(value)
+    return [out.getbuffer(), *buffers]
+
+
+def loads(frames: list) -> Any:
+    return pickle.loads(frames[0], buffers=frames[1:])
 
 
 class Channels:
@@ -53,10 +87,11 @@ class Channels:
 
     def send(self, peers: list[str], tag: str, value: Any) -> None:
         """Send ``value`` to each of ``peers`` (pickled once)."""
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        frames = dumps(value)
+        size = sum(memoryview(f).nbytes for f in frames)
         for peer in peers:
-            self._put(peer, tag, data)
-            self.bytes_sent += len(data)
+            self._put(peer, tag, frames)
+            self.bytes_sent += size
             self.messages_sent += 1
 
     def recv(self, peer: str, tag: str) -> Any:
@@ -67,23 +102,23 @@ class Channels:
             got = self._next(_POLL_S)
             if got is None:
                 continue
-            sender, got_tag, data = got
+            sender, got_tag, frames = got
             if got_tag == _ABORT:
-                self.reason = pickle.loads(data)
+                self.reason = loads(frames)
                 self.aborted.set()
                 continue
-            self.pending[sender].append((got_tag, data))
-        got_tag, data = self.pending[peer].popleft()
+            self.pending[sender].append((got_tag, frames))
+        got_tag, frames = self.pending[peer].popleft()
         if got_tag != tag:  # every replica walks the same program: a different message is a bug, not a race
             raise ChannelError(f"{self.me} expected {tag!r} from {peer} and got {got_tag!r}")
-        return pickle.loads(data)
+        return loads(frames)
 
     def abort_peers(self, reason: str) -> None:
         """Tell every peer that this replica failed: their waits end with ``reason``."""
-        data = pickle.dumps(reason)
+        frames = dumps(reason)
         for peer in self.peers:
             try:
-                self._put(peer, _ABORT, data)
+                self._put(peer, _ABORT, frames)
             except Exception:  # a peer already gone needs no telling
                 pass
 
@@ -92,10 +127,10 @@ class Channels:
         self.aborted.set()
 
     # -- transport ------------------------------------------------------------------------------
-    def _put(self, peer: str, tag: str, data: bytes) -> None:
+    def _put(self, peer: str, tag: str, frames: list) -> None:
         raise NotImplementedError
 
-    def _next(self, timeout: float) -> tuple[str, str, bytes] | None:
+    def _next(self, timeout: float) -> tuple[str, str, list] | None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -103,7 +138,8 @@ class Channels:
 
 
 class ZmqChannels(Channels):
-    """Channels over ZeroMQ: bind an inbox on ``host``; :meth:`connect` to the peers' inboxes."""
+    """Channels over ZeroMQ: bind an inbox on ``host`` (TCP) and, for peers on the same machine, on a
+    Unix socket (about 40 % less latency on loopback); :meth:`connect` to the peers' inboxes."""
 
     def __init__(self, me: str, host: str, abort: threading.Event | None = None):
         import zmq
@@ -114,33 +150,51 @@ class ZmqChannels(Channels):
         self.inbox = self.context.socket(zmq.PULL)
         self.inbox.setsockopt(zmq.RCVHWM, 0)  # never drop or block: a program's sends are bounded by its loop
         self.inbox.setsockopt(zmq.LINGER, 0)
+        self.inbox.setsockopt(zmq.RCVTIMEO, int(_POLL_S * 1000))
         port = self.inbox.bind_to_random_port(f"tcp://{host}")
-        self.address = f"tcp://{host}:{port}"
+        self.folder = tempfile.mkdtemp(prefix="fragnb-")  # private to this user (mode 0700)
+        self.inbox.bind(f"ipc://{self.folder}/inbox")
+        self.address = {"tcp": f"tcp://{host}:{port}", "ipc": f"ipc://{self.folder}/inbox", "machine": _machine()}
         self.outboxes: dict[str, Any] = {}
 
-    def connect(self, addresses: dict[str, str]) -> None:
+    def connect(self, addresses: dict[str, dict]) -> None:
         self.peers = sorted(p for p in addresses if p != self.me)
         for peer in self.peers:
             sock = self.context.socket(self.zmq.PUSH)
             sock.setsockopt(self.zmq.SNDHWM, 0)
             sock.setsockopt(self.zmq.LINGER, 2000)  # flush the last messages at close, but never hang on a lost peer
-            sock.connect(addresses[peer])
+            address = addresses[peer]
+            sock.connect(address["ipc"] if address["machine"] == _machine() else address["tcp"])
             self.outboxes[peer] = sock
 
-    def _put(self, peer: str, tag: str, data: bytes) -> None:
-        self.outboxes[peer].send_multipart([self.me.encode(), tag.encode(), data], copy=len(data) < 65536)
+    def _put(self, peer: str, tag: str, frames: list) -> None:
+        big = any(memoryview(f).nbytes > 65536 for f in frames)  # zero-copy pays only for large frames
+        self.outboxes[peer].send_multipart([f"{self.me}\0{tag}".encode(), *frames], copy=not big)
 
     def _next(self, timeout: float):
-        if not self.inbox.poll(int(timeout * 1000)):
+        try:  # the socket's receive timeout is the poll interval (cheaper than a Poller per call)
+            header, *frames = self.inbox.recv_multipart(copy=False)
+        except self.zmq.Again:
             return None
-        sender, tag, data = self.inbox.recv_multipart()
-        return sender.decode(), tag.decode(), data
+        sender, tag = header.bytes.decode().split("\0")
+        return sender, tag, [f.buffer for f in frames]
 
     def close(self) -> None:
         for sock in self.outboxes.values():
             sock.close()
-        self.inbox.close()
+        self.inbox.close()  # closing twice is harmless
         self.outboxes.clear()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _machine() -> str:
+    """This machine, as its peers can tell: host name and boot id (containers may share a name)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
 
 
 class QueueChannels(Channels):
@@ -151,8 +205,8 @@ class QueueChannels(Channels):
         self.boxes = boxes
         self.peers = sorted(p for p in boxes if p != me)
 
-    def _put(self, peer: str, tag: str, data: bytes) -> None:
-        self.boxes[peer].put((self.me, tag, data))
+    def _put(self, peer: str, tag: str, frames: list) -> None:
+        self.boxes[peer].put((self.me, tag, [bytes(f) for f in frames]))
 
     def _next(self, timeout: float):
         try:

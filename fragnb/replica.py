@@ -86,7 +86,7 @@ def _snapshot(value):
 
 
 def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: bytes, codes: bytes,
-                 sharded: list[str], source: tuple[str, str], host: str | None = None, threads: int | None = None) -> str | None:
+                 sharded: list[str], source: tuple[str, str], host: str | None = None, threads: int | None = None) -> dict | None:
     """Unpickle the notebook's objects, shard the components in ``sharded``, and keep them here.
     With ``host``, open this replica's channel inbox there and return its address."""
     filename, text = source
@@ -130,7 +130,7 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
         torch.set_num_threads(threads)
 
 
-def run_program(run_id: str, group: str, index: int, addresses: dict[str, str], script: bytes, components: list[str],
+def run_program(run_id: str, group: str, index: int, addresses: dict[str, dict], script: bytes, components: list[str],
                 topic: str) -> dict:
     """The long-lived task of one replica: connect its channels, walk the program, report progress
     under ``topic`` (small events, no tensors)."""
@@ -155,7 +155,9 @@ def drop_run(run_id: str) -> int:
     """Forget every replica of ``run_id`` in this worker (and leave its process group)."""
     keys = [k for k in _REPLICAS if k[0] == run_id]
     for key in keys:
-        del _REPLICAS[key]
+        rep = _REPLICAS.pop(key)
+        if rep.channels is not None:  # a run that ended before its program started
+            rep.channels.close()
     from . import collectives
 
     collectives.leave(run_id)
