@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import linecache
-import os
 import pickle
 import queue
 import threading
@@ -93,16 +92,14 @@ class _Run:
         placement, client, script = self.placement, self.client, self.script
         workers = client.scheduler_info()["workers"]
         self.slots = _slots(placement, script, workers)
-        hosts = [_host(w) for w in self.slots.values()]
         setup = {}
         for g, (n, device) in placement.groups.items():
             payload, codes, sharded = _payload(placement, script, g)
             source = (script.filename, placement.graph.source)
             for i in range(n):
                 name = f"{g}[{i}]"
-                host = _host(self.slots[name])
                 setup[name] = self.submit(name, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source,
-                                          host, max(1, (os.cpu_count() or 1) // hosts.count(host)))
+                                          _host(self.slots[name]))
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
         if placement.policy.collectives:
             self.join_process_groups()

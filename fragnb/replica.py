@@ -47,7 +47,6 @@ class Replica:
     seen: dict[str, int] = field(default_factory=dict)  # episodes already reported, per env component
     steps0: dict[str, int] = field(default_factory=dict)  # env steps of each env component at start
     timers: dict[str, Timer] = field(default_factory=dict)
-    threads: int | None = None  # torch threads while it walks (replicas sharing a machine share its cores)
     channels: Channels | None = None  # its inbox and its peers' (a Dask run)
     intervals: list = field(default_factory=list)  # its timeline: (fragment or wait, "busy"/"wait", start, end)
     records: dict[str, list] = field(default_factory=dict)  # key -> values recorded for another group, step by step
@@ -86,9 +85,11 @@ def _snapshot(value):
 
 
 def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: bytes, codes: bytes,
-                 sharded: list[str], source: tuple[str, str], host: str | None = None, threads: int | None = None) -> dict | None:
+                 sharded: list[str], source: tuple[str, str], host: str | None = None) -> dict | None:
     """Unpickle the notebook's objects, shard the components in ``sharded``, and keep them here.
     With ``host``, open this replica's channel inbox there and return its address."""
+    import torch._dynamo  # noqa: F401  torch.optim imports it on a first step: 1 s a worker, paid here, not in the loop
+
     filename, text = source
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     ns = pickle.loads(payload)
@@ -101,7 +102,7 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
                 if isinstance(value, torch.nn.Module):
                     value.to(device)
     compiled = {i: compile(module, filename, "exec") for i, module in pickle.loads(codes).items()}
-    rep = Replica(group, index, count, device, ns, compiled, threads=threads)
+    rep = Replica(group, index, count, device, ns, compiled)
     rep.seen = {name: len(env.episodes) for name, env in rep.envs().items()}
     rep.steps0 = {name: env.env_steps for name, env in rep.envs().items()}
     _REPLICAS[(run_id, group, index)] = rep
@@ -116,9 +117,6 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
 def play(rep: Replica, script: Script, channels: Channels, components: list[str], events=None) -> dict:
     """Walk ``script`` as ``rep``; return what the notebook merges. A failure tells every peer, so
     that none waits for this replica."""
-    threads = torch.get_num_threads()
-    if rep.threads:
-        torch.set_num_threads(rep.threads)
     walker = Walker(rep, script, channels, events)
     try:
         walker.run()
@@ -126,8 +124,6 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
     except BaseException as e:
         channels.abort_peers(f"replica {walker.name} failed: {type(e).__name__}: {e}")
         raise
-    finally:
-        torch.set_num_threads(threads)
 
 
 def run_program(run_id: str, group: str, index: int, addresses: dict[str, dict], script: bytes, components: list[str],
