@@ -25,10 +25,10 @@ from __future__ import annotations
 import io
 import pickle
 import queue
-import shutil
 import socket
-import tempfile
+import sys
 import threading
+import uuid
 from collections import defaultdict, deque
 from typing import Any
 
@@ -67,7 +67,8 @@ def dumps(value: Any) -> list:
 
 
 def loads(frames: list) -> Any:
-    return pickle.loads(frames[0], buffers=frames[1:])
+    # Received frames are read-only, and a receiver may update a tensor in place: one copy each.
+    return pickle.loads(frames[0], buffers=[bytearray(f) for f in frames[1:]])
 
 
 class Channels:
@@ -152,9 +153,10 @@ class ZmqChannels(Channels):
         self.inbox.setsockopt(zmq.LINGER, 0)
         self.inbox.setsockopt(zmq.RCVTIMEO, int(_POLL_S * 1000))
         port = self.inbox.bind_to_random_port(f"tcp://{host}")
-        self.folder = tempfile.mkdtemp(prefix="fragnb-")  # private to this user (mode 0700)
-        self.inbox.bind(f"ipc://{self.folder}/inbox")
-        self.address = {"tcp": f"tcp://{host}:{port}", "ipc": f"ipc://{self.folder}/inbox", "machine": _machine()}
+        self.address = {"tcp": f"tcp://{host}:{port}", "machine": _machine()}
+        if sys.platform == "linux":  # an abstract Unix socket: no file to leave behind if the process is killed
+            self.address["ipc"] = f"ipc://@fragnb-{uuid.uuid4().hex}"
+            self.inbox.bind(self.address["ipc"])
         self.outboxes: dict[str, Any] = {}
 
     def connect(self, addresses: dict[str, dict]) -> None:
@@ -164,7 +166,7 @@ class ZmqChannels(Channels):
             sock.setsockopt(self.zmq.SNDHWM, 0)
             sock.setsockopt(self.zmq.LINGER, 2000)  # flush the last messages at close, but never hang on a lost peer
             address = addresses[peer]
-            sock.connect(address["ipc"] if address["machine"] == _machine() else address["tcp"])
+            sock.connect(address["ipc"] if "ipc" in address and address["machine"] == _machine() else address["tcp"])
             self.outboxes[peer] = sock
 
     def _put(self, peer: str, tag: str, frames: list) -> None:
@@ -184,7 +186,6 @@ class ZmqChannels(Channels):
             sock.close()
         self.inbox.close()  # closing twice is harmless
         self.outboxes.clear()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _machine() -> str:

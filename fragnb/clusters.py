@@ -16,7 +16,7 @@ from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol import dask_deserialize, dask_serialize
 
-__all__ = ["ClusterError", "connect", "shutdown", "register_torch_serializer"]
+__all__ = ["ClusterError", "connect", "shutdown", "workers", "register_torch_serializer"]
 
 
 class ClusterError(RuntimeError):
@@ -84,19 +84,25 @@ def connect(cluster=None, workers: int = 1) -> tuple[Client, bool]:
     raise ClusterError(f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' address or a distributed.Client)")
 
 
-def _embedded(kind: str, workers: int) -> Client:
+def workers(client: Client) -> dict:
+    """The cluster's workers now, by address. (``Client.scheduler_info()`` returns a cache that the
+    client's periodic refresh may just have replaced by one without workers.)"""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
+def _embedded(kind: str, count: int) -> Client:
     if kind in _EMBEDDED:
         cluster, client = _EMBEDDED[kind]
-        if kind == "local" and len(client.scheduler_info()["workers"]) < workers:
-            cluster.scale(workers)
-            client.wait_for_workers(workers, timeout=120)
+        if kind == "local" and len(workers(client)) < count:
+            cluster.scale(count)
+            client.wait_for_workers(count, timeout=120)
         return client
     if kind == "cuda":
         cluster = _cuda_cluster()
     else:
         # One torch thread a worker too: replicas share the machine's cores, and intra-op threads of
         # several processes on a few cores slow each other (Acrobot, 2 actors vs 1: 1.45x, not 1.15x).
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+        cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, host="127.0.0.1",
                                dashboard_address=None, silence_logs=logging.CRITICAL, env={"OMP_NUM_THREADS": "1"})
     client = Client(cluster, set_as_default=False)
     _prepare(client)

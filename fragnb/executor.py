@@ -21,7 +21,7 @@ import cloudpickle
 
 from . import replica
 from .channels import ChannelError, QueueChannels
-from .clusters import ClusterError, connect, shutdown
+from .clusters import ClusterError, connect, shutdown, workers
 from .components import Component, role_of
 from .edges import combine
 from .live import LiveProgress
@@ -90,8 +90,7 @@ class _Run:
         """Place every replica on a worker thread of its own, ship it its objects and code, open
         its channel inbox, and start its program."""
         placement, client, script = self.placement, self.client, self.script
-        workers = client.scheduler_info()["workers"]
-        self.slots = _slots(placement, script, workers)
+        self.slots = _slots(placement, script, workers(client))
         setup = {}
         for g, (n, device) in placement.groups.items():
             payload, codes, sharded = _payload(placement, script, g)
@@ -146,8 +145,8 @@ class _Run:
                     done[msg["replica"]] = msg["iteration"]
                     episodes += msg["episodes"]
                     steps[msg["replica"]] = msg["steps"]
-                    if min(done.values()) > shown:
-                        shown = min(done.values())
+                    while min(done.values()) > shown:  # an iteration every replica has finished
+                        shown += 1
                         episodes.sort()
                         live.update([(s, r) for _, _, s, r in episodes], sum(steps.values()))
                     continue
@@ -167,7 +166,7 @@ class _Run:
         return finals
 
     def check_alive(self) -> None:
-        alive = set(self.client.scheduler_info()["workers"])
+        alive = set(workers(self.client))
         lost = [f"{name} on {w}" for name, w in self.slots.items() if w not in alive]
         if lost:
             reason = (f"lost the worker of replica {', '.join(lost)} during the run; its state is gone, so the run stops "
@@ -180,12 +179,15 @@ class _Run:
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline and not all(f.done() for f in self.futures.values()):
             time.sleep(0.02)
+        for _ in range(10):  # a lost worker shows as its peers' errors (gloo: "connection reset") first: name it instead
+            self.check_alive()
+            time.sleep(0.1)
         errors = [f.exception() for f in self.futures.values() if f.status == "error"]
         return next((e for e in errors if not isinstance(e, ChannelError)), errors[0])
 
     def abort(self, reason: str) -> None:
         """End every replica's waits (they raise ChannelError with ``reason``)."""
-        alive = set(self.client.scheduler_info()["workers"]) & set(self.slots.values())
+        alive = set(workers(self.client)) & set(self.slots.values())
         if alive:
             try:
                 self.client.run(replica.abort_run, self.run_id, reason, workers=sorted(alive), on_error="ignore")

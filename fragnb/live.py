@@ -10,7 +10,7 @@ import io
 import time
 from collections.abc import Sequence
 
-__all__ = ["LiveProgress", "learning_curve", "in_notebook"]
+__all__ = ["LiveProgress", "learning_curve", "timeline", "in_notebook"]
 
 
 def in_notebook() -> bool:
@@ -39,6 +39,44 @@ def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: 
     ax.set_ylabel("return")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
+    return fig
+
+
+def timeline(intervals: Sequence[tuple[str, str, str, float, float]], title: str = ""):
+    """A Gantt-style ``Figure``: one row per replica, its fragments' busy time coloured by role, its
+    waits for other groups hatched grey. ``intervals`` as in ``RunResult.intervals``."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from .render import ROLE_COLORS
+
+    rows = list(dict.fromkeys(r for r, *_ in intervals))
+    span = max((b for *_, b in intervals), default=1.0)
+    fig = Figure(figsize=(8, 1.0 + 0.4 * max(2, len(rows))), layout="constrained")
+    ax = fig.add_subplot()
+    roles = set()
+    for y, row in enumerate(rows):
+        bars: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for _, label, kind, a, b in (i for i in intervals if i[0] == row):
+            spans = bars.setdefault((label, kind), [])
+            if spans and a - (spans[-1][0] + spans[-1][1]) < span / 2000:  # closer than a pixel: one bar
+                spans[-1] = (spans[-1][0], b - spans[-1][0])
+            else:
+                spans.append((a, b - a))
+        for (label, kind), spans in bars.items():
+            if kind == "wait":
+                ax.broken_barh(spans, (y - 0.3, 0.6), facecolors="#f4f4f4", edgecolors="#bdbdbd", hatch="///", linewidth=0)
+            else:
+                role = label.split("@")[0]
+                roles.add(role)
+                ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=ROLE_COLORS.get(role, "#cccccc"), edgecolors="none")
+    ax.set_yticks(range(len(rows)), rows)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the loop started")
+    ax.set_title(title, fontsize=10)
+    handles = [Patch(facecolor=ROLE_COLORS.get(r, "#cccccc"), label=r) for r in sorted(roles)]
+    handles.append(Patch(facecolor="#f4f4f4", edgecolor="#bdbdbd", hatch="///", label="waiting"))
+    ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     return fig
 
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from .graph import FragmentGraph
-from .live import LiveProgress, learning_curve
+from .live import LiveProgress, learning_curve, timeline
 from .program import DRIVER, Timer, instrument
 
 __all__ = ["run", "RunResult", "first_solved"]
@@ -89,6 +89,13 @@ class RunResult:
     def plot(self):
         """The learning curve as a matplotlib ``Figure``."""
         return learning_curve([(s, r) for s, r, _ in self.curve], f"{self.graph} ({self.policy})")
+
+    def timeline(self, start: float = 0.0, end: float | None = None):
+        """When each replica worked on which fragment and when it waited for another group, as a
+        Gantt-style matplotlib ``Figure`` (seconds ``start`` to ``end`` of the loop; all by default)."""
+        end = float("inf") if end is None else end
+        shown = [(r, label, kind, max(a, start), min(b, end)) for r, label, kind, a, b in self.intervals if b > start and a < end]
+        return timeline(shown, f"{self.graph} ({self.policy}): what each replica does")
 
     def __str__(self) -> str:
         lines = [
@@ -173,7 +180,8 @@ class _Driver:
         self.seen = [len(e.episodes) for e in self.envs]
         self.steps0 = [e.env_steps for e in self.envs]
         self.seconds = {f.name: 0.0 for f in graph.fragments}
-        self.timers = {name: Timer(self.seconds, name) for name in self.seconds}
+        self.intervals: list = []
+        self.timers = {name: Timer(self.seconds, name, self.intervals) for name in self.seconds}
         self.curve: list[tuple[int, float, float]] = []  # (env steps, return, seconds) per episode
         self.iterations = 0
         self.progress: LiveProgress | None = None
@@ -234,5 +242,6 @@ def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool) -> RunResu
         seconds = time.perf_counter() - driver.start
         driver.close()
     ticks = driver.ticks
+    intervals = [("main", label, kind, a - driver.start, b - driver.start) for label, kind, a, b in driver.intervals]
     return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.collect(),
-                     iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])])
+                     iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])], intervals=intervals)

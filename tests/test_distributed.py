@@ -110,26 +110,36 @@ def test_cuda_cluster_without_a_gpu_names_the_fallback(canonical, ppo_ns):
         _run(canonical, ppo_ns, "coarse", actors=2, cluster="cuda")
 
 
-def test_error_in_a_fragment_names_the_cell_line_and_leaves_no_processes(canonical, ppo_ns):
+PARAMS = {"coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learners": 2}}
+
+
+@pytest.mark.parametrize("policy", PARAMS)
+def test_error_in_a_fragment_names_the_cell_line_and_replica_and_leaves_no_processes(canonical, ppo_ns, policy):
     cell = canonical.body.replace("env.step(action)", "env.step(action[:3])")
     ns = ppo_ns(K)
+    before = {k: v.clone() for k, v in _weights(ns).items()}
+    start = time.monotonic()
     with pytest.raises(ValueError, match="has 16 environments but got 3 actions") as info:
-        run(capture(cell, ns, name="broken"), "coarse", actors=2, progress=False, plot=False, check=False)  # the worker-side path
+        run(capture(cell, ns, name="broken"), policy, progress=False, plot=False, check=False, **PARAMS[policy])  # the worker-side path
+    assert time.monotonic() - start < 60
     lineno = next(i for i, line in enumerate(cell.splitlines(), 1) if "action[:3]" in line)
     note = "\n".join(info.value.__notes__)
-    assert f'File "<fragment broken>", line {lineno}' in note and "env.step(action[:3])" in note
+    assert f'File "<fragment broken>", line {lineno}, in replica' in note and "env.step(action[:3])" in note
     assert "site-packages/distributed" not in "".join(traceback.format_tb(info.value.__traceback__))
+    assert all(torch.equal(v, _weights(ns)[k]) for k, v in before.items()) and "stats" not in ns  # the notebook is untouched
     _wait_for_no_children()
 
 
-def test_keyboard_interrupt_ends_the_run_and_its_workers(canonical, ppo_ns, monkeypatch):
+@pytest.mark.parametrize("policy", PARAMS)
+def test_keyboard_interrupt_ends_the_run_and_its_workers(canonical, ppo_ns, monkeypatch, policy):
     def interrupt(self, *args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("fragnb.live.LiveProgress.update", interrupt)
-    ns = ppo_ns(K)
+    ns = ppo_ns(20)
     with pytest.raises(KeyboardInterrupt):
-        run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+        run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
+    assert "stats" not in ns
     _wait_for_no_children()
 
 
@@ -214,7 +224,8 @@ def test_a_users_own_policy_runs_on_dask_like_a_builtin(canonical, ppo_ns):
         POLICIES.pop("actors_with_buffer")
 
 
-def test_a_worker_that_dies_mid_run_is_an_error_not_a_hang(canonical, ppo_ns, monkeypatch):
+@pytest.mark.parametrize("policy", PARAMS)
+def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(canonical, ppo_ns, monkeypatch, policy):
     from fragnb import live
 
     killed = []
@@ -223,16 +234,30 @@ def test_a_worker_that_dies_mid_run_is_an_error_not_a_hang(canonical, ppo_ns, mo
         if not killed:
             victim = max(_children(), key=lambda p: p.pid)  # the newest worker process
             victim.kill()  # as the kernel's OOM killer would
-            killed.append(victim.pid)
+            killed.append(time.monotonic())
 
     monkeypatch.setattr(live.LiveProgress, "update", kill_a_worker)
-    clusters.shutdown()  # a fresh cluster has exactly the three workers the run uses
-    ns = ppo_ns(50)
-    start = time.monotonic()
-    with pytest.raises(ClusterError, match=r"lost the worker of replica (actors|learner)\[\d\] on tcp://127.0.0.1:\d+ during the run"):
-        run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
-    assert killed and time.monotonic() - start < 120
+    clusters.shutdown()  # a fresh cluster has exactly the workers the run uses
+    ns = ppo_ns(200)
+    with pytest.raises(ClusterError, match=r"lost the worker of replica \w+\[\d\] on tcp://127.0.0.1:\d+ during the run"):
+        run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
+    assert killed and time.monotonic() - killed[0] < 10
+    assert "stats" not in ns
     _wait_for_no_children()
+
+
+def test_timeline_shows_the_actors_waiting_while_the_learner_updates(canonical, ppo_ns):
+    _, result = _run(canonical, ppo_ns, "coarse", iterations=3, actors=2)
+    rows = {r for r, *_ in result.intervals}
+    assert rows == {"actors[0]", "actors[1]", "learner[0]"}
+    updates = [(a, b) for r, label, kind, a, b in result.intervals if label == "learner" and kind == "busy"]
+    waits = [(a, b) for r, label, kind, a, b in result.intervals if r == "actors[0]" and kind == "wait"]
+    assert len(updates) >= 3 and all(0 <= a <= b <= result.seconds + 1e-6 for a, b in updates)
+    # Each update after the first rollout happens while actor 0 waits for the new weights.
+    assert all(any(wa <= a and b <= wb + 1e-3 for wa, wb in waits) for a, b in updates)
+    fig = result.timeline()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["actors[0]", "actors[1]", "learner[0]"]
+    assert result.messages > 0 and result.transfer_bytes > 0
 
 
 def test_prints_in_the_cell_reach_the_notebook_from_the_workers(canonical, ppo_ns, capsys):
