@@ -103,6 +103,19 @@ class Component:
             else:
                 raise KeyError(f"{type(self).__name__} has no restorable attribute {name!r}")
 
+    def to(self, device: str | torch.device) -> Component:
+        """Move the networks, optimiser state and tensors this component holds to ``device``, in
+        place (its random streams only count, on the CPU); return it."""
+        for name, value in vars(self).items():
+            if isinstance(value, torch.nn.Module):
+                value.to(device)
+            elif isinstance(value, torch.Tensor):
+                setattr(self, name, value.to(device))
+        for value in vars(self).values():
+            if isinstance(value, torch.optim.Optimizer):  # loading casts its state to its parameters' devices
+                value.load_state_dict(value.state_dict())
+        return self
+
     def __repr__(self) -> str:
         envs = f"num_envs={self.num_envs}" if "num_envs" in vars(self) else ""
         return f"{type(self).__name__}({envs})"

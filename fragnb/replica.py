@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import distributed
-import torch
 
 from .components import Component, Env
 from .program import Timer
-from .edges import to_device
 from .walker import Walker
 
 if TYPE_CHECKING:
@@ -96,11 +94,9 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
     ns["print"] = distributed.print  # the cell's prints reach the notebook, not only this worker's log
     for name in sharded:
         ns[name] = ns[name].shard(index, count)
-    if device != "cpu":
-        for comp in (v for v in ns.values() if isinstance(v, Component)):
-            for value in vars(comp).values():
-                if isinstance(value, torch.nn.Module):
-                    value.to(device)
+    if device != "cpu":  # environments stay on the CPU; actors answer them there (PPOActor.act)
+        for comp in (v for v in ns.values() if isinstance(v, Component) and not isinstance(v, Env)):
+            comp.to(device)
     compiled = {i: compile(module, filename, "exec") for i, module in pickle.loads(codes).items()}
     rep = Replica(group, index, count, device, ns, compiled)
     rep.seen = {name: len(env.episodes) for name, env in rep.envs().items()}

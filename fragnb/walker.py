@@ -256,7 +256,7 @@ class Walker:
         mine = [v for v in self.script.variables if self.last_writer.get(v) == rep.group]
         return {
             "variables": to_device({v: rep.ns[v] for v in mine if v in rep.ns}, "cpu"),
-            "components": {c: rep.ns[c] for c in components if c in rep.ns},
+            "components": {c: rep.ns[c].to("cpu") for c in components if c in rep.ns},  # the notebook may have no GPU
             "scalars": dict(self.scalars),
             "last_writer": dict(self.last_writer),
             "iterations": self.iterations,

@@ -215,16 +215,18 @@ class PPOActor(Actor):
         """Sample one action per environment; return ``(action, logprob, value)``."""
         if len(obs) != self.num_envs:
             raise ValueError(f"actor serves {self.num_envs} environments but got {len(obs)} observations")
-        logp = torch.log_softmax(self.policy.logits(obs), dim=-1)
-        # Inverse-CDF sampling with this environment's own uniform draw.
-        u = self.streams.uniform(1).to(logp.dtype)
+        x = obs.to(_device(self.policy))  # the network may sit on a GPU, the environments on the CPU
+        logp = torch.log_softmax(self.policy.logits(x), dim=-1)
+        # Inverse-CDF sampling with this environment's own uniform draw (the streams count on the CPU).
+        u = self.streams.uniform(1).to(logp)
         action = (logp.exp().cumsum(-1) < u).sum(-1).clamp_(max=logp.shape[-1] - 1)
-        return action, logp.gather(-1, action.unsqueeze(-1)).squeeze(-1), self.policy.value(obs)
+        out = action, logp.gather(-1, action.unsqueeze(-1)).squeeze(-1), self.policy.value(x)
+        return tuple(t.to(obs.device) for t in out)  # answered where the observations came from
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, for bootstrapping the end of a rollout."""
-        return self.policy.value(obs)
+        return self.policy.value(obs.to(_device(self.policy))).to(obs.device)
 
 
 class GaussianPPOActor(Actor):
@@ -262,17 +264,19 @@ class GaussianPPOActor(Actor):
         """Sample one action per environment; return ``(action, logprob, value)``, action unclipped."""
         if len(obs) != self.num_envs:
             raise ValueError(f"actor serves {self.num_envs} environments but got {len(obs)} observations")
-        mean = self.policy.mean(obs)
+        x = obs.to(_device(self.policy))
+        mean = self.policy.mean(x)
         u = self.streams.uniform(2 * mean.shape[-1])
         # Box-Muller; 1 - u is in (0, 1], so the logarithm is finite.
         noise = torch.sqrt(-2.0 * torch.log1p(-u[:, 0::2])) * torch.cos(2.0 * math.pi * u[:, 1::2])
-        action = mean + self.policy.log_std.exp() * noise.to(mean.dtype)
-        return action, self.policy.log_prob(obs, action), self.policy.value(obs)
+        action = mean + self.policy.log_std.exp() * noise.to(mean)
+        out = action, self.policy.log_prob(x, action), self.policy.value(x)
+        return tuple(t.to(obs.device) for t in out)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, for bootstrapping the end of a rollout."""
-        return self.policy.value(obs)
+        return self.policy.value(obs.to(_device(self.policy))).to(obs.device)
 
     def clip(self, action: torch.Tensor) -> torch.Tensor:
         """``action`` clipped to the bounds given at construction (a new tensor)."""
@@ -333,8 +337,8 @@ class RolloutBuffer(Buffer):
         if self.cursor != self.num_steps:
             raise RuntimeError(f"buffer holds {self.cursor} of {self.num_steps} steps")
         advantages = torch.zeros_like(self.rewards)
-        gae = torch.zeros(self.num_envs)
-        next_value = last_value
+        gae = torch.zeros(self.num_envs, device=self.rewards.device)
+        next_value = last_value.to(self.rewards.device)
         for t in reversed(range(self.num_steps)):
             nonterminal = 1.0 - self.dones[:, t]
             delta = self.rewards[:, t] + self.gamma * next_value * nonterminal - self.values[:, t]
@@ -413,3 +417,7 @@ class PPOLearner(Learner):
                 self.optimizer.step()
         self.updates += 1
         return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy.mean().item()}
+
+
+def _device(module: torch.nn.Module) -> torch.device:
+    return next(module.parameters()).device
