@@ -4,11 +4,15 @@ Runs notebook 01's canonical cell both ways for each seed, in alternating order,
 time-to-solve (mean return of the last 20 episodes >= 475) and env steps/s with their ratios
 (fragment / plain; the target is <= 1.02 for time and >= 0.98 for throughput).
 
+Then it runs the same cell under each distributed policy on the embedded cluster (one run per
+seed) and prints the median time-to-solve next to `single`'s: the loop's time, workers already
+started (the first distributed run also pays for starting them, printed as set-up).
+
 Then, if Stable-Baselines3 is installed (``pip install 'fragnb[bench]'``), it times SB3's PPO with
 RL Zoo's tuned CartPole-v1 hyperparameters to the same criterion on the same seeds, and prints the
 ratio of the median times to solve (SB3 / fragnb single; the target is >= 6).
 
-    .venv/bin/python benchmarks/ppo_cartpole.py [--seeds 0 1 2] [--repeats 2]
+    .venv/bin/python benchmarks/ppo_cartpole.py [--seeds 0 1 2] [--repeats 2] [--no-dps]
 """
 
 from __future__ import annotations
@@ -64,6 +68,34 @@ def _measure(ns: dict, start: float, seconds: float) -> dict:
     }
 
 
+#: The distributed policies compared with `single`, with two workers where they take a count.
+DPS = {"coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learners": 2}}
+
+
+def distributed(cell, seed: int, policy: str, **params) -> dict:
+    ns = cell.namespace(seed)
+    start = time.perf_counter()
+    result = run(capture(cell.body, ns, name=cell.name), policy, progress=False, plot=False, **params)
+    solved = result.solved_at()
+    return {"solve_s": solved[1] if solved else None, "solve_steps": solved[0] if solved else None,
+            "setup_s": time.perf_counter() - start - result.seconds - result.check_seconds, "steps_per_s": result.env_steps_per_s}
+
+
+def compare_dps(cell, seeds: list[int], single_s: float) -> None:
+    print(f"\ntime-to-solve under each distribution policy (loop time, median over seeds {seeds}; single: {single_s:.2f} s)")
+    print(f"{'policy':<24} {'solve s':>8} {'vs single':>9} {'solved at':>10} {'steps/s':>9} {'set-up s':>9}")
+    for policy, params in DPS.items():
+        ms = [distributed(cell, seed, policy, **params) for seed in seeds]
+        solve = statistics.median(m["solve_s"] if m["solve_s"] is not None else float("inf") for m in ms)
+        steps = statistics.median(m["solve_steps"] or 0 for m in ms)
+        name = f"{policy} ({', '.join(f'{k}={v}' for k, v in params.items())})"
+        print(f"{name:<24} {solve:>8.2f} {solve / single_s:>8.2f}x {steps:>10,.0f} {statistics.median(m['steps_per_s'] for m in ms):>9,.0f} "
+              f"{max(m['setup_s'] for m in ms):>9.1f}")
+    import fragnb
+
+    fragnb.shutdown()
+
+
 def _median(measurements: list[dict]) -> dict:
     """The run with the median total time (its solve time and throughput come with it)."""
     return sorted(measurements, key=lambda m: m["seconds"])[len(measurements) // 2]
@@ -111,6 +143,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--repeats", type=int, default=3, help="runs of each mode per seed, alternating order; the median counts")
+    parser.add_argument("--no-dps", action="store_true", help="skip the distributed policies")
     args = parser.parse_args()
     cell = load_canonical(NOTEBOOK)
     torch.set_num_threads(1)  # two modes measured alike, no thread contention noise
@@ -138,6 +171,9 @@ def main() -> int:
     solve_ratio = statistics.mean(f["solve_s"] / p["solve_s"] for _, p, f, _ in rows if p["solve_s"])
     print(f"\nmean ratio fragment/plain: time-to-solve {solve_ratio:.3f}, total time {time_ratio:.3f} (target <= 1.02)")
     print("every seed solved within 150k steps with identical results" if ok else "FAILED: a seed did not solve or results differ")
+    ours = statistics.median(f["solve_s"] if f["solve_s"] is not None else float("inf") for _, _, f, _ in rows)
+    if not args.no_dps:
+        compare_dps(cell, args.seeds, ours)
 
     if stable_baselines3 is None:
         print("\nStable-Baselines3 is not installed (pip install 'fragnb[bench]'): skipping the SB3 comparison")
@@ -149,7 +185,6 @@ def main() -> int:
         m = sb3(seed)
         theirs.append(m["solve_s"] if m["solve_s"] is not None else float("inf"))
         print(f"{seed:>4} solved at {str(m['solve_steps']):>8} env steps in {theirs[-1]:.2f} s")
-    ours = statistics.median(f["solve_s"] if f["solve_s"] is not None else float("inf") for _, _, f, _ in rows)
     sb3_median = statistics.median(theirs)
     print(f"\nmedian time-to-solve: fragnb single {ours:.2f} s, SB3 {sb3_median:.2f} s: "
           f"fragnb is {sb3_median / ours:.1f}x faster (target >= 6)")

@@ -39,8 +39,8 @@ class RunResult:
     curve : list of (int, float, float)
         One entry per finished episode: environment steps so far, return, seconds since start.
     client_bytes, transfer_bytes : int
-        Distributed runs: bytes the notebook received while the loop ran (progress reports), and
-        bytes the workers sent each other.
+        Distributed runs: bytes the notebook received while the loop ran (progress events), and
+        bytes the replicas sent each other over channels, worker to worker.
     iteration_seconds : list of float
         Wall-clock duration of each training iteration.
     """
