@@ -98,7 +98,7 @@ def _embedded(kind: str, count: int) -> Client:
             client.wait_for_workers(count, timeout=120)
         return client
     if kind == "cuda":
-        cluster = _cuda_cluster()
+        cluster = _cuda_cluster(count)
     else:
         # One torch thread a worker too: replicas share the machine's cores, and intra-op threads of
         # several processes on a few cores slow each other (Acrobot, 2 actors vs 1: 1.45x, not 1.15x).
@@ -110,14 +110,16 @@ def _embedded(kind: str, count: int) -> Client:
     return client
 
 
-def _cuda_cluster():
+def _cuda_cluster(count: int):
     if not torch.cuda.is_available():
         raise ClusterError("cluster='cuda' needs a CUDA GPU, and torch sees none here; use cluster='local' (CPU workers)")
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError as e:
         raise ClusterError("cluster='cuda' needs dask-cuda: `pip install 'fragnb[gpu]'`; or use cluster='local'") from e
-    return LocalCUDACluster(ip="127.0.0.1", dashboard_address=None, threads_per_worker=1, silence_logs=logging.ERROR)
+    # One worker per GPU; a replica holds a worker thread for the whole run, so each worker gets
+    # enough threads for every replica (CPU-side replicas then share a GPU worker's process).
+    return LocalCUDACluster(ip="127.0.0.1", dashboard_address=None, threads_per_worker=max(1, count), silence_logs=logging.ERROR)
 
 
 def _prepare(client: Client) -> None:
