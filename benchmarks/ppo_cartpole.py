@@ -83,13 +83,13 @@ def distributed(cell, seed: int, policy: str, **params) -> dict:
 
 def compare_dps(cell, seeds: list[int], single_s: float) -> None:
     print(f"\ntime-to-solve under each distribution policy (loop time, median over seeds {seeds}; single: {single_s:.2f} s)")
-    print(f"{'policy':<24} {'solve s':>8} {'vs single':>9} {'solved at':>10} {'steps/s':>9} {'set-up s':>9}")
+    print(f"{'policy':<27} {'solve s':>8} {'vs single':>9} {'solved at':>10} {'steps/s':>9} {'set-up s':>9}")
     for policy, params in DPS.items():
         ms = [distributed(cell, seed, policy, **params) for seed in seeds]
         solve = statistics.median(m["solve_s"] if m["solve_s"] is not None else float("inf") for m in ms)
         steps = statistics.median(m["solve_steps"] or 0 for m in ms)
         name = f"{policy} ({', '.join(f'{k}={v}' for k, v in params.items())})"
-        print(f"{name:<24} {solve:>8.2f} {solve / single_s:>8.2f}x {steps:>10,.0f} {statistics.median(m['steps_per_s'] for m in ms):>9,.0f} "
+        print(f"{name:<27} {solve:>8.2f} {solve / single_s:>8.2f}x {steps:>10,.0f} {statistics.median(m['steps_per_s'] for m in ms):>9,.0f} "
               f"{max(m['setup_s'] for m in ms):>9.1f}")
     import fragnb
 
