@@ -103,8 +103,10 @@ def _embedded(kind: str, count: int) -> Client:
         # Dask's nanny starts workers with OMP_NUM_THREADS=1: one torch thread each. Kept so: replicas
         # share the machine's cores, and torch's intra-op threads, started from a worker's task thread
         # rather than a main thread, made a learner update 2x slower here, not faster.
+        # The scheduler serves HTTP whatever we ask (health, metrics): on a free loopback port, so a
+        # second kernel does not collide on Dask's default 8787.
         cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.CRITICAL)
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
     client = Client(cluster, set_as_default=False)
     _prepare(client)
     _EMBEDDED[kind] = (cluster, client)

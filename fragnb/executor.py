@@ -48,12 +48,14 @@ class Outcome:
     iteration_seconds: list[float]
     intervals: list[tuple[str, str, str, float, float]]
     messages: int
+    stopped: str
 
 
-def run_distributed(placement: Placement, cluster, progress: bool, plot: bool) -> Outcome:
-    """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would."""
+def run_distributed(placement: Placement, cluster, progress: bool, plot: bool, until=None) -> Outcome:
+    """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would.
+    ``until(curve, iterations, env_steps)`` ends the run after the first iteration where it holds."""
     graph = placement.graph
-    script = Script.of(placement)
+    script = Script.of(placement, until=until)
     client, owned = connect(cluster, len(script.replicas()))
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
@@ -102,7 +104,7 @@ class _Run:
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
         if placement.policy.collectives:
             self.join_process_groups()
-        blob = pickle.dumps(script)
+        blob = cloudpickle.dumps(script)  # the stop condition may be a notebook lambda
         held = _held(script)
         self.start_wall = time.time()
         self.futures = {name: self.submit(name, replica.run_program, self.run_id, name.split("[")[0], int(name.split("[")[1][:-1]),
@@ -285,6 +287,7 @@ def _outcome(finals: dict[str, dict], start: float, client_bytes: int) -> Outcom
         iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])],
         intervals=[(name, label, kind, a - start, b - start) for name, f in finals.items() for label, kind, a, b in f["intervals"]],
         messages=sum(f["messages_sent"] for f in finals.values()),
+        stopped=next(iter(finals.values()))["stopped"],
     )
 
 

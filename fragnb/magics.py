@@ -31,6 +31,8 @@ class FragmentMagics(Magics):
     @argument("--no-plot", action="store_true", help="no live learning curve during --run")
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
     @argument("--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)")
+    @argument("--until-return", type=float, metavar="R",
+              help="with --run: stop after the first iteration where the mean return of the last 20 episodes reaches R")
     @cell_magic
     def fragment(self, line: str, cell: str):
         """Capture the cell's training loop as a fragment graph bound to NAME, and display it.
@@ -51,6 +53,8 @@ class FragmentMagics(Magics):
             raise UsageError("%%fragment needs a training loop in the cell body, below the %%fragment line")
         if not args.name.isidentifier():
             raise UsageError(f"%%fragment NAME: {args.name!r} is not a valid variable name")
+        if args.until_return is not None and not args.run:
+            raise UsageError("--until-return needs --run")
         try:
             policy = policies.resolve(args.policy)
         except ValueError as e:
@@ -69,5 +73,14 @@ class FragmentMagics(Magics):
                 placement = graph.place(policy, **params)
             display(graph if policy.name == "single" else placement)
         if args.run:
+            until = None if args.until_return is None else _mean_return_reaches(args.until_return)
             print(run(graph, policy, cluster=args.cluster, progress=not args.no_progress, plot=not args.no_plot,
-                      check=not args.no_check, **params))
+                      check=not args.no_check, until=until, **params))
+
+
+def _mean_return_reaches(threshold: float):
+    def reached(result) -> bool:
+        return result.mean_return() >= threshold
+
+    reached.__doc__ = f"mean return of the last 20 episodes >= {threshold}"
+    return reached

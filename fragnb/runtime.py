@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import linecache
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .graph import FragmentGraph
@@ -61,6 +62,8 @@ class RunResult:
     intervals: list[tuple[str, str, str, float, float]] = field(default_factory=list, repr=False)
     #: Distributed runs: messages the replicas sent each other over channels.
     messages: int = 0
+    #: Why the run ended before its loop did ("" when the loop ran out): the stop condition, or the loop's own `break`.
+    stopped: str = ""
 
     @property
     def env_steps_per_s(self) -> float:
@@ -103,6 +106,8 @@ class RunResult:
             f"in {self.seconds:.2f} s ({self.env_steps_per_s:,.0f} steps/s); "
             f"mean return of last 20 episodes {self.mean_return():.1f}"
         ]
+        if self.stopped:
+            lines.append(f"  stopped: {self.stopped}")
         total = sum(self.fragment_seconds.values()) or 1.0
         for name, sec in sorted(self.fragment_seconds.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {name:<14} {sec:8.3f} s  {100 * sec / total:5.1f} %")
@@ -123,7 +128,7 @@ def first_solved(returns: list[float], threshold: float = 475.0, window: int = 2
 
 
 def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool = True, plot: bool = True, check: bool = True,
-        **params) -> RunResult:
+        until: Callable[[RunResult], bool] | None = None, **params) -> RunResult:
     """Run a captured training loop under a distribution policy.
 
     Parameters
@@ -143,6 +148,12 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         such as ``multi_learner``) first run the cell's first iteration both ways on copies, in this
         process, and refuse to run if any variable or component differs (:mod:`fragnb.check`).
         Its cost is ``RunResult.check_seconds``.
+    until : callable, optional
+        A stop condition, e.g. ``lambda r: r.mean_return() >= 475``: called after every iteration
+        with the run so far (a ``RunResult``: its ``curve``, ``iterations`` and ``env_steps``), it
+        ends the run after the first iteration where it holds. The namespace is then what plain
+        Python leaves after that many iterations, under every policy, and ``RunResult.stopped``
+        says why the run ended.
     **params
         The policy's parameters, e.g. ``actors=2`` or ``learners=2``; checked before anything starts.
 
@@ -156,7 +167,7 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
     if placement.policy.name == "single":
         if cluster is not None:
             raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
-        graph.last_run = _run_in_process(graph, progress, plot)
+        graph.last_run = _run_in_process(graph, progress, plot, until)
     else:
         from .executor import run_distributed  # Dask is imported only when a distributed policy runs
 
@@ -165,17 +176,19 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
             from .check import check as check_first_iteration
 
             checked = check_first_iteration(placement)
-        o = run_distributed(placement, cluster, progress, plot)
+        o = run_distributed(placement, cluster, progress, plot, _on_curve(until, graph.name, placement.policy.name))
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
-                                   o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked, o.intervals, o.messages)
+                                   o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked, o.intervals, o.messages,
+                                   o.stopped)
     return graph.last_run
 
 
 class _Driver:
     """What the instrumented cell calls: fragment timers and the iteration hook."""
 
-    def __init__(self, graph: FragmentGraph, progress: bool, plot: bool):
-        self.graph, self.show_progress, self.show_plot = graph, progress, plot
+    def __init__(self, graph: FragmentGraph, progress: bool, plot: bool, until=None):
+        self.graph, self.show_progress, self.show_plot, self.until = graph, progress, plot, until
+        self.stopped = ""
         self.envs = [graph.namespace[c] for c, role in graph.components.items() if role == "env"]
         self.seen = [len(e.episodes) for e in self.envs]
         self.steps0 = [e.env_steps for e in self.envs]
@@ -196,11 +209,16 @@ class _Driver:
         self.progress = LiveProgress(total, self.graph.name, self.show_progress, self.show_plot)
         for item in iterable:
             if self.graph.stopped(self.graph.namespace):  # `break` or a `while` condition: no further iteration
+                self.stopped = "the loop's own condition (`break` or `while`)"
                 break
             yield item
             self.iterations += 1
             self.ticks.append(time.perf_counter())
-            self.progress.update(self.points(), self.env_steps())
+            points = self.points()
+            self.progress.update(points, self.env_steps())
+            if self.until is not None and self.until(points, self.iterations, self.env_steps()):
+                self.stopped = f"the stop condition held after iteration {self.iterations}"
+                break
 
     def env_steps(self) -> int:
         return sum(e.env_steps - s for e, s in zip(self.envs, self.steps0))
@@ -223,14 +241,25 @@ class _Driver:
             self.progress.close(self.points())
 
 
-def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool) -> RunResult:
+def _on_curve(until, graph: str, policy: str):
+    """``until`` (on a RunResult) as the runners call it: on (curve, iterations, env steps)."""
+    if until is None:
+        return None
+
+    def holds(curve: list, iterations: int, env_steps: int) -> bool:
+        return bool(until(RunResult(graph, policy, iterations, env_steps=env_steps, curve=[(s, r, 0.0) for s, r in curve])))
+
+    return holds
+
+
+def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool, until=None) -> RunResult:
     filename = f"<fragment {graph.name}>"
     # Tracebacks then show the user's cell lines.
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
     module = ast.fix_missing_locations(ast.Module(instrument(graph.tree.body, owner, hook_loop=True), []))
     code = compile(module, filename, "exec")
-    driver = _Driver(graph, progress, plot)
+    driver = _Driver(graph, progress, plot, _on_curve(until, graph.name, "single"))
     ns = graph.namespace
     ns[DRIVER] = driver
     try:
@@ -244,4 +273,4 @@ def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool) -> RunResu
     ticks = driver.ticks
     intervals = [("main", label, kind, a - driver.start, b - driver.start) for label, kind, a, b in driver.intervals]
     return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.collect(),
-                     iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])], intervals=intervals)
+                     iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])], intervals=intervals, stopped=driver.stopped)

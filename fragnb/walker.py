@@ -58,9 +58,12 @@ class Script:
     strict: bool  # values that cannot be combined are an error (else replica 0's is taken)
     limit: int | None = None  # iterations of the iteration loop to run (the safety net runs one or two)
     variables: list[str] = field(default_factory=list)  # what the cell assigns: sent back at the end
+    #: A stop condition checked after every iteration: ``until(curve, iterations, env_steps)`` with the
+    #: curve as (env steps, return) per finished episode, in plain Python's order.
+    until: Callable[[list, int, int], bool] | None = None
 
     @classmethod
-    def of(cls, placement: Placement, limit: int | None = None) -> Script:
+    def of(cls, placement: Placement, limit: int | None = None, until=None) -> Script:
         from .components import Env
         from .program import graph_writes
 
@@ -68,7 +71,7 @@ class Script:
         program = plan(placement)
         env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
         return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
-                   env.num_envs if env else None, list(graph.stop_flags), placement.exact, limit, sorted(graph_writes(graph)))
+                   env.num_envs if env else None, list(graph.stop_flags), placement.exact, limit, sorted(graph_writes(graph)), until)
 
     @property
     def filename(self) -> str:
@@ -101,6 +104,8 @@ class Walker:
         self.ticks: list[float] = []  # wall time at the end of each iteration
         self.clock = time.time() - time.perf_counter()  # perf_counter -> wall time, comparable across machines
         self.headers: dict[int, Any] = {}
+        self.stopped = ""  # why the iteration loop ended early, if it did
+        self.everyone: list[list] = []  # the first replica's record of all episodes, for the stop condition
 
     # -- walking --------------------------------------------------------------------------------
     def run(self) -> None:
@@ -115,13 +120,16 @@ class Walker:
             if top and self.script.limit is not None:
                 iterable = itertools.islice(iterable, self.script.limit)
             for value in iterable:
-                if top and self.stopped():
+                if top and self.flagged():
                     break
                 bind(item.node.target, value, self.scalars)
                 self.walk(item.body)
                 if top:
                     self.iterations += 1
-                    self.progress()
+                    news = self.progress()
+                    if self.script.until is not None and self.decide(news):
+                        self.stopped = f"the stop condition held after iteration {self.iterations}"
+                        break
 
     def iterable(self, loop: ast.For):
         """The loop's iterable, evaluated alike on every replica: names the cell assigns come from
@@ -136,9 +144,28 @@ class Walker:
                 local[name] = self.control(name)
         return eval(code, self.rep.ns, local)
 
-    def stopped(self) -> bool:
+    def flagged(self) -> bool:
         """Whether a stop flag (`break`, a `while` condition) holds, as the group that assigns it says."""
-        return any(bool(self.control(flag, False)) for flag in self.script.stop_flags if flag in self.last_writer)
+        if any(bool(self.control(flag, False)) for flag in self.script.stop_flags if flag in self.last_writer):
+            self.stopped = "the loop's own condition (`break` or `while`)"
+            return True
+        return False
+
+    def decide(self, news: tuple[list, int]) -> bool:
+        """Whether the run's stop condition holds after this iteration. The first replica gathers every
+        replica's new episodes, decides, and tells the others: all stop after the same iteration."""
+        leader, *others = self.script.replicas()
+        tag = "control:until"
+        if self.name != leader:
+            self.ch.send([leader], tag, news)
+            return self.recv(leader, tag)
+        reports = [news] + [self.recv(peer, tag) for peer in others]
+        self.everyone += [e for new, _ in reports for e in new]
+        self.everyone.sort(key=lambda e: (e[2], e[1]))  # env steps, then env id: plain Python's order
+        steps = sum(s for _, s in reports)
+        decision = bool(self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, steps))
+        self.ch.send(others, tag, decision)
+        return decision
 
     def control(self, name: str, default: Any = None) -> Any:
         """A value every replica needs to walk on (a stop flag, a loop bound): the replicas of the
@@ -244,11 +271,13 @@ class Walker:
         self.episodes += new
         return new, steps
 
-    def progress(self) -> None:
+    def progress(self) -> tuple[list, int]:
+        """Report this iteration's new episodes and the env steps so far (and return them)."""
         new, steps = self.collect()
         self.ticks.append(time.perf_counter() + self.clock)
         if self.events is not None:
             self.events({"replica": self.name, "iteration": self.iterations, "episodes": new, "steps": steps})
+        return new, steps
 
     def finals(self, components: list[str]) -> dict:
         """What the notebook merges: the variables this group assigned last, its components, and the run's record."""
@@ -260,6 +289,7 @@ class Walker:
             "scalars": dict(self.scalars),
             "last_writer": dict(self.last_writer),
             "iterations": self.iterations,
+            "stopped": self.stopped,
             "steps": self.collect()[1],
             "episodes": self.episodes,
             "ticks": self.ticks,

@@ -246,6 +246,20 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
     _wait_for_no_children()
 
 
+def test_a_stop_condition_ends_every_policy_after_the_same_iteration_as_plain_python(canonical, ppo_ns):
+    def solved_enough(result):
+        return result.mean_return() >= 30  # reached during iteration 4 of notebook 01's loop
+
+    single, first = _run(canonical, ppo_ns, "single", iterations=30, until=solved_enough)
+    assert 1 < first.iterations < 30 and first.stopped
+    for policy in ("coarse", "fine"):
+        ns, result = _run(canonical, ppo_ns, policy, iterations=30, actors=2, until=solved_enough)
+        assert result.iterations == first.iterations and result.stopped == first.stopped, policy
+        assert ns["it"] == single["it"] and sorted(ns["returns"]) == sorted(single["returns"])
+        for key, value in _weights(single).items():
+            torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
+
+
 def test_timeline_shows_the_actors_waiting_while_the_learner_updates(canonical, ppo_ns):
     _, result = _run(canonical, ppo_ns, "coarse", iterations=3, actors=2)
     rows = {r for r, *_ in result.intervals}

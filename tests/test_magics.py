@@ -45,6 +45,13 @@ def test_run_prints_a_summary(shell, canonical, capsys):
     assert shell.user_ns["ppo"].last_run.iterations == 1
 
 
+def test_until_return_stops_after_the_iteration_that_reaches_it(shell, canonical, capsys):
+    _setup(shell, canonical, iterations=30)
+    shell.run_cell_magic("fragment", "ppo --run --until-return 30 --no-progress --no-plot --quiet", canonical.body)
+    result = shell.user_ns["ppo"].last_run
+    assert 1 < result.iterations < 30 and result.mean_return() >= 30 and "stopped: the stop condition held" in capsys.readouterr().out
+
+
 def test_unknown_policy_is_a_usage_error_listing_the_known_ones(shell, canonical):
     _setup(shell, canonical)
     with pytest.raises(UsageError, match=r"unknown distribution policy: 'coarser' \(must be one of \['coarse', 'fine', 'multi_learner', 'single'\]\)"):
@@ -56,6 +63,7 @@ def test_unknown_policy_is_a_usage_error_listing_the_known_ones(shell, canonical
     ("", "for it in range(2):\n    pass\n", "arguments are required"),
     ("ppo", "   \n", "needs a training loop"),
     ("2ppo", "for it in range(2):\n    pass\n", "not a valid variable name"),
+    ("ppo --until-return 475", "for it in range(2):\n    pass\n", "--until-return needs --run"),
 ])
 def test_bad_magic_lines_are_usage_errors(shell, line, cell, message):
     with pytest.raises(UsageError, match=message):

@@ -107,3 +107,25 @@ def test_keyboard_interrupt_stops_the_run_and_leaves_no_driver_behind():
         run(g, progress=True, plot=False)
     assert "__fragnb_run__" not in ns
     assert ns["env"].vector_steps == 2 and ns["it"] == 2  # stopped where plain Python would have
+
+
+def test_until_stops_after_the_first_iteration_where_it_holds_as_plain_python_would(canonical, ppo_ns):
+    plain = ppo_ns(3)
+    exec(canonical.body, plain)
+    ns = ppo_ns(10)
+    result = run(capture(canonical.body, ns, name="ppo"), progress=False, plot=False, until=lambda r: r.iterations >= 3)
+    assert result.iterations == 3 and ns["it"] == 2 and "iteration 3" in result.stopped and "stopped" in str(result)
+    for key, value in plain["learner"].policy.state_dict().items():
+        assert torch.equal(ns["learner"].policy.state_dict()[key], value)
+    assert ns["returns"] == plain["returns"]
+
+
+def test_until_sees_the_curve_so_far(canonical, ppo_ns):
+    seen = []
+
+    def enough(r):
+        seen.append((r.iterations, len(r.curve), r.env_steps))
+        return r.mean_return() >= 15  # random CartPole episodes last about 20 steps: holds early
+    result = run(capture(canonical.body, ppo_ns(50), name="ppo"), progress=False, plot=False, until=enough)
+    assert result.iterations == len(seen) < 50 and seen[-1][2] == result.env_steps
+    assert [i for i, _, _ in seen] == list(range(1, len(seen) + 1)) and seen[-1][1] == len(result.curve)
