@@ -75,7 +75,8 @@ DPS = {"coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learne
 def distributed(cell, seed: int, policy: str, **params) -> dict:
     ns = cell.namespace(seed)
     start = time.perf_counter()
-    result = run(capture(cell.body, ns, name=cell.name), policy, progress=False, plot=False, **params)
+    result = run(capture(cell.body, ns, name=cell.name), policy, progress=False, plot=False,
+                 until=lambda r: r.mean_return() >= 475, **params)  # no need to train on once solved
     solved = result.solved_at()
     return {"solve_s": solved[1] if solved else None, "solve_steps": solved[0] if solved else None,
             "setup_s": time.perf_counter() - start - result.seconds - result.check_seconds, "steps_per_s": result.env_steps_per_s}
