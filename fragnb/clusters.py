@@ -58,6 +58,7 @@ class TorchSerializer(WorkerPlugin):
 
 
 _EMBEDDED: dict[str, tuple[LocalCluster, Client]] = {}
+_REMOTE: dict[str, Client] = {}  # scheduler address -> this kernel's client of it (the cluster is not ours)
 
 
 def connect(cluster=None, workers: int = 1) -> tuple[Client, bool]:
@@ -73,15 +74,20 @@ def connect(cluster=None, workers: int = 1) -> tuple[Client, bool]:
     if isinstance(cluster, Client):
         _prepare(cluster)
         return cluster, False
-    if isinstance(cluster, str) and "://" in cluster:
+    if isinstance(cluster, str) and cluster.startswith("tcp://"):
+        client = _REMOTE.get(cluster)
+        if client is not None and client.status == "running":
+            return client, False  # one client per scheduler for the kernel's life, not one per run
         try:
             client = Client(cluster, timeout="10s", set_as_default=False)
         except OSError as e:
             raise ClusterError(f"could not reach a Dask scheduler at {cluster} within 10 s ({e}); "
                                "start one with `dask scheduler`, or use cluster='local'") from e
         _prepare(client)
+        _REMOTE[cluster] = client
         return client, False
-    raise ClusterError(f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' address or a distributed.Client)")
+    raise ClusterError(f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' scheduler address "
+                       "or a distributed.Client; for TLS or other protocols, connect a Client yourself and pass it)")
 
 
 def workers(client: Client) -> dict:
@@ -131,12 +137,16 @@ def _prepare(client: Client) -> None:
 
 
 def shutdown(kind: str | None = None) -> None:
-    """Close fragnb's embedded clusters (all, or one kind); their worker processes end."""
+    """Close fragnb's embedded clusters (all, or one kind); their worker processes end. With no
+    ``kind``, also close fragnb's clients of remote schedulers (their clusters keep running)."""
     for k in [kind] if kind else list(_EMBEDDED):
         if k in _EMBEDDED:
             cluster, client = _EMBEDDED.pop(k)
             client.close()
             cluster.close()
+    if kind is None:
+        while _REMOTE:
+            _REMOTE.popitem()[1].close()
 
 
 atexit.register(shutdown)

@@ -90,7 +90,11 @@ def test_separate_scheduler_and_worker_processes_on_loopback(canonical, ppo_ns, 
         ns, result = _run(canonical, ppo_ns, "coarse", iterations=1, actors=2, cluster=address)
         for key, value in _weights(single).items():
             torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
+        _run(canonical, ppo_ns, "fine", iterations=1, actors=2, cluster=address)
+        with Client(address, timeout="30s") as client:  # two runs, one client of fragnb's (and this one)
+            assert len(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.clients))) == 3  # + the scheduler's own
     finally:
+        clusters.shutdown()
         for proc in (worker, scheduler):
             proc.terminate()
             proc.wait(30)
