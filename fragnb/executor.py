@@ -12,6 +12,7 @@ import ast
 import linecache
 import pickle
 import queue
+import sys
 import threading
 import time
 import uuid
@@ -87,6 +88,7 @@ class _Run:
         self.futures: dict[str, object] = {}
         self.client_bytes = 0
         self.start_wall = time.time()
+        self.checked = time.monotonic()  # when the workers' liveness was last read
 
     def start(self) -> None:
         """Place every replica on a worker thread of its own, ship it its objects and code, open
@@ -132,40 +134,51 @@ class _Run:
 
     def watch(self, live: LiveProgress) -> dict[str, dict]:
         """Wait for every replica's program to end, showing its progress; the first failure, or a
-        lost worker, ends the run with an error naming the replica."""
+        lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt asks
+        the replicas to stop after the current iteration; a second one aborts."""
         events: queue.Queue = queue.Queue()
         self.client.subscribe_topic(self.topic, events.put)
-        done: dict[str, int] = {name: 0 for name in self.futures}
-        episodes: list = []
-        steps: dict[str, int] = {}
-        shown, checked = 0, time.monotonic()
+        progress = _Progress(live, list(self.futures))
+        stopping = False
         try:
             while True:
                 try:
-                    _, msg = events.get(timeout=0.05)
-                    self.client_bytes += len(pickle.dumps(msg))
-                    done[msg["replica"]] = msg["iteration"]
-                    episodes += msg["episodes"]
-                    steps[msg["replica"]] = msg["steps"]
-                    while min(done.values()) > shown:  # an iteration every replica has finished
-                        shown += 1
-                        episodes.sort()
-                        live.update([(s, r) for _, _, s, r in episodes], sum(steps.values()))
-                    continue
-                except queue.Empty:
-                    pass
-                if any(f.status == "error" for f in self.futures.values()):
-                    raise self.failure()
-                if all(f.status == "finished" for f in self.futures.values()):
-                    break
-                if time.monotonic() - checked > LIVENESS_S:
-                    checked = time.monotonic()
-                    self.check_alive()
+                    if self.poll(events, progress):
+                        break
+                except KeyboardInterrupt:
+                    if stopping:
+                        raise
+                    stopping = True
+                    self.request_stop()
             finals = dict(zip(self.futures, self.client.gather(list(self.futures.values()))))
         finally:
             self.client.unsubscribe_topic(self.topic)
-            live.close([(s, r) for _, _, s, r in sorted(episodes)])
+            progress.close()
         return finals
+
+    def poll(self, events: queue.Queue, progress: _Progress) -> bool:
+        """One round of watching: progress events for up to 50 ms, then failures and lost workers.
+        Whether every replica has finished."""
+        try:
+            _, msg = events.get(timeout=0.05)
+            self.client_bytes += len(pickle.dumps(msg))
+            progress.add(msg)
+            return False
+        except queue.Empty:
+            pass
+        if any(f.status == "error" for f in self.futures.values()):
+            raise self.failure()
+        if all(f.status == "finished" for f in self.futures.values()):
+            return True
+        if time.monotonic() - self.checked > LIVENESS_S:
+            self.checked = time.monotonic()
+            self.check_alive()
+        return False
+
+    def request_stop(self) -> None:
+        """Ask the replica that decides for all to end the run after the current iteration."""
+        print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
+        self.client.run(replica.request_stop, self.run_id, workers=[self.slots[self.script.leader]], on_error="ignore")
 
     def check_alive(self) -> None:
         alive = set(workers(self.client))
@@ -202,6 +215,33 @@ class _Run:
             self.client.run(replica.drop_run, self.run_id, on_error="ignore")
         except Exception:  # the cluster may already be gone; nothing is left to forget then
             pass
+
+
+class _Progress:
+    """The notebook's view of a run: iterations every replica has finished, episodes, env steps."""
+
+    def __init__(self, live: LiveProgress, replicas: list[str]):
+        self.live = live
+        self.done = dict.fromkeys(replicas, 0)
+        self.episodes: list = []
+        self.steps: dict[str, int] = {}
+        self.shown = 0
+
+    def add(self, msg: dict) -> None:
+        self.done[msg["replica"]] = msg["iteration"]
+        self.episodes += msg["episodes"]
+        self.steps[msg["replica"]] = msg["steps"]
+        while min(self.done.values()) > self.shown:  # an iteration every replica has finished
+            self.shown += 1
+            self.episodes.sort()
+            self.live.update(self.curve(), sum(self.steps.values()))
+
+    def curve(self) -> list[tuple[int, float]]:
+        return [(s, r) for _, _, s, r in self.episodes]
+
+    def close(self) -> None:
+        self.episodes.sort()
+        self.live.close(self.curve())
 
 
 def simulate(placement: Placement, iterations: int) -> Program:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import linecache
 import pickle
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from .channels import Channels
     from .walker import Script
 
-__all__ = ["Replica", "init_replica", "play", "run_program", "abort_run", "drop_run"]
+__all__ = ["Replica", "init_replica", "play", "run_program", "request_stop", "abort_run", "drop_run"]
 
 _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
 
@@ -46,6 +47,7 @@ class Replica:
     steps0: dict[str, int] = field(default_factory=dict)  # env steps of each env component at start
     timers: dict[str, Timer] = field(default_factory=dict)
     channels: Channels | None = None  # its inbox and its peers' (a Dask run)
+    stop: threading.Event = field(default_factory=threading.Event)  # the user asked the run to stop (read by the deciding replica, Script.leader)
     intervals: list = field(default_factory=list)  # its timeline: (fragment or wait, "busy"/"wait", start, end)
     records: dict[str, list] = field(default_factory=dict)  # key -> values recorded for another group, step by step
     replays: dict[str, list] = field(default_factory=dict)  # key -> another group's recorded values, to replay
@@ -133,6 +135,14 @@ def run_program(run_id: str, group: str, index: int, addresses: dict[str, dict],
         return play(rep, pickle.loads(script), rep.channels, components, lambda msg: worker.log_event(topic, msg))
     finally:
         rep.channels.close()
+
+
+def request_stop(run_id: str) -> int:
+    """Ask the replicas of ``run_id`` in this worker to stop after the current iteration."""
+    reps = [r for (rid, _, _), r in list(_REPLICAS.items()) if rid == run_id]
+    for rep in reps:
+        rep.stop.set()
+    return len(reps)
 
 
 def abort_run(run_id: str, reason: str) -> int:

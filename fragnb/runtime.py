@@ -8,7 +8,11 @@ plain execution of the cell would leave it.
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -189,6 +193,7 @@ class _Driver:
     def __init__(self, graph: FragmentGraph, progress: bool, plot: bool, until=None):
         self.graph, self.show_progress, self.show_plot, self.until = graph, progress, plot, until
         self.stopped = ""
+        self.interrupted = False  # Ctrl-C: end after the current iteration
         self.envs = [graph.namespace[c] for c, role in graph.components.items() if role == "env"]
         self.seen = [len(e.episodes) for e in self.envs]
         self.steps0 = [e.env_steps for e in self.envs]
@@ -216,6 +221,9 @@ class _Driver:
             self.ticks.append(time.perf_counter())
             points = self.points()
             self.progress.update(points, self.env_steps())
+            if self.interrupted:
+                self.stopped = f"interrupted: stopped after iteration {self.iterations}, as asked"
+                break
             if self.until is not None and self.until(points, self.iterations, self.env_steps()):
                 self.stopped = f"the stop condition held after iteration {self.iterations}"
                 break
@@ -241,6 +249,27 @@ class _Driver:
             self.progress.close(self.points())
 
 
+@contextlib.contextmanager
+def _interrupts_end_the_iteration(driver: _Driver):
+    """While the loop runs, a first Ctrl-C (SIGINT) ends it after the current iteration, as a
+    distributed run does; a second one interrupts at once. Signals reach only the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        if driver.interrupted:
+            raise KeyboardInterrupt
+        driver.interrupted = True
+        print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _on_curve(until, graph: str, policy: str):
     """``until`` (on a RunResult) as the runners call it: on (curve, iterations, env steps)."""
     if until is None:
@@ -263,7 +292,8 @@ def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool, until=None
     ns = graph.namespace
     ns[DRIVER] = driver
     try:
-        exec(code, ns)
+        with _interrupts_end_the_iteration(driver):
+            exec(code, ns)
     finally:
         ns.pop(DRIVER, None)
         for temp in graph.temps:  # capture's own names never reach the notebook

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .edges import combine, to_device
-from .program import DRIVER, Program, Segment, note, plan
+from .program import DRIVER, DrivenLoop, Program, Segment, note, plan, segments_of
 
 if TYPE_CHECKING:
     from .channels import Channels
@@ -61,6 +61,9 @@ class Script:
     #: A stop condition checked after every iteration: ``until(curve, iterations, env_steps)`` with the
     #: curve as (env steps, return) per finished episode, in plain Python's order.
     until: Callable[[list, int, int], bool] | None = None
+    #: The replica that decides after each iteration whether the run ends: the first of the group
+    #: whose segment ends the iteration (a learner), so the others hear it with what they wait for anyway.
+    leader: str = ""
 
     @classmethod
     def of(cls, placement: Placement, limit: int | None = None, until=None) -> Script:
@@ -70,8 +73,11 @@ class Script:
         graph = placement.graph
         program = plan(placement)
         env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
+        loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
+        last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
         return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
-                   env.num_envs if env else None, list(graph.stop_flags), placement.exact, limit, sorted(graph_writes(graph)), until)
+                   env.num_envs if env else None, list(graph.stop_flags), placement.exact, limit, sorted(graph_writes(graph)), until,
+                   f"{last}[0]")
 
     @property
     def filename(self) -> str:
@@ -105,7 +111,7 @@ class Walker:
         self.clock = time.time() - time.perf_counter()  # perf_counter -> wall time, comparable across machines
         self.headers: dict[int, Any] = {}
         self.stopped = ""  # why the iteration loop ended early, if it did
-        self.everyone: list[list] = []  # the first replica's record of all episodes, for the stop condition
+        self.everyone: list[list] = []  # the deciding replica's record of all episodes, for the stop condition
 
     # -- walking --------------------------------------------------------------------------------
     def run(self) -> None:
@@ -127,8 +133,7 @@ class Walker:
                 if top:
                     self.iterations += 1
                     news = self.progress()
-                    if self.script.until is not None and self.decide(news):
-                        self.stopped = f"the stop condition held after iteration {self.iterations}"
+                    if self.decide(news):
                         break
 
     def iterable(self, loop: ast.For):
@@ -152,20 +157,26 @@ class Walker:
         return False
 
     def decide(self, news: tuple[list, int]) -> bool:
-        """Whether the run's stop condition holds after this iteration. The first replica gathers every
-        replica's new episodes, decides, and tells the others: all stop after the same iteration."""
-        leader, *others = self.script.replicas()
-        tag = "control:until"
+        """Whether the run ends after this iteration: its stop condition holds, or the user asked it to
+        stop (Ctrl-C in the notebook). One replica (Script.leader) gathers every replica's new episodes,
+        decides, and tells the others, so that all stop after the same iteration."""
+        leader = self.script.leader
+        others = [r for r in self.script.replicas() if r != leader]
+        tag = "control:stop"
         if self.name != leader:
-            self.ch.send([leader], tag, news)
-            return self.recv(leader, tag)
+            self.ch.send([leader], tag, news if self.script.until else ([], 0))
+            self.stopped = self.recv(leader, tag)
+            return bool(self.stopped)
         reports = [news] + [self.recv(peer, tag) for peer in others]
-        self.everyone += [e for new, _ in reports for e in new]
-        self.everyone.sort(key=lambda e: (e[2], e[1]))  # env steps, then env id: plain Python's order
-        steps = sum(s for _, s in reports)
-        decision = bool(self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, steps))
-        self.ch.send(others, tag, decision)
-        return decision
+        if self.rep.stop.is_set():
+            self.stopped = f"interrupted: stopped after iteration {self.iterations}, as asked"
+        elif self.script.until is not None:
+            self.everyone += [e for new, _ in reports for e in new]
+            self.everyone.sort(key=lambda e: (e[2], e[1]))  # env steps, then env id: plain Python's order
+            if self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, sum(s for _, s in reports)):
+                self.stopped = f"the stop condition held after iteration {self.iterations}"
+        self.ch.send(others, tag, self.stopped)
+        return bool(self.stopped)
 
     def control(self, name: str, default: Any = None) -> Any:
         """A value every replica needs to walk on (a stop flag, a loop bound): the replicas of the

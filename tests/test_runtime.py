@@ -129,3 +129,28 @@ def test_until_sees_the_curve_so_far(canonical, ppo_ns):
     result = run(capture(canonical.body, ppo_ns(50), name="ppo"), progress=False, plot=False, until=enough)
     assert result.iterations == len(seen) < 50 and seen[-1][2] == result.env_steps
     assert [i for i, _, _ in seen] == list(range(1, len(seen) + 1)) and seen[-1][1] == len(result.curve)
+
+
+def test_a_first_ctrl_c_ends_the_run_after_the_current_iteration(canonical, ppo_ns, monkeypatch):
+    import os
+    import signal
+
+    from fragnb import live
+
+    update = live.LiveProgress.update
+
+    def interrupt_once(self, *args):
+        update(self, *args)
+        if not getattr(self, "interrupted", False):
+            self.interrupted = True
+            os.kill(os.getpid(), signal.SIGINT)  # what JupyterLab's interrupt sends the kernel
+
+    monkeypatch.setattr(live.LiveProgress, "update", interrupt_once)
+    plain = ppo_ns(1)
+    exec(canonical.body, plain)
+    ns = ppo_ns(10)
+    result = run(capture(canonical.body, ns, name="ppo"), progress=False, plot=False)
+    assert result.iterations == 1 and result.stopped.startswith("interrupted") and ns["it"] == 0
+    for key, value in plain["learner"].policy.state_dict().items():
+        assert torch.equal(ns["learner"].policy.state_dict()[key], value)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the kernel's handler is back
