@@ -54,7 +54,7 @@ def zmq_pingpong(rank: int, run_id: str, sizes: list[int], quick: bool) -> dict[
     from fragnb.channels import ZmqChannels
 
     me, peer = f"r{rank}", f"r{1 - rank}"
-    ch = ZmqChannels(me, "127.0.0.1")
+    ch = ZmqChannels(me, "127.0.0.1", b"benchmark-key")
     try:
         Variable(f"{run_id}-{me}").set(ch.address)
         ch.connect({me: ch.address, peer: Variable(f"{run_id}-{peer}").get(timeout=60)})

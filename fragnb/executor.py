@@ -12,6 +12,7 @@ import ast
 import linecache
 import pickle
 import queue
+import secrets
 import sys
 import threading
 import time
@@ -96,13 +97,14 @@ class _Run:
         placement, client, script = self.placement, self.client, self.script
         self.slots = _slots(placement, script, workers(client))
         setup = {}
+        key = secrets.token_bytes(32)  # signs the run's channel messages; travels only through Dask
         for g, (n, device) in placement.groups.items():
             payload, codes, sharded = _payload(placement, script, g)
             source = (script.filename, placement.graph.source)
             for i in range(n):
                 name = f"{g}[{i}]"
                 setup[name] = self.submit(name, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source,
-                                          _host(self.slots[name]))
+                                          _host(self.slots[name]), key)
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
         if placement.policy.collectives:
             self.join_process_groups()

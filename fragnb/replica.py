@@ -85,9 +85,10 @@ def _snapshot(value):
 
 
 def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: bytes, codes: bytes,
-                 sharded: list[str], source: tuple[str, str], host: str | None = None) -> dict | None:
+                 sharded: list[str], source: tuple[str, str], host: str | None = None, key: bytes = b"") -> dict | None:
     """Unpickle the notebook's objects, shard the components in ``sharded``, and keep them here.
-    With ``host``, open this replica's channel inbox there and return its address."""
+    With ``host``, open this replica's channel inbox there (taking messages signed with ``key``)
+    and return its address."""
     import torch._dynamo  # noqa: F401  torch.optim imports it on a first step: 1 s a worker, paid here, not in the loop
 
     filename, text = source
@@ -108,7 +109,7 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
         return None
     from .channels import ZmqChannels
 
-    rep.channels = ZmqChannels(f"{group}[{index}]", host)
+    rep.channels = ZmqChannels(f"{group}[{index}]", host, key)
     return rep.channels.address
 
 

@@ -9,12 +9,14 @@ import torch
 
 from fragnb.channels import ChannelError, QueueChannels, ZmqChannels, dumps, loads
 
+KEY = b"k" * 32
+
 
 @pytest.fixture(params=["zmq", "queue"])
 def pair(request):
     """Two connected channel ends, ``a`` and ``b``."""
     if request.param == "zmq":
-        a, b = ZmqChannels("a[0]", "127.0.0.1"), ZmqChannels("b[0]", "127.0.0.1")
+        a, b = ZmqChannels("a[0]", "127.0.0.1", KEY), ZmqChannels("b[0]", "127.0.0.1", KEY)
         addresses = {"a[0]": a.address, "b[0]": b.address}
         a.connect(addresses)
         b.connect(addresses)
@@ -77,3 +79,32 @@ def test_an_abort_from_the_control_plane_ends_a_wait_within_the_poll_interval(pa
     with pytest.raises(ChannelError, match="lost the worker of replica a\\[0\\]"):
         b.recv("a[0]", "segment:0")
     assert time.monotonic() - start < 1.5
+
+
+def test_an_inbox_drops_messages_not_signed_with_the_runs_key():
+    import pickle
+
+    import zmq
+
+    a, b = ZmqChannels("a[0]", "127.0.0.1", KEY), ZmqChannels("b[0]", "127.0.0.1", KEY)
+    intruder = ZmqChannels("a[0]", "127.0.0.1", b"x" * 32)  # another user on the machine, posing as a peer
+    addresses = {"a[0]": a.address, "b[0]": b.address}
+    for end in (a, b, intruder):
+        end.connect(addresses)
+    raw = zmq.Context.instance().socket(zmq.PUSH)
+    raw.connect(b.address["tcp"])
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, ("raise SystemExit('unpickled')",))
+
+    try:
+        raw.send_multipart([b"a[0]\0t\00", b"0" * 16, pickle.dumps(Boom())])  # forged signature
+        raw.send_multipart([b"garbage"])  # not even one of ours
+        intruder.send(["b[0]"], "t", Boom())  # signed, with the wrong key
+        a.send(["b[0]"], "t", "from a")
+        assert b.recv("a[0]", "t") == "from a"  # the others were dropped unread
+    finally:
+        raw.close()
+        for end in (a, b, intruder):
+            end.close()
