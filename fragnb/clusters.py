@@ -57,6 +57,21 @@ class TorchSerializer(WorkerPlugin):
         register_torch_serializer()
 
 
+class IgnoreInterrupts(WorkerPlugin):
+    """Workers of fragnb's own clusters ignore SIGINT. JupyterLab interrupts a kernel by signalling
+    its whole process group, workers included: they would die, and with them the run that the
+    interrupt should only stop after its current iteration (or the next run, if none was running)."""
+
+    name = "fragnb-ignore-interrupts"
+
+    def setup(self, worker):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():  # where a worker process runs its event loop
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 _EMBEDDED: dict[str, tuple[LocalCluster, Client]] = {}
 _REMOTE: dict[str, Client] = {}  # scheduler address -> this kernel's client of it (the cluster is not ours)
 
@@ -115,6 +130,7 @@ def _embedded(kind: str, count: int) -> Client:
                                dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
     client = Client(cluster, set_as_default=False)
     _prepare(client)
+    client.register_plugin(IgnoreInterrupts())
     _EMBEDDED[kind] = (cluster, client)
     return client
 

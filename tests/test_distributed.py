@@ -283,6 +283,21 @@ def test_a_stop_condition_ends_every_policy_after_the_same_iteration_as_plain_py
             torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
 
 
+def test_an_interrupt_sent_to_the_kernels_process_group_leaves_the_workers_alive(canonical, ppo_ns):
+    import os
+    import signal
+
+    _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)
+    workers = _children()
+    for p in workers:
+        os.kill(p.pid, signal.SIGINT)  # what JupyterLab's interrupt does to every process of the kernel's group
+    time.sleep(1.0)
+    assert all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers)
+    start = time.monotonic()
+    _, result = _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)
+    assert result.iterations == 1 and time.monotonic() - start < 60
+
+
 def test_timeline_shows_the_actors_waiting_while_the_learner_updates(canonical, ppo_ns):
     _, result = _run(canonical, ppo_ns, "coarse", iterations=3, actors=2)
     rows = {r for r, *_ in result.intervals}
