@@ -1,0 +1,67 @@
+"""A real Jupyter kernel, interrupted the way JupyterLab interrupts it (SIGINT to its process group)."""
+
+import time
+
+import pytest
+
+from conftest import NOTEBOOK_01
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def kernel():
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    yield km, kc
+    _execute(kc, "import fragnb; fragnb.shutdown()")
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def _execute(kc, code: str, until=None, timeout: float = 180) -> str:
+    """Run ``code`` in the kernel; its output (and errors) as text. ``until(text)`` is called on the output so far."""
+    msg_id = kc.execute(code)
+    out = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            out.append(content["text"])
+            if until:
+                until("".join(out))
+        elif kind == "error":
+            out.append(f"ERROR {content['ename']}: {content['evalue']}")
+        elif kind == "status" and content["execution_state"] == "idle":
+            return "".join(out)
+
+
+def test_interrupting_the_kernel_ends_a_distributed_run_after_its_iteration_and_the_workers_live_on(kernel):
+    km, kc = kernel
+    setup = _execute(kc, f"""
+import fragnb
+from fragnb.notebook import load_canonical
+cell = load_canonical({str(NOTEBOOK_01)!r})
+ns = cell.namespace()
+ns["iterations"] = 1000
+graph = fragnb.capture(cell.body + '\\n    print("iteration", it)', ns, name="ppo")  # prints reach the notebook
+""")
+    assert "ERROR" not in setup, setup
+    interrupted = []
+
+    def interrupt_once_running(text):
+        if not interrupted and "iteration 1" in text:  # the loop runs on the workers
+            km.interrupt_kernel()
+            interrupted.append(time.monotonic())
+
+    out = _execute(kc, 'r = fragnb.run(graph, "coarse", actors=2, progress=False, plot=False); print("STOPPED", r.iterations, r.stopped)',
+                   until=interrupt_once_running)
+    assert interrupted and "ERROR" not in out, out
+    assert "STOPPED" in out and "interrupted: stopped after iteration" in out and time.monotonic() - interrupted[0] < 10
+    assert 0 < int(out.split("STOPPED ")[1].split()[0]) < 1000
+    assert _execute(kc, "print(ns['it'] + 1 == r.iterations)").strip() == "True"
+    again = _execute(kc, 'ns["iterations"] = 2; print(fragnb.run(graph, "coarse", actors=2, progress=False, plot=False).iterations)')
+    assert again.strip().endswith("2"), again  # the same workers serve the next run
