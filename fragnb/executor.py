@@ -193,12 +193,14 @@ class _Run:
 
     def failure(self) -> BaseException:
         """The error that ended the run: the replica that failed first, not the peers it stopped."""
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and not all(f.done() for f in self.futures.values()):
-            time.sleep(0.02)
-        for _ in range(10):  # a lost worker shows as its peers' errors (gloo: "connection reset") first: name it instead
+        start = time.monotonic()
+        # A lost worker shows first as its peers' errors (gloo: "connection reset"): watch liveness for
+        # a second, so that the error names the lost replica instead; a dead replica's task never ends.
+        while time.monotonic() - start < 5.0:
             self.check_alive()
-            time.sleep(0.1)
+            if time.monotonic() - start > 1.0 and all(f.done() for f in self.futures.values()):
+                break
+            time.sleep(0.05)
         errors = [f.exception() for f in self.futures.values() if f.status == "error"]
         return next((e for e in errors if not isinstance(e, ChannelError)), errors[0])
 

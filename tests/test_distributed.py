@@ -298,6 +298,35 @@ def test_an_interrupt_sent_to_the_kernels_process_group_leaves_the_workers_alive
     assert result.iterations == 1 and time.monotonic() - start < 60
 
 
+@pytest.mark.parametrize("policy, delay", [("coarse", 0.01), ("coarse", 0.03), ("fine", 0.02), ("multi_learner", 0.02)])
+def test_a_worker_killed_at_any_moment_is_named_within_10_s(canonical, ppo_ns, monkeypatch, policy, delay):
+    """Killed a little after an iteration ends: mid-rollout, mid-update or mid-broadcast, by chance."""
+    import threading
+
+    from fragnb import live
+
+    killed = []
+
+    def kill_later(self, *args, **kwargs):
+        def kill():
+            victim = max(_children(), key=lambda p: p.pid)
+            victim.kill()
+            killed.append(time.monotonic())
+
+        if not killed and not getattr(live, "_timer", None):
+            live._timer = threading.Timer(delay, kill)
+            live._timer.start()
+
+    monkeypatch.setattr(live.LiveProgress, "update", kill_later)
+    monkeypatch.setattr(live, "_timer", None, raising=False)
+    clusters.shutdown()
+    ns = ppo_ns(400)
+    with pytest.raises(ClusterError, match=r"lost the worker of replica \w+\[\d\]"):
+        run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
+    assert killed and time.monotonic() - killed[0] < 10
+    _wait_for_no_children()
+
+
 def test_timeline_shows_the_actors_waiting_while_the_learner_updates(canonical, ppo_ns):
     _, result = _run(canonical, ppo_ns, "coarse", iterations=3, actors=2)
     rows = {r for r, *_ in result.intervals}
