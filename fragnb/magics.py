@@ -9,6 +9,7 @@ from IPython.display import display
 
 from . import policies
 from .capture import capture
+from .graph import FragmentGraph
 from .measure import measure
 from .runtime import run
 
@@ -61,7 +62,11 @@ class FragmentMagics(Magics):
             raise UsageError(str(e)) from None
         params = {k: v for k in ("actors", "learners", "device") if (v := getattr(args, k)) is not None}
         ns = self.shell.user_ns
-        graph = capture(self.shell.transform_cell(cell), ns, name=args.name)
+        if args.name in ns and not isinstance(ns[args.name], FragmentGraph):
+            raise UsageError(f"%%fragment {args.name}: `{args.name}` already holds your {type(ns[args.name]).__name__}, "
+                             "which the graph would replace; give the graph another name")
+        # A blank first line stands for the %%fragment line: errors then name the lines Jupyter numbers.
+        graph = capture("\n" + self.shell.transform_cell(cell), ns, name=args.name)
         try:
             placement = graph.place(policy, **params)  # bad parameters fail here, before anything runs
         except (TypeError, ValueError) as e:

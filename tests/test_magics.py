@@ -70,8 +70,18 @@ def test_bad_magic_lines_are_usage_errors(shell, line, cell, message):
         shell.run_cell_magic("fragment", line, cell)
 
 
+def test_a_graph_never_replaces_a_users_object(shell, canonical):
+    _setup(shell, canonical)
+    env = shell.user_ns["env"]
+    with pytest.raises(UsageError, match="`env` already holds your CartPole, which the graph would replace"):
+        shell.run_cell_magic("fragment", "env", canonical.body)
+    assert shell.user_ns["env"] is env
+    shell.run_cell_magic("fragment", "ppo --quiet", canonical.body)
+    shell.run_cell_magic("fragment", "ppo --quiet", canonical.body)  # a graph may replace a graph: the cell re-run
+
+
 def test_bad_cell_raises_fragment_error_and_binds_nothing(shell, canonical):
     _setup(shell, canonical)
-    with pytest.raises(FragmentError, match="line 3: `actoin` is not defined"):
+    with pytest.raises(FragmentError, match="line 4: `actoin` is not defined"):  # as Jupyter numbers it: %%fragment is line 1
         shell.run_cell_magic("fragment", "ppo --run", "obs = env.reset()\nfor it in range(2):\n    env.step(actoin)\n")
     assert "ppo" not in shell.user_ns and "obs" not in shell.user_ns
