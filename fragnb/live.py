@@ -6,6 +6,7 @@ The curve follows the display-handle pattern (``display(..., display_id=True)`` 
 
 from __future__ import annotations
 
+import functools
 import io
 import time
 from collections.abc import Sequence
@@ -25,9 +26,7 @@ def in_notebook() -> bool:
 
 def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: int = 20):
     """A matplotlib ``Figure`` of episode returns against environment steps, with a rolling mean."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6, 3.2), layout="constrained")
+    fig = _figure_class()(figsize=(6, 3.2), layout="constrained")
     ax = fig.add_subplot()
     if curve:
         steps, rets = zip(*curve)
@@ -45,14 +44,13 @@ def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: 
 def timeline(intervals: Sequence[tuple[str, str, str, float, float]], title: str = ""):
     """A Gantt-style ``Figure``: one row per replica, its fragments' busy time coloured by role, its
     waits for other groups hatched grey. ``intervals`` as in ``RunResult.intervals``."""
-    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     from .render import ROLE_COLORS
 
     rows = list(dict.fromkeys(r for r, *_ in intervals))
     span = max((b for *_, b in intervals), default=1.0)
-    fig = Figure(figsize=(8, 1.0 + 0.4 * max(2, len(rows))), layout="constrained")
+    fig = _figure_class()(figsize=(8, 1.0 + 0.4 * max(2, len(rows))), layout="constrained")
     ax = fig.add_subplot()
     roles = set()
     for y, row in enumerate(rows):
@@ -78,6 +76,19 @@ def timeline(intervals: Sequence[tuple[str, str, str, float, float]], title: str
     handles.append(Patch(facecolor="#f4f4f4", edgecolor="#bdbdbd", hatch="///", label="waiting"))
     ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     return fig
+
+
+@functools.cache
+def _figure_class():
+    """matplotlib's Figure, showing itself as a PNG in a notebook. A Figure made without pyplot (which
+    fragnb does not import: no global figure state) shows only its repr unless pyplot was imported."""
+    from matplotlib.figure import Figure
+
+    class NotebookFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            return _png(self)
+
+    return NotebookFigure
 
 
 def _png(fig) -> bytes:

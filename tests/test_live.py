@@ -52,3 +52,12 @@ def test_learning_curve_plots_returns_and_their_rolling_mean():
     lines = fig.axes[0].get_lines()
     assert len(lines) == 2 and len(lines[1].get_ydata()) == 30
     assert lines[1].get_ydata()[-1] == pytest.approx(sum(range(10, 30)) / 20)
+
+
+def test_figures_show_themselves_in_a_notebook_without_pyplot():
+    from IPython.core.formatters import PNGFormatter
+
+    from fragnb.live import learning_curve, timeline
+
+    for fig in (learning_curve([(10, 1.0), (20, 2.0)], "t"), timeline([("main", "env@step", "busy", 0.0, 1.0)], "t")):
+        assert PNGFormatter()(fig).startswith(b"\x89PNG")
