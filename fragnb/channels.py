@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
+import os
 import pickle
 import queue
 import socket
@@ -223,13 +224,15 @@ def _flags(header: bytes) -> str:
 
 
 def _machine() -> str:
-    """This machine, as its peers can tell: host name and boot id (containers may share a name)."""
+    """Where an abstract Unix socket of this process can be reached: host name, boot id and network
+    namespace (abstract sockets live in one; containers on one host may share a name and a boot id)."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip()
+        net = os.stat("/proc/self/ns/net").st_ino
     except OSError:
-        boot = ""
-    return f"{socket.gethostname()}/{boot}"
+        boot, net = "", 0
+    return f"{socket.gethostname()}/{boot}/{net}"
 
 
 class QueueChannels(Channels):
