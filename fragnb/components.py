@@ -24,7 +24,12 @@ import torch
 
 from .streams import EnvStreams
 
-__all__ = ["Component", "Env", "Actor", "Learner", "Buffer", "Episode", "ROLES", "role_of", "shard_slice"]
+__all__ = ["Component", "Env", "Actor", "Learner", "Buffer", "Episode", "ROLES", "role_of", "shard_slice", "device_of"]
+
+
+def device_of(module: torch.nn.Module) -> torch.device:
+    """Where a network's parameters live (a replica may have moved it to a GPU)."""
+    return next(module.parameters()).device
 
 
 def shard_slice(num_envs: int, index: int, count: int) -> slice:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..components import Actor, Buffer, Learner
+from ..components import Actor, Buffer, Learner, device_of
 
 __all__ = ["DQNConfig", "QNetwork", "EpsilonGreedyActor", "ReplayBuffer", "DQNLearner", "linear_schedule"]
 
@@ -101,10 +101,6 @@ class QNetwork(nn.Module):
         return self.net(obs)
 
 
-def _device(module: nn.Module) -> torch.device:
-    return next(module.parameters()).device
-
-
 class EpsilonGreedyActor(Actor):
     """Greedy on a Q network shared with the learner, random with probability ``epsilon``.
 
@@ -131,7 +127,7 @@ class EpsilonGreedyActor(Actor):
         """One int64 action per environment, on the device of ``obs``."""
         if len(obs) != self.num_envs:
             raise ValueError(f"actor serves {self.num_envs} environments but got {len(obs)} observations")
-        q_values = self.q(obs.to(_device(self.q))).to(obs.device)
+        q_values = self.q(obs.to(device_of(self.q))).to(obs.device)
         # Every environment draws both numbers every step, explored or not, so its stream
         # advances the same way whatever epsilon and the other environments do.
         u = self.streams.uniform(2).to(obs.device)
@@ -262,7 +258,7 @@ class DQNLearner(Learner):
         ``weights`` (prioritised replay), the loss is weighted and the result also holds
         ``td_errors``, a tensor to pass to ``buffer.update_priorities(batch["indices"], ...)``.
         """
-        c, dev = self.config, _device(self.q)
+        c, dev = self.config, device_of(self.q)
         b = {k: v.to(dev) for k, v in batch.items()}
         with torch.no_grad():
             next_q = self.target(b["next_obs"])

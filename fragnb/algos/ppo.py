@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..components import Actor, Buffer, Learner
+from ..components import Actor, Buffer, Learner, device_of
 
 __all__ = ["PPOConfig", "ActorCritic", "PPOActor", "GaussianActorCritic", "GaussianPPOActor", "RolloutBuffer", "PPOLearner", "PENDULUM_STEPS"]
 
@@ -195,7 +195,22 @@ class GaussianActorCritic(nn.Module):
         return self.log_prob(obs, actions), self.entropy(obs)
 
 
-class PPOActor(Actor):
+class _PolicyActor(Actor):
+    """An actor sampling from an actor-critic ``policy``. It computes on the network's device and
+    answers on its observations' (a replica may put the network on a GPU, the environments stay on
+    the CPU)."""
+
+    def __init__(self, policy: nn.Module, num_envs: int, seed: int = 0):
+        super().__init__(num_envs, seed)
+        self.policy = policy
+
+    @torch.no_grad()
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values, for bootstrapping the end of a rollout."""
+        return self.policy.value(obs.to(device_of(self.policy))).to(obs.device)
+
+
+class PPOActor(_PolicyActor):
     """Samples actions from an :class:`ActorCritic`; each environment draws from its own stream.
 
     Parameters
@@ -206,16 +221,12 @@ class PPOActor(Actor):
         See :class:`fragnb.components.Actor`.
     """
 
-    def __init__(self, policy: ActorCritic, num_envs: int, seed: int = 0):
-        super().__init__(num_envs, seed)
-        self.policy = policy
-
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample one action per environment; return ``(action, logprob, value)``."""
         if len(obs) != self.num_envs:
             raise ValueError(f"actor serves {self.num_envs} environments but got {len(obs)} observations")
-        x = obs.to(_device(self.policy))  # the network may sit on a GPU, the environments on the CPU
+        x = obs.to(device_of(self.policy))  # the network may sit on a GPU, the environments on the CPU
         logp = torch.log_softmax(self.policy.logits(x), dim=-1)
         # Inverse-CDF sampling with this environment's own uniform draw (the streams count on the CPU).
         u = self.streams.uniform(1).to(logp)
@@ -223,13 +234,8 @@ class PPOActor(Actor):
         out = action, logp.gather(-1, action.unsqueeze(-1)).squeeze(-1), self.policy.value(x)
         return tuple(t.to(obs.device) for t in out)  # answered where the observations came from
 
-    @torch.no_grad()
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """State values, for bootstrapping the end of a rollout."""
-        return self.policy.value(obs.to(_device(self.policy))).to(obs.device)
 
-
-class GaussianPPOActor(Actor):
+class GaussianPPOActor(_PolicyActor):
     """Samples continuous actions from a :class:`GaussianActorCritic`; each environment draws from its own stream.
 
     The Gaussian noise comes from two uniforms per action dimension of the environment's stream
@@ -256,15 +262,15 @@ class GaussianPPOActor(Actor):
     """
 
     def __init__(self, policy: GaussianActorCritic, num_envs: int, seed: int = 0, low=None, high=None):
-        super().__init__(num_envs, seed)
-        self.policy, self.low, self.high = policy, low, high
+        super().__init__(policy, num_envs, seed)
+        self.low, self.high = low, high
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample one action per environment; return ``(action, logprob, value)``, action unclipped."""
         if len(obs) != self.num_envs:
             raise ValueError(f"actor serves {self.num_envs} environments but got {len(obs)} observations")
-        x = obs.to(_device(self.policy))
+        x = obs.to(device_of(self.policy))
         mean = self.policy.mean(x)
         u = self.streams.uniform(2 * mean.shape[-1])
         # Box-Muller; 1 - u is in (0, 1], so the logarithm is finite.
@@ -272,11 +278,6 @@ class GaussianPPOActor(Actor):
         action = mean + self.policy.log_std.exp() * noise.to(mean)
         out = action, self.policy.log_prob(x, action), self.policy.value(x)
         return tuple(t.to(obs.device) for t in out)
-
-    @torch.no_grad()
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """State values, for bootstrapping the end of a rollout."""
-        return self.policy.value(obs.to(_device(self.policy))).to(obs.device)
 
     def clip(self, action: torch.Tensor) -> torch.Tensor:
         """``action`` clipped to the bounds given at construction (a new tensor)."""
@@ -417,7 +418,3 @@ class PPOLearner(Learner):
                 self.optimizer.step()
         self.updates += 1
         return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy.mean().item()}
-
-
-def _device(module: torch.nn.Module) -> torch.device:
-    return next(module.parameters()).device
