@@ -93,6 +93,7 @@ class Channels:
         self.bytes_sent = 0
         self.messages_sent = 0
         self.peers: list[str] = []
+        self.arrivals = 0
 
     def send(self, peers: list[str], tag: str, value: Any) -> None:
         """Send ``value`` to each of ``peers`` (pickled once)."""
@@ -106,21 +107,55 @@ class Channels:
     def recv(self, peer: str, tag: str) -> Any:
         """The next message from ``peer``, which must be ``tag``."""
         while not self.pending[peer]:
-            if self.aborted.is_set():
-                raise ChannelError(f"{self.me}: {self.reason}")
-            got = self._next(_POLL_S)
-            if got is None:
-                continue
-            sender, got_tag, frames = got
-            if got_tag == _ABORT:
-                self.reason = loads(frames)
-                self.aborted.set()
-                continue
-            self.pending[sender].append((got_tag, frames))
-        got_tag, frames = self.pending[peer].popleft()
+            self._fill(_POLL_S)
+        _, got_tag, frames = self.pending[peer].popleft()
         if got_tag != tag:  # every replica walks the same program: a different message is a bug, not a race
             raise ChannelError(f"{self.me} expected {tag!r} from {peer} and got {got_tag!r}")
         return loads(frames)
+
+    def take(self, peer: str, tag: str) -> Any:
+        """The first message from ``peer`` tagged ``tag``, waiting for it; others stay pending. (Replicas
+        that run free of each other send in different orders: see :mod:`fragnb.decoupled`.)"""
+        while (value := self.find(peer, tag.__eq__)) is None:
+            self._fill(_POLL_S)
+        return value[1]
+
+    def find(self, peer: str, match) -> tuple[str, Any] | None:
+        """Remove and return (tag, value) of the first pending message from ``peer`` whose tag
+        satisfies ``match``; ``None`` if none has arrived. Never waits."""
+        box = self.pending[peer]
+        for i, (_, tag, frames) in enumerate(box):
+            if match(tag):
+                del box[i]
+                return tag, loads(frames)
+        return None
+
+    def arrived(self, peer: str) -> list[tuple[int, str]]:
+        """(arrival number, tag) of each message pending from ``peer``: numbers order arrivals from all peers."""
+        return [(seq, tag) for seq, tag, _ in self.pending[peer]]
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Move what has arrived into the pending messages, waiting up to ``timeout`` for a first one."""
+        if self._fill(timeout):
+            while self._fill(0.0):
+                pass
+
+    def _fill(self, timeout: float) -> bool:
+        """Take one arrived message into ``pending`` (waiting up to ``timeout``); whether one came.
+        An abort, here or from a peer, raises ChannelError."""
+        if self.aborted.is_set():
+            raise ChannelError(f"{self.me}: {self.reason}")
+        got = self._next(timeout)
+        if got is None:
+            return False
+        sender, tag, frames = got
+        if tag == _ABORT:
+            self.reason = loads(frames)
+            self.aborted.set()
+            raise ChannelError(f"{self.me}: {self.reason}")
+        self.arrivals += 1
+        self.pending[sender].append((self.arrivals, tag, frames))
+        return True
 
     def abort_peers(self, reason: str) -> None:
         """Tell every peer that this replica failed: their waits end with ``reason``."""
@@ -191,7 +226,7 @@ class ZmqChannels(Channels):
 
     def _next(self, timeout: float):
         try:  # the socket's receive timeout is the poll interval (cheaper than a Poller per call)
-            parts = [self.inbox.recv()]
+            parts = [self.inbox.recv(self.zmq.NOBLOCK if timeout == 0 else 0)]
         except self.zmq.Again:
             return None
         while self.inbox.getsockopt(self.zmq.RCVMORE):
@@ -248,7 +283,7 @@ class QueueChannels(Channels):
 
     def _next(self, timeout: float):
         try:
-            return self.boxes[self.me].get(timeout=timeout)
+            return self.boxes[self.me].get(timeout=timeout) if timeout else self.boxes[self.me].get_nowait()
         except queue.Empty:
             return None
 

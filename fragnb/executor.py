@@ -28,7 +28,7 @@ from .components import Component, role_of
 from .edges import combine
 from .live import LiveProgress
 from .policies import Placement
-from .program import DrivenLoop, Program
+from .program import Program, header_names
 from .walker import Script
 
 __all__ = ["Outcome", "run_distributed", "simulate"]
@@ -51,6 +51,10 @@ class Outcome:
     intervals: list[tuple[str, str, str, float, float]]
     messages: int
     stopped: str
+    staleness: list[list[int]]
+    dropped: int
+    unconsumed: int
+    queue_depth: list[int]
 
 
 def run_distributed(placement: Placement, cluster, progress: bool, plot: bool, until=None) -> Outcome:
@@ -75,7 +79,7 @@ def run_distributed(placement: Placement, cluster, progress: bool, plot: bool, u
         raise _without_dask_frames(e) from None
     run.forget()
     merge(placement, script, finals)
-    return _outcome(finals, run.start_wall, run.client_bytes)
+    return _outcome(finals, run.start_wall, run.client_bytes, script.leader)
 
 
 class _Run:
@@ -290,7 +294,7 @@ def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None
     """Variables from the group that assigned them last (gathered over its replicas); components
     merged from their shards and loaded in place, learners last so their networks win."""
     ns = placement.graph.namespace
-    first = next(iter(finals.values()))
+    first = finals[script.leader]  # under a decoupled policy, actors count iterations of their own
     last_writer, scalars = first["last_writer"], first["scalars"]
     program = script.program
 
@@ -313,10 +317,11 @@ def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None
         _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
 
 
-def _outcome(finals: dict[str, dict], start: float, client_bytes: int) -> Outcome:
+def _outcome(finals: dict[str, dict], start: float, client_bytes: int, leader: str) -> Outcome:
     """Times are wall-clock times the replicas took (comparable across machines), relative to ``start``."""
     episodes = sorted(e for f in finals.values() for e in f["episodes"])
-    iterations = max(f["iterations"] for f in finals.values())
+    lead = finals[leader]
+    iterations = lead["iterations"]
     ticks = [start] + [max(f["ticks"][k] for f in finals.values() if len(f["ticks"]) > k) for k in range(iterations)]
     end = max([ticks[-1]] + [b for f in finals.values() for *_, b in f["intervals"]])
     fragments = {name for f in finals.values() for name in f["seconds"]}
@@ -331,7 +336,11 @@ def _outcome(finals: dict[str, dict], start: float, client_bytes: int) -> Outcom
         iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])],
         intervals=[(name, label, kind, a - start, b - start) for name, f in finals.items() for label, kind, a, b in f["intervals"]],
         messages=sum(f["messages_sent"] for f in finals.values()),
-        stopped=next(iter(finals.values()))["stopped"],
+        stopped=lead["stopped"],
+        staleness=lead.get("staleness", []),
+        dropped=lead.get("dropped", 0),
+        unconsumed=sum(finals[peer]["iterations"] - taken for peer, taken in lead.get("taken", {}).items()),
+        queue_depth=lead.get("depth", []),
     )
 
 
@@ -357,18 +366,10 @@ def _payload(placement: Placement, script: Script, group: str) -> tuple[bytes, b
     segments' code, and which of its components are split per replica."""
     ns = placement.graph.namespace
     segs = [s for s in script.program.segments if s.group == group]
-    names = {v for s in segs for v in s.reads | s.components if v in ns} | {v for v in _header_names(script.program.items) if v in ns}
+    names = {v for s in segs for v in s.reads | s.components if v in ns} | {v for v in header_names(script.program.items) if v in ns}
     n = script.groups[group]
     sharded = sorted(v for v in names if n > 1 and isinstance(ns[v], Component) and "num_envs" in vars(ns[v]))
     return cloudpickle.dumps({v: ns[v] for v in sorted(names)}), pickle.dumps({s.index: s.module for s in segs}), sharded
-
-
-def _header_names(items: list) -> set[str]:
-    out: set[str] = set()
-    for item in items:
-        if isinstance(item, DrivenLoop):
-            out |= {n.id for n in ast.walk(item.node.iter) if isinstance(n, ast.Name)} | _header_names(item.body)
-    return out
 
 
 def _held(script: Script) -> dict[str, list[str]]:

@@ -73,6 +73,11 @@ class DistributionPolicy:
         Communication inside a replicated group (e.g. gradient all-reduce), for the drawing.
     required_roles : tuple of str
         Roles the graph must have for the policy to make sense.
+    options : dict
+        Further parameters and their defaults (``max_staleness`` of ``async``).
+    decoupled : bool
+        Whether the groups other than the driver's run free of it (``async``, ``srl``): they stream
+        what they produce to the driver's group and pull its weights by version (:mod:`fragnb.decoupled`).
 
     Examples
     --------
@@ -95,12 +100,14 @@ class DistributionPolicy:
     gpu_groups: tuple[str, ...] = ()
     collectives: tuple[str, ...] = ()
     required_roles: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    decoupled: bool = False
 
     @property
     def parameters(self) -> dict[str, Any]:
         """Parameters the policy takes, with their defaults."""
         counts = {n: 1 for n in self.replicas.values() if isinstance(n, str)}
-        return {**counts, "device": "auto"} if self.gpu_groups or counts else counts
+        return {**counts, **({"device": "auto"} if self.gpu_groups or counts else {}), **self.options}
 
 
 POLICIES: dict[str, DistributionPolicy] = {}
@@ -140,6 +147,15 @@ register(DistributionPolicy(
     groups=dict.fromkeys(ROLES, "replicas"), replicas={"replicas": "learners"}, gpu_groups=("replicas",),
     collectives=("gradients all-reduced (torch.distributed: gloo on CPU, NCCL on GPU)",), required_roles=("learner",),
 ))
+register(DistributionPolicy(
+    "async", "IMPALA / A3C; MSRL AsyncMultiActorSingleLearner",
+    "actor fragments x N run free, streaming trajectories; learner x 1 consumes them as they arrive",
+    groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
+    replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
+    options={"max_staleness": 1}, decoupled=True,
+))
+
+
 @dataclass
 class Placement:
     """A graph placed by a policy: per fragment a group, replica count and device; per edge an operator.
@@ -222,6 +238,10 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         if not isinstance(count, int) or count < 1:
             raise ValueError(f"{n}={count!r}: policy {policy.name!r} needs at least 1 replica in group {group!r}")
         counts[group] = count
+    for name, default in policy.options.items():
+        value = params[name]
+        if isinstance(default, int) and (not isinstance(value, int) or isinstance(value, bool) or value < _LEAST.get(name, 0)):
+            raise ValueError(f"{name}={value!r}: policy {policy.name!r} needs an integer >= {_LEAST.get(name, 0)}")
     gpu = _gpu(params.get("device", "cpu"))
 
     groups, notes = _groups_of_roles(graph, policy, counts)
@@ -233,6 +253,9 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     _check_one_group_per_component(graph, fragments)
     edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind))) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes)
+
+
+_LEAST = {"ring": 1}  # the smallest value of an integer option (others: 0)
 
 
 def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: dict[str, int]) -> tuple[dict[str, str], list[str]]:

@@ -396,6 +396,15 @@ def segments_of(items: list) -> list[Segment]:
     return out
 
 
+def header_names(items: list) -> set[str]:
+    """Names the headers of the driven loops among ``items`` read."""
+    out: set[str] = set()
+    for item in items:
+        if isinstance(item, DrivenLoop):
+            out |= {n.id for n in ast.walk(item.node.iter) if isinstance(n, ast.Name)} | header_names(item.body)
+    return out
+
+
 def graph_writes(graph: FragmentGraph) -> set[str]:
     """Every name the cell assigns, loop variables included."""
     names = set().union(*(s.writes for s in graph.statements))

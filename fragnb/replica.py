@@ -20,6 +20,7 @@ import distributed
 
 from .components import Component, Env
 from .program import Timer
+from .decoupled import FreeWalker
 from .walker import Walker
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
 def play(rep: Replica, script: Script, channels: Channels, components: list[str], events=None) -> dict:
     """Walk ``script`` as ``rep``; return what the notebook merges. A failure tells every peer, so
     that none waits for this replica."""
-    walker = Walker(rep, script, channels, events)
+    walker = (FreeWalker if script.decoupled else Walker)(rep, script, channels, events)
     try:
         walker.run()
         return walker.finals(components)

@@ -68,6 +68,15 @@ class RunResult:
     messages: int = 0
     #: Why the run ended before its loop did ("" when the loop ran out): the stop condition, or the loop's own `break`.
     stopped: str = ""
+    #: Decoupled policies (async, srl): per learner iteration, the staleness of each trajectory it
+    #: trained on (its version minus the version of the weights that produced it).
+    staleness: list[list[int]] = field(default_factory=list, repr=False)
+    #: Decoupled policies: trajectories dropped as staler than ``max_staleness``, and trajectories the
+    #: actors produced that the learner never took (in flight when it stopped).
+    dropped: int = 0
+    unconsumed: int = 0
+    #: Decoupled policies: how many replicas had a trajectory waiting each time the learner took one.
+    queue_depth: list[int] = field(default_factory=list, repr=False)
 
     @property
     def env_steps_per_s(self) -> float:
@@ -112,6 +121,10 @@ class RunResult:
         ]
         if self.stopped:
             lines.append(f"  stopped: {self.stopped}")
+        if self.staleness:
+            ages = [a for per in self.staleness for a in per]
+            lines.append(f"  staleness: mean {sum(ages) / len(ages):.2f}, max {max(ages)} versions over {len(ages)} trajectories; "
+                         f"{self.dropped} dropped as too stale, {self.unconsumed} unconsumed at the end")
         total = sum(self.fragment_seconds.values()) or 1.0
         for name, sec in sorted(self.fragment_seconds.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {name:<14} {sec:8.3f} s  {100 * sec / total:5.1f} %")
@@ -183,7 +196,7 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         o = run_distributed(placement, cluster, progress, plot, _on_curve(until, graph.name, placement.policy.name))
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
                                    o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked, o.intervals, o.messages,
-                                   o.stopped)
+                                   o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth)
     return graph.last_run
 
 

@@ -64,6 +64,9 @@ class Script:
     #: The replica that decides after each iteration whether the run ends: the first of the group
     #: whose segment ends the iteration (a learner), so the others hear it with what they wait for anyway.
     leader: str = ""
+    #: Decoupled policies (fragnb.decoupled): groups other than the leader's run free of it.
+    decoupled: bool = False
+    max_staleness: int = 0
 
     @classmethod
     def of(cls, placement: Placement, limit: int | None = None, until=None) -> Script:
@@ -75,9 +78,14 @@ class Script:
         env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
         loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
         last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
+        if placement.policy.decoupled:
+            from .decoupled import refuse
+
+            refuse(placement, program)
+            last = placement.home
         return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
-                   env.num_envs if env else None, list(graph.stop_flags), placement.exact, limit, sorted(graph_writes(graph)), until,
-                   f"{last}[0]")
+                   env.num_envs if env else None, list(graph.stop_flags), placement.exact and not placement.policy.decoupled, limit, sorted(graph_writes(graph)), until,
+                   f"{last}[0]", placement.policy.decoupled, placement.params.get("max_staleness", 0))
 
     @property
     def filename(self) -> str:
@@ -121,20 +129,25 @@ class Walker:
         for item in items:
             if isinstance(item, Segment):
                 self.segment(item)
-                continue
-            iterable = self.iterable(item.node)
-            if top and self.script.limit is not None:
-                iterable = itertools.islice(iterable, self.script.limit)
-            for value in iterable:
-                if top and self.flagged():
-                    break
-                bind(item.node.target, value, self.scalars)
-                self.walk(item.body)
-                if top:
-                    self.iterations += 1
-                    news = self.progress()
-                    if self.decide(news):
-                        break
+            elif top:
+                self.iterate(item, self.iterable(item.node))
+            else:
+                for value in self.iterable(item.node):
+                    bind(item.node.target, value, self.scalars)
+                    self.walk(item.body)
+
+    def iterate(self, loop: DrivenLoop, iterable) -> None:
+        """The iteration loop: after each iteration, report progress and decide whether to go on."""
+        if self.script.limit is not None:
+            iterable = itertools.islice(iterable, self.script.limit)
+        for value in iterable:
+            if self.flagged():
+                break
+            bind(loop.node.target, value, self.scalars)
+            self.walk(loop.body)
+            self.iterations += 1
+            if self.decide(self.progress()):
+                break
 
     def iterable(self, loop: ast.For):
         """The loop's iterable, evaluated alike on every replica: names the cell assigns come from
@@ -167,16 +180,20 @@ class Walker:
             self.ch.send([leader], tag, news if self.script.until else ([], 0))
             self.stopped = self.recv(leader, tag)
             return bool(self.stopped)
-        reports = [news] + [self.recv(peer, tag) for peer in others]
+        self.stopped = self.judge([news] + [self.recv(peer, tag) for peer in others])
+        self.ch.send(others, tag, self.stopped)
+        return bool(self.stopped)
+
+    def judge(self, reports: list[tuple[list, int]]) -> str:
+        """Why the run ends after this iteration ("" if it goes on), given every replica's news."""
         if self.rep.stop.is_set():
-            self.stopped = f"interrupted: stopped after iteration {self.iterations}, as asked"
-        elif self.script.until is not None:
+            return f"interrupted: stopped after iteration {self.iterations}, as asked"
+        if self.script.until is not None:
             self.everyone += [e for new, _ in reports for e in new]
             self.everyone.sort(key=lambda e: (e[2], e[1]))  # env steps, then env id: plain Python's order
             if self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, sum(s for _, s in reports)):
-                self.stopped = f"the stop condition held after iteration {self.iterations}"
-        self.ch.send(others, tag, self.stopped)
-        return bool(self.stopped)
+                return f"the stop condition held after iteration {self.iterations}"
+        return ""
 
     def control(self, name: str, default: Any = None) -> Any:
         """A value every replica needs to walk on (a stop flag, a loop bound): the replicas of the
@@ -198,9 +215,9 @@ class Walker:
         tag = f"segment:{seg.index}"
         if any(sender == self.rep.group for sender, _, _ in inputs):
             out = {key: self.export(key) for sender, key, _ in inputs if sender == self.rep.group}
-            self.ch.send(peers(group, self.script.groups[group]), tag, to_device(out, "cpu"))
+            self.send(group, tag, to_device(out, "cpu"))
         if group == self.rep.group:
-            received = {s: [self.recv(peer, tag) for peer in peers(s, self.script.groups[s])] for s in sorted({s for s, _, _ in inputs})}
+            received = {s: self.receive(s, tag) for s in sorted({s for s, _, _ in inputs})}
             for sender, key, into in inputs:
                 parts = [r[key] for r in received[sender] if key in r]
                 if parts:
@@ -227,6 +244,14 @@ class Walker:
         return out
 
     # -- values in and out ----------------------------------------------------------------------
+    def send(self, group: str, tag: str, out: dict) -> None:
+        """Send a segment of ``group`` what it reads from this replica."""
+        self.ch.send(peers(group, self.script.groups[group]), tag, out)
+
+    def receive(self, group: str, tag: str) -> list[dict]:
+        """What each replica of ``group`` sent this replica for a segment."""
+        return [self.recv(peer, tag) for peer in peers(group, self.script.groups[group])]
+
     def recv(self, peer: str, tag: str) -> Any:
         start = time.perf_counter()
         value = self.ch.recv(peer, tag)
@@ -287,13 +312,18 @@ class Walker:
         new, steps = self.collect()
         self.ticks.append(time.perf_counter() + self.clock)
         if self.events is not None:
-            self.events({"replica": self.name, "iteration": self.iterations, "episodes": new, "steps": steps})
+            self.events({"replica": self.name, "iteration": self.iterations, "episodes": new, "steps": steps, **self.extra()})
         return new, steps
+
+    def extra(self) -> dict:
+        """More for this iteration's progress event (decoupled policies: the learner's staleness)."""
+        return {}
 
     def finals(self, components: list[str]) -> dict:
         """What the notebook merges: the variables this group assigned last, its components, and the run's record."""
         rep = self.rep
-        mine = [v for v in self.script.variables if self.last_writer.get(v) == rep.group]
+        written = {v for s in self.script.program.segments if s.group == rep.group for v in s.writes}
+        mine = [v for v in self.script.variables if v in written]
         return {
             "variables": to_device({v: rep.ns[v] for v in mine if v in rep.ns}, "cpu"),
             "components": {c: rep.ns[c].to("cpu") for c in components if c in rep.ns},  # the notebook may have no GPU

@@ -114,7 +114,7 @@ def test_cuda_cluster_without_a_gpu_names_the_fallback(canonical, ppo_ns):
         _run(canonical, ppo_ns, "coarse", actors=2, cluster="cuda")
 
 
-PARAMS = {"coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learners": 2}}
+PARAMS = {"coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learners": 2}, "async": {"actors": 2}}
 
 
 @pytest.mark.parametrize("policy", PARAMS)
@@ -298,7 +298,7 @@ def test_an_interrupt_sent_to_the_kernels_process_group_leaves_the_workers_alive
     assert result.iterations == 1 and time.monotonic() - start < 60
 
 
-@pytest.mark.parametrize("policy, delay", [("coarse", 0.01), ("coarse", 0.03), ("fine", 0.02), ("multi_learner", 0.02)])
+@pytest.mark.parametrize("policy, delay", [("coarse", 0.01), ("coarse", 0.03), ("fine", 0.02), ("multi_learner", 0.02), ("async", 0.02)])
 def test_a_worker_killed_at_any_moment_is_named_within_10_s(canonical, ppo_ns, monkeypatch, policy, delay):
     """Killed a little after an iteration ends: mid-rollout, mid-update or mid-broadcast, by chance."""
     import threading

@@ -73,6 +73,10 @@ class PPOConfig:
     146 updates of 32 x 32 steps are notebook 01's 150k-step budget"""
     hidden: int = 64
     """width of the two hidden layers"""
+    vtrace: bool = False
+    """recompute advantages and value targets with V-trace (IMPALA) under the weights being trained:
+    corrects for trajectories an older policy produced (``async``, ``srl``); off-policy importance
+    weights are clipped at 1, traces are also scaled by ``gae_lambda``"""
 
     @classmethod
     def pendulum(cls, **overrides) -> PPOConfig:
@@ -348,6 +352,9 @@ class RolloutBuffer(Buffer):
             next_value = self.values[:, t]
         self.cursor = 0
         return {
+            "rewards": self.rewards.clone(),  # with dones and last_value: what V-trace needs (PPOConfig.vtrace)
+            "dones": self.dones.clone(),
+            "last_value": last_value.to(self.rewards.device).clone(),
             "obs": self.obs.clone(),
             "actions": self.actions.clone(),
             "logprobs": self.logprobs.clone(),
@@ -393,6 +400,8 @@ class PPOLearner(Learner):
         if c.anneal_updates:
             frac = max(0.0, 1.0 - self.updates / c.anneal_updates)
             self.optimizer.param_groups[0]["lr"] = frac * c.learning_rate
+        if c.vtrace:
+            batch = {**batch, **self.vtrace(batch)}
         # Only what the losses read: every key is one more gather per minibatch.
         b = {k: batch[k].flatten(0, 1) for k in ("obs", "actions", "logprobs", "advantages", "returns")}
         batch_size = len(b["actions"])
@@ -418,3 +427,26 @@ class PPOLearner(Learner):
                 self.optimizer.step()
         self.updates += 1
         return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy.mean().item()}
+
+    @torch.no_grad()
+    def vtrace(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """V-trace advantages and value targets (Espeholt et al. 2018) of a batch of ``(num_envs,
+        num_steps)`` rollouts under the current weights. The bootstrap after the last step is the
+        behaviour policy's ``last_value``: the batch does not carry the last observation."""
+        c = self.config
+        num_envs, num_steps = batch["rewards"].shape
+        flat = batch["obs"].flatten(0, 1)
+        logprobs = self.policy.log_prob(flat, batch["actions"].flatten(0, 1)).view(num_envs, num_steps)
+        values = self.policy.value(flat).view(num_envs, num_steps)
+        rho = (logprobs - batch["logprobs"]).exp().clamp(max=1.0)
+        nonterminal = 1.0 - batch["dones"]
+        last = batch["last_value"].view(num_envs, 1).to(values.device)
+        deltas = rho * (batch["rewards"] + c.gamma * torch.cat([values[:, 1:], last], 1) * nonterminal - values)
+        correction = torch.zeros_like(values)
+        acc = torch.zeros(num_envs, device=values.device)
+        for t in reversed(range(num_steps)):
+            acc = deltas[:, t] + c.gamma * c.gae_lambda * rho[:, t] * nonterminal[:, t] * acc
+            correction[:, t] = acc
+        targets = values + correction
+        advantages = rho * (batch["rewards"] + c.gamma * torch.cat([targets[:, 1:], last], 1) * nonterminal - values)
+        return {"advantages": advantages, "returns": targets}

@@ -1,0 +1,276 @@
+"""Decoupled policies (``async``, ``srl``): groups that run free of the learner.
+
+Under a synchronous policy every replica walks every iteration in step. Under a decoupled one the
+*free* groups (actors, and ``srl``'s policy workers) run their own iterations as fast as they can,
+and the *leader*'s group (the learner with the cell's bookkeeping) consumes what they produce as it
+arrives. The walk is the same program as :mod:`fragnb.walker`'s; only three of its exchanges change:
+
+- **The sample stream.** A free replica tags what it sends the learner with its own iteration and the
+  version of the weights it acted with. The learner fills each iteration with the first
+  trajectories to arrive, one per replica slot of the group, whichever replicas they come from. A
+  trajectory whose *staleness* (learner version minus the version that produced it) is above
+  ``max_staleness`` is **dropped**, and counted, as Sample Factory drops experience older than its
+  policy lag: the learner never trains on data older than the bound.
+- **Versioned weights.** The learner sends its weights after every update, tagged with its version;
+  a free replica loads the newest that has arrived when its segment needs them, and **waits** only
+  when even that is more than ``max_staleness`` versions behind its own iteration, which bounds how
+  far actors run ahead (and how much they would produce for nothing).
+- **Halting.** The learner alone decides when the run ends (its loop's end, a stop condition,
+  Ctrl-C) and tells the free replicas, which stop where they are; what they produced after the
+  learner's last iteration is reported as unconsumed.
+
+Values the actors compute alike under a synchronous policy (a step counter, the loop variable)
+differ between actors at different iterations: the learner takes the first trajectory's, as plain
+Python has no answer to which it should be.
+
+Free groups that talk to each other (``srl``'s actor and policy workers) do so in step, iteration by
+iteration, as under a synchronous policy.
+
+What such a run cannot reproduce, it refuses before any worker starts (:func:`refuse`): free groups
+must need nothing but weights from the learner inside the loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import time
+from typing import Any
+
+from .errors import FragmentError
+from .program import DrivenLoop, Program, header_names, note, segments_of
+from .walker import Walker, bind, peers
+
+__all__ = ["FreeWalker", "refuse"]
+
+HALT = "control:halt"
+_POLL_S = 0.05
+
+
+class _Halted(Exception):
+    """The learner ended the run while this free replica was waiting."""
+
+
+class FreeWalker(Walker):
+    """:class:`~fragnb.walker.Walker` for decoupled policies (see the module's docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        script = self.script
+        self.home = script.leader.split("[")[0]
+        self.free = self.rep.group != self.home
+        self.looping = False  # inside the iteration loop: exchanges are tagged by iteration
+        self.version = 0  # free: the version of the weights it acts with
+        self.cursor = {p: 0 for g, n in script.groups.items() if g != self.home for p in peers(g, n)}  # leader: next iteration per replica
+        self.slots: dict[str, list[tuple[str, int, int]]] = {}  # leader: this iteration's (replica, its iteration, version) per group
+        self.considered: list[tuple[str, int, bool]] = []  # leader: (replica, iteration, consumed) whose news is due
+        self.staleness: list[list[int]] = []  # leader: per iteration, the staleness of each trajectory consumed
+        self.depth: list[int] = []  # leader: trajectories waiting when it took one
+        self.dropped = 0
+        self.halted = False
+        self.constants: dict[str, Any] = {}
+        self.streams: set[str] = set()  # leader: the groups whose trajectories it consumes
+
+    # -- the iteration loop ---------------------------------------------------------------------
+    def iterate(self, loop: DrivenLoop, iterable) -> None:
+        self.looping = True
+        try:
+            if not self.free:
+                super().iterate(loop, iterable)
+                self.halt(self.stopped or "the learner's loop ended")
+                return
+            # A free replica's own count of iterations goes on past the learner's: `range(n)` continues.
+            last = iterable[-1] if len(iterable) else iterable.start - iterable.step
+            values = itertools.chain(iterable, itertools.count(last + iterable.step, iterable.step))
+            try:
+                for value in values:
+                    bind(loop.node.target, value, self.scalars)
+                    self.walk(loop.body)
+                    self.iterations += 1
+                    if self.decide(self.progress()):
+                        break
+            except _Halted:
+                pass
+        finally:
+            self.looping = False
+
+    def decide(self, news: tuple[list, int]) -> bool:
+        if self.free:
+            self.ch.send([self.script.leader], f"control:news@{self.iterations - 1}", news)
+            self.ch.poll()
+            return self.check_halt()
+        reports = [news]
+        for peer, it, consumed in self.considered:
+            reports.append(self.wait(peer, f"control:news@{it}".__eq__))
+            if not consumed:  # every message of that iteration has arrived before its news: discard them
+                while self.ch.find(peer, lambda t: t.startswith("segment:") and _iteration(t) == it):
+                    pass
+        self.considered = []
+        self.slots = {}
+        self.stopped = self.judge(reports)
+        return bool(self.stopped)
+
+    def halt(self, reason: str) -> None:
+        if not self.halted:
+            self.halted = True
+            others = [p for p in self.script.replicas() if p != self.name and (not self.free or p.split("[")[0] not in (self.rep.group, self.home))]
+            self.ch.send(others, HALT, reason)
+
+    def check_halt(self) -> bool:
+        """Whether a halt has arrived (from the learner, or from a free peer that stopped mid-iteration)."""
+        for peer in self.ch.peers:
+            if (got := self.ch.find(peer, HALT.__eq__)) is not None:
+                self.stopped = got[1]
+                self.halt(got[1])  # free peers in step with this one must not wait for it
+                return True
+        return False
+
+    # -- exchanges ------------------------------------------------------------------------------
+    def send(self, group: str, tag: str, out: dict) -> None:
+        if self.looping:
+            tag += f"@{self.iterations}" + (f"/{self.version}" if self.free and group == self.home else "")
+        super().send(group, tag, out)
+
+    def receive(self, group: str, tag: str) -> list[dict]:
+        if not self.looping:
+            return [self.ch.take(peer, tag) for peer in peers(group, self.script.groups[group])]
+        if self.free and group == self.home:
+            return self.pull(tag)
+        if self.free:  # another free group, in step with this one
+            return [self.wait(peer, f"{tag}@{self.iterations}".__eq__) for peer in peers(group, self.script.groups[group])]
+        return [self.wait(peer, lambda t, a=a, v=v: t == f"{tag}@{a}/{v}") for peer, a, v in self.assign(group)]
+
+    def pull(self, tag: str) -> list[dict]:
+        """The newest weights the learner has sent for this segment; waits while they are more than
+        ``max_staleness`` versions behind this replica's iteration."""
+        learner = self.script.leader
+        need = self.iterations - self.script.max_staleness
+        best: tuple[int, dict] | None = None
+        while True:
+            while (got := self.ch.find(learner, lambda t: t.startswith(tag + "@"))) is not None:
+                best = (_iteration(got[0]), got[1])  # messages from one peer arrive in order: the last is the newest
+            if best and best[0] > self.version:
+                self.version = best[0]
+            if self.version >= need:
+                return [best[1]] if best else []
+            self.idle(learner)
+
+    def assign(self, group: str) -> list[tuple[str, int, int]]:
+        """This iteration's trajectories from ``group``: the first to arrive, one per replica slot,
+        dropping those more than ``max_staleness`` versions old."""
+        if group in self.slots:
+            return self.slots[group]
+        self.streams.add(group)
+        chosen: list[tuple[str, int, int]] = []
+        while len(chosen) < self.script.groups[group]:
+            waiting = []
+            for peer in peers(group, self.script.groups[group]):
+                it = self.cursor[peer]
+                mine = [(seq, t) for seq, t in self.ch.arrived(peer) if t.startswith("segment:") and _iteration(t) == it]
+                if mine:
+                    waiting.append((mine[0][0], peer, it, int(mine[0][1].rsplit("/", 1)[1])))
+            if not waiting:
+                self.idle(group)
+                continue
+            _, peer, it, version = min(waiting)
+            self.cursor[peer] += 1
+            stale = self.iterations - version
+            self.considered.append((peer, it, stale <= self.script.max_staleness))
+            if stale > self.script.max_staleness:
+                self.dropped += 1
+                continue
+            self.depth.append(len(waiting))
+            chosen.append((peer, it, version))
+        # In replica order, not arrival order: with max_staleness=0 every iteration then holds one
+        # trajectory of each replica in the order 'coarse' gathers them, and the run is coarse's.
+        chosen.sort(key=lambda c: (int(c[0].split("[")[1][:-1]), c[1]))
+        self.staleness.append([self.iterations - v for _, _, v in chosen])
+        self.slots[group] = chosen
+        return chosen
+
+    def wait(self, peer: str, match) -> Any:
+        """The first message from ``peer`` whose tag matches, waiting for it (a halt ends a free replica's wait)."""
+        while (got := self.ch.find(peer, match)) is None:
+            self.idle(peer)
+        return got[1]
+
+    def idle(self, whom: str) -> None:
+        """Wait a little for messages, as a wait for ``whom`` on the timeline."""
+        if self.free and self.check_halt():
+            raise _Halted
+        start = time.perf_counter()
+        self.ch.poll(_POLL_S)
+        note(self.rep.intervals, f"waits for {whom.split('[')[0]}", "wait", start, time.perf_counter())
+
+    def recv(self, peer: str, tag: str) -> Any:
+        return self.wait(peer, tag.__eq__)  # peers' messages interleave differently from run to run
+
+    def control(self, name: str, default: Any = None) -> Any:
+        # Refused unless assigned before the loop: constant inside it, so fetched once, not every iteration.
+        if name not in self.constants:
+            value = super().control(name, default)
+            if not self.looping:
+                return value
+            self.constants[name] = value
+        return self.constants[name]
+
+    def extra(self) -> dict:
+        return {"staleness": self.staleness[-1]} if not self.free and self.staleness else {}
+
+    def finals(self, components: list[str]) -> dict:
+        out = super().finals(components)
+        streams = {p for g in self.streams for p in peers(g, self.script.groups[g])}
+        taken = {p: n for p, n in self.cursor.items() if p in streams}  # trajectories it consumed or dropped, per replica
+        out.update(staleness=self.staleness, dropped=self.dropped, depth=self.depth, taken=taken)
+        return out
+
+
+def _iteration(tag: str) -> int:
+    """The sender's iteration in a tag ``segment:K@ITERATION[/VERSION]``."""
+    return int(tag.rsplit("@", 1)[1].split("/")[0])
+
+
+def refuse(placement, program: Program) -> None:
+    """Raise FragmentError, before any worker starts, for a loop a decoupled policy cannot run: free
+    groups may take nothing but weights from the learner inside the loop, since they do not wait for it."""
+    graph = placement.graph
+    policy = placement.policy.name
+    loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
+    lines = graph.source.splitlines()
+
+    def error(message: str, lineno: int) -> FragmentError:
+        return FragmentError(message, lineno, lines[lineno - 1] if 0 < lineno <= len(lines) else None)
+
+    if loop is None:
+        raise FragmentError(f"policy {policy!r} needs an iteration loop (`for it in range(n):`) around the cell's work")
+    if not (isinstance(loop.node.iter, ast.Call) and isinstance(loop.node.iter.func, ast.Name) and loop.node.iter.func.id == "range"):
+        raise error(f"policy {policy!r} runs the actors free of the learner, each counting its own iterations: the "
+                    "iteration loop must be `for NAME in range(...)`", loop.node.lineno)
+    if graph.stop_flags:
+        raise error(f"policy {policy!r} runs the actors free of the learner: a loop that ends on its own condition (`break`, "
+                    "`while`) would need every actor to wait for it each iteration. Use a stop condition instead "
+                    "(fragnb.run(..., until=...) or --until-return), or a synchronous policy such as 'coarse'", loop.node.lineno)
+    home = placement.home
+    if placement.groups[home][0] != 1:
+        raise FragmentError(f"policy {policy!r} needs one learner replica")
+    inside = segments_of(loop.body)
+    written = {v: s for s in inside if s.group == home for v in s.writes}
+    for seg in inside:
+        if seg.group == home:
+            continue
+        names = (seg.reads | header_names(loop.body)) & written.keys()
+        if names:
+            name = sorted(names)[0]
+            line = next((n.lineno for n in seg.nodes for x in ast.walk(n) if isinstance(x, ast.Name) and x.id == name), seg.nodes[0].lineno)
+            raise error(f"under {policy!r} the {seg.group} run free of the learner, but this line reads `{name}`, which the "
+                        f"learner's side assigns inside the loop ({written[name].group!r}, line {written[name].nodes[0].lineno}): "
+                        "they would have to wait for it every iteration. Only the weights travel that way; compute "
+                        f"`{name}` on the {seg.group}' side, or use a synchronous policy such as 'coarse'", line)
+    after = program.items[program.items.index(loop) + 1:]
+    for seg in segments_of(after):
+        if seg.group != home or seg.reads & {v for s in program.segments if s.group != home for v in s.writes}:
+            raise error(f"under {policy!r} the actors stop wherever they are when the learner ends the run, so statements "
+                        "after the loop may only use what the learner's side holds; move this line into the loop or "
+                        "run it in a cell of its own afterwards", seg.nodes[0].lineno)
+
+

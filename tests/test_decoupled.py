@@ -1,0 +1,139 @@
+"""Decoupled policies (async): actors running free of the learner, on Dask workers for real."""
+
+import pytest
+import torch
+
+import fragnb
+from fragnb import capture, clusters, run
+from fragnb.algos.ppo import ActorCritic, PPOLearner, RolloutBuffer
+from fragnb.components import Learner
+from corpus.loops import LOOPS
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_embedded_cluster():
+    yield
+    clusters.shutdown()
+
+
+def _weights(ns):
+    return ns["learner"].policy.state_dict()
+
+
+def test_async_with_bounded_staleness_solves_cartpole(canonical):
+    ns = canonical.namespace()
+    result = run(capture(canonical.body, ns, name="ppo"), "async", actors=2, max_staleness=1, progress=False, plot=False,
+                 until=lambda r: r.mean_return() >= 475)
+    assert result.stopped.startswith("the stop condition held") and result.mean_return() >= 475
+    ages = [a for per in result.staleness for a in per]
+    assert len(result.staleness) == result.iterations and len(ages) == 2 * result.iterations
+    assert max(ages) <= 1 and any(ages), "actors ran ahead by one version at least once"
+    assert ns["learner"].updates == result.iterations  # the notebook's learner holds the trained state
+
+
+def test_async_without_staleness_is_coarse(canonical, ppo_ns):
+    """max_staleness=0: every actor waits for the newest weights, and the learner takes one trajectory
+    of each actor per iteration: the same run as 'coarse', value for value."""
+    coarse, streamed = ppo_ns(3), ppo_ns(3)
+    run(capture(canonical.body, coarse, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+    result = run(capture(canonical.body, streamed, name="ppo"), "async", actors=2, max_staleness=0, progress=False, plot=False)
+    assert result.staleness == [[0, 0]] * 3 and result.dropped == 0
+    for key, value in _weights(coarse).items():
+        torch.testing.assert_close(_weights(streamed)[key], value, atol=1e-5, rtol=0)
+    assert coarse["it"] == streamed["it"] == 2 and sorted(coarse["returns"]) == sorted(streamed["returns"])
+
+
+#: Corpus loops async refuses before any worker starts, and a name its message must give.
+REFUSED_ASYNC = {
+    "shadowed_names": "`action`",  # the learner's side reassigns what the actors read: they would wait for it
+    "component_attribute_reads": "`env_steps`",  # one replica's share of a component: the safety net
+    "while_budget_continue_break": "range(...)",  # actors count their own iterations
+}
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=lambda loop: loop.name)
+def test_async_trains_or_refuses_every_loop_of_the_corpus(loop):
+    """Loops of every algorithm and style either train under async (the learner changes, each of its
+    iterations takes a trajectory of each actor slot within the staleness bound) or are refused
+    before any worker starts, naming the line."""
+    ns = loop.namespace()
+    learners = [c for c in ns.values() if isinstance(c, Learner)]
+    nets = [v for c in learners for v in vars(c).values() if isinstance(v, torch.nn.Module)]
+    before = [p.detach().clone() for net in nets for p in net.parameters()]
+    try:
+        result = run(capture(loop.cell, ns, name=loop.name), "async", actors=2, progress=False, plot=False)
+    except fragnb.FragmentError as e:
+        assert loop.name in REFUSED_ASYNC, str(e)
+        assert "line" in str(e) and REFUSED_ASYNC[loop.name] in str(e)
+        return
+    assert loop.name not in REFUSED_ASYNC
+    assert result.iterations == ns["iterations"] and len(result.staleness) == result.iterations
+    assert all(len(per) % 2 == 0 and max(per) <= 1 for per in result.staleness)
+    after = [p for net in nets for p in net.parameters()]
+    assert before and any(not torch.equal(a, b) for a, b in zip(before, after)), "the learner trained"
+
+
+def test_first_interrupt_ends_an_async_run_after_the_learners_iteration(canonical, ppo_ns, monkeypatch):
+    interrupted = []
+
+    def interrupt_once(self, *args, **kwargs):
+        if not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("fragnb.live.LiveProgress.update", interrupt_once)
+    ns = ppo_ns(40)
+    result = run(capture(canonical.body, ns, name="ppo"), "async", actors=2, progress=False, plot=False)
+    assert 1 <= result.iterations < 40 and result.stopped.startswith("interrupted")
+    assert ns["learner"].updates == result.iterations and ns["it"] == result.iterations - 1
+
+
+REFUSALS = {  # what: (line to replace, its replacement, a name the error must give)
+    "a `break`": ("    stats = learner.update(batch)", "    stats = learner.update(batch)\n    if stats['value_loss'] < 0:\n        break",
+                  "`break`"),
+    "a value the learner assigns, read by the actors": (
+        "    stats = learner.update(batch)", "    stats = learner.update(batch)\n    scale = 1.0 + 0.0 * stats['entropy']", "`s"),
+}
+
+
+@pytest.mark.parametrize("what", REFUSALS)
+def test_async_refuses_a_loop_whose_actors_would_wait_for_the_learner(canonical, ppo_ns, what):
+    line, replacement, named = REFUSALS[what]
+    cell = ("scale = 1.0\n" + canonical.body.replace(line, replacement)).replace("actor.act(obs)", "actor.act(obs * scale)")
+    ns = ppo_ns(2)
+    with pytest.raises(fragnb.FragmentError, match="line") as info:
+        run(capture(cell, ns, name="ppo"), "async", actors=2, progress=False, plot=False)
+    assert named in str(info.value), str(info.value)
+    assert "stats" not in ns  # nothing ran
+
+
+def test_async_refuses_statements_after_the_loop_that_read_the_actors_values(canonical, ppo_ns):
+    cell = canonical.body.rstrip() + "\nfinal_obs = obs.clone()\n"
+    with pytest.raises(fragnb.FragmentError, match="after the loop"):
+        run(capture(cell, ppo_ns(2), name="ppo"), "async", actors=2, progress=False, plot=False)
+
+
+def test_max_staleness_must_be_a_non_negative_integer(canonical, ppo_ns):
+    graph = capture(canonical.body, ppo_ns(2), name="ppo")
+    with pytest.raises(ValueError, match="max_staleness=-1"):
+        graph.place("async", actors=2, max_staleness=-1)
+    with pytest.raises(TypeError, match="max_staleness"):
+        graph.place("coarse", actors=2, max_staleness=1)
+
+
+def test_vtrace_targets_are_gae_returns_on_policy():
+    """With data from the weights being trained (importance weights 1), V-trace's value targets are
+    lambda-returns: what the rollout buffer's GAE computes."""
+    torch.manual_seed(0)
+    policy = ActorCritic(4, 2)
+    buffer = RolloutBuffer(3, 5, (4,), gamma=0.9, gae_lambda=0.8)
+    for t in range(5):
+        obs = torch.randn(3, 4)
+        with torch.no_grad():
+            action = torch.randint(0, 2, (3,))
+            buffer.add(obs, action, policy.log_prob(obs, action), policy.value(obs), torch.rand(3), torch.tensor([t == 2, False, t == 4]).float())
+    with torch.no_grad():
+        batch = buffer.batch(policy.value(torch.randn(3, 4)))
+    learner = PPOLearner(policy)
+    learner.config.gamma, learner.config.gae_lambda = 0.9, 0.8
+    torch.testing.assert_close(learner.vtrace(batch)["returns"], batch["returns"], atol=1e-5, rtol=0)
