@@ -128,16 +128,18 @@ class FreeWalker(Walker):
     # -- exchanges ------------------------------------------------------------------------------
     def send(self, group: str, tag: str, out: dict) -> None:
         if self.looping:
-            tag += f"@{self.iterations}" + (f"/{self.version}" if self.free and group == self.home else "")
+            tag += f"@{self.iterations}" + (f"/{self.version}" if self.free else "")
         super().send(group, tag, out)
 
-    def receive(self, group: str, tag: str) -> list[dict]:
+    def receive(self, group: str, tag: str, keys: list[str]) -> list[dict]:
         if not self.looping:
-            return [self.ch.take(peer, tag) for peer in peers(group, self.script.groups[group])]
+            return [self.ch.take(peer, tag) for peer in self.partners(group, keys)]
         if self.free and group == self.home:
             return self.pull(tag)
-        if self.free:  # another free group, in step with this one
-            return [self.wait(peer, f"{tag}@{self.iterations}".__eq__) for peer in peers(group, self.script.groups[group])]
+        if self.free:  # another free group, in step with this one; what it sends was computed with weights of its version
+            got = [self.wait(peer, lambda t: t.startswith(f"{tag}@{self.iterations}/"), tagged=True) for peer in self.partners(group, keys)]
+            self.version = min(_version(t) for t, _ in got)  # srl: actor workers learn the version their policy workers act with
+            return [value for _, value in got]
         return [self.wait(peer, lambda t, a=a, v=v: t == f"{tag}@{a}/{v}") for peer, a, v in self.assign(group)]
 
     def pull(self, tag: str) -> list[dict]:
@@ -168,7 +170,7 @@ class FreeWalker(Walker):
                 it = self.cursor[peer]
                 mine = [(seq, t) for seq, t in self.ch.arrived(peer) if t.startswith("segment:") and _iteration(t) == it]
                 if mine:
-                    waiting.append((mine[0][0], peer, it, int(mine[0][1].rsplit("/", 1)[1])))
+                    waiting.append((mine[0][0], peer, it, _version(mine[0][1])))
             if not waiting:
                 self.idle(group)
                 continue
@@ -188,11 +190,12 @@ class FreeWalker(Walker):
         self.slots[group] = chosen
         return chosen
 
-    def wait(self, peer: str, match) -> Any:
-        """The first message from ``peer`` whose tag matches, waiting for it (a halt ends a free replica's wait)."""
+    def wait(self, peer: str, match, tagged: bool = False) -> Any:
+        """The first message from ``peer`` whose tag matches (with its tag if ``tagged``), waiting for it
+        (a halt ends a free replica's wait)."""
         while (got := self.ch.find(peer, match)) is None:
             self.idle(peer)
-        return got[1]
+        return got if tagged else got[1]
 
     def idle(self, whom: str) -> None:
         """Wait a little for messages, as a wait for ``whom`` on the timeline."""
@@ -228,6 +231,11 @@ class FreeWalker(Walker):
 def _iteration(tag: str) -> int:
     """The sender's iteration in a tag ``segment:K@ITERATION[/VERSION]``."""
     return int(tag.rsplit("@", 1)[1].split("/")[0])
+
+
+def _version(tag: str) -> int:
+    """The version of the weights a free replica acted with, in a tag ``segment:K@ITERATION/VERSION``."""
+    return int(tag.rsplit("/", 1)[1])
 
 
 def refuse(placement, program: Program) -> None:

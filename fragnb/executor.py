@@ -62,7 +62,7 @@ def run_distributed(placement: Placement, cluster, progress: bool, plot: bool, u
     ``until(curve, iterations, env_steps)`` ends the run after the first iteration where it holds."""
     graph = placement.graph
     script = Script.of(placement, until=until)
-    client, owned = connect(cluster, len(script.replicas()))
+    client, owned = connect(cluster, len(_tasks(placement, script)))
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     run = _Run(placement, script, client)
@@ -115,9 +115,8 @@ class _Run:
         blob = cloudpickle.dumps(script)  # the stop condition may be a notebook lambda
         held = _held(script)
         self.start_wall = time.time()
-        self.futures = {name: self.submit(name, replica.run_program, self.run_id, name.split("[")[0], int(name.split("[")[1][:-1]),
-                                          addresses, blob, held[name.split("[")[0]], self.topic)
-                        for name in script.replicas()}
+        self.futures = {task[0]: self.submit(task[0], replica.run_program, self.run_id, task, addresses, blob, held, self.topic)
+                        for task in _tasks(placement, script)}
 
     def join_process_groups(self) -> None:
         for g, (n, device) in self.placement.groups.items():
@@ -144,7 +143,7 @@ class _Run:
         the replicas to stop after the current iteration; a second one aborts."""
         events: queue.Queue = queue.Queue()
         self.client.subscribe_topic(self.topic, events.put)
-        progress = _Progress(live, list(self.futures))
+        progress = _Progress(live, self.script.replicas())
         stopping = False
         try:
             while True:
@@ -156,7 +155,7 @@ class _Run:
                         raise
                     stopping = True
                     self.request_stop()
-            finals = dict(zip(self.futures, self.client.gather(list(self.futures.values()))))
+            finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}
         finally:
             self.client.unsubscribe_topic(self.topic)
             progress.close()
@@ -344,21 +343,32 @@ def _outcome(finals: dict[str, dict], start: float, client_bytes: int, leader: s
     )
 
 
+def _tasks(placement: Placement, script: Script) -> list[list[str]]:
+    """The replicas each long-lived task runs: one, or a colocated group's replicas that share a
+    worker process as threads (``srl``'s ring: replica i on worker i mod workers)."""
+    tasks = []
+    for group, n in script.groups.items():
+        per_worker = placement.colocated.get(group, 1)
+        workers = n // per_worker
+        tasks += [[f"{group}[{i}]" for i in range(w, n, workers)] for w in range(workers)]
+    return tasks
+
+
 def _slots(placement: Placement, script: Script, workers: dict) -> dict[str, str]:
-    """A worker thread for each replica, spread over the workers: a replica's program holds its
+    """A worker thread for each task, spread over the workers: a replica's program holds its
     thread for the whole run, so two on a one-thread worker would wait for each other forever."""
-    names = script.replicas()
+    tasks = _tasks(placement, script)
     if not workers:
         raise ClusterError("the cluster has no workers; start some (`dask worker ADDRESS`) or use cluster='local'")
     threads = {w: info.get("nthreads", 1) for w, info in sorted(workers.items())}
     if placement.policy.collectives:  # each replica of the process group in a process of its own
         threads = dict.fromkeys(threads, 1)
     free = [w for k in range(max(threads.values())) for w, n in threads.items() if n > k]
-    if len(names) > len(free):
-        raise ClusterError(f"{len(names)} replicas each need a worker thread of their own for the whole run, and the cluster "
+    if len(tasks) > len(free):
+        raise ClusterError(f"{len(tasks)} replica programs each need a worker thread of their own for the whole run, and the cluster "
                            f"has {len(free)}{' (one per process: the process group needs it)' if placement.policy.collectives else ''}; "
                            "add workers or ask for fewer replicas")
-    return dict(zip(names, free))
+    return {name: worker for task, worker in zip(tasks, free) for name in task}
 
 
 def _payload(placement: Placement, script: Script, group: str) -> tuple[bytes, bytes, list[str]]:

@@ -66,7 +66,9 @@ class DistributionPolicy:
     groups : dict
         Role (``"env"``, ``"actor"``, ``"buffer"``, ``"learner"``, ``"driver"``) to worker group.
     replicas : dict
-        Worker group to its replica count: an int, or the name of a parameter (``"actors"``).
+        Worker group to its replica count: an int, the name of a parameter (``"actors"``), or two
+        names ``(workers, per_worker)``: that many worker processes, each running ``per_worker``
+        replicas as threads (``srl``'s ring of environment groups on one actor worker).
     gpu_groups : tuple of str
         Groups that run on a GPU when ``device="cuda"`` (or ``"auto"`` and one is present).
     collectives : tuple of str
@@ -96,7 +98,7 @@ class DistributionPolicy:
     mirrors: str
     description: str
     groups: dict[str, str] = field(default_factory=lambda: dict.fromkeys(ROLES, "main"))
-    replicas: dict[str, int | str] = field(default_factory=lambda: {"main": 1})
+    replicas: dict[str, int | str | tuple[str, str]] = field(default_factory=lambda: {"main": 1})
     gpu_groups: tuple[str, ...] = ()
     collectives: tuple[str, ...] = ()
     required_roles: tuple[str, ...] = ()
@@ -106,7 +108,7 @@ class DistributionPolicy:
     @property
     def parameters(self) -> dict[str, Any]:
         """Parameters the policy takes, with their defaults."""
-        counts = {n: 1 for n in self.replicas.values() if isinstance(n, str)}
+        counts = {n if isinstance(n, str) else n[0]: 1 for n in self.replicas.values() if not isinstance(n, int)}
         return {**counts, **({"device": "auto"} if self.gpu_groups or counts else {}), **self.options}
 
 
@@ -156,6 +158,15 @@ register(DistributionPolicy(
 ))
 
 
+register(DistributionPolicy(
+    "srl", "SRL (actor / policy / trainer workers)",
+    "actor workers x N each step a ring of env groups; batched policy workers x M serve their inference; one trainer",
+    groups={"env": "actors", "actor": "policy", "buffer": "actors", "learner": "trainer", "driver": "trainer"},
+    replicas={"actors": ("actors", "ring"), "policy": ("policy_workers", "ring"), "trainer": 1}, gpu_groups=("policy", "trainer"),
+    required_roles=("env", "actor", "learner"), options={"ring": 2, "max_staleness": 1}, decoupled=True,
+))
+
+
 @dataclass
 class Placement:
     """A graph placed by a policy: per fragment a group, replica count and device; per edge an operator.
@@ -170,6 +181,8 @@ class Placement:
     edges: list[EdgePlacement]
     #: Why the placement differs from the policy's table (e.g. a buffer kept with the learner).
     notes: list[str] = field(default_factory=list)
+    #: Groups whose replicas run as threads of one worker process, that many per process (srl's ring).
+    colocated: dict[str, int] = field(default_factory=dict)
 
     @property
     def home(self) -> str:
@@ -232,16 +245,21 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     if missing:
         raise ValueError(f"policy {policy.name!r} needs fragments of roles {list(policy.required_roles)}; "
                          f"the graph {graph.name!r} has no {missing} (it has {sorted(roles)})")
-    counts = {}
+    counts, colocated = {}, {}
     for group, n in policy.replicas.items():
+        n, per_worker = (n, None) if not isinstance(n, tuple) else n
         count = params[n] if isinstance(n, str) else n
-        if not isinstance(count, int) or count < 1:
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValueError(f"{n}={count!r}: policy {policy.name!r} needs at least 1 replica in group {group!r}")
         counts[group] = count
+        if per_worker:
+            colocated[group] = params[per_worker]
     for name, default in policy.options.items():
         value = params[name]
         if isinstance(default, int) and (not isinstance(value, int) or isinstance(value, bool) or value < _LEAST.get(name, 0)):
             raise ValueError(f"{name}={value!r}: policy {policy.name!r} needs an integer >= {_LEAST.get(name, 0)}")
+    for group, per_worker in colocated.items():  # checked above, as an option
+        counts[group] *= per_worker
     gpu = _gpu(params.get("device", "cpu"))
 
     groups, notes = _groups_of_roles(graph, policy, counts)
@@ -252,7 +270,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     _check_divisible(graph, fragments, policy)
     _check_one_group_per_component(graph, fragments)
     edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind))) for e in graph.edges]
-    return Placement(graph, policy, params, fragments, edges, notes)
+    return Placement(graph, policy, params, fragments, edges, notes, colocated)
 
 
 _LEAST = {"ring": 1}  # the smallest value of an integer option (others: 0)

@@ -126,17 +126,44 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
         raise
 
 
-def run_program(run_id: str, group: str, index: int, addresses: dict[str, dict], script: bytes, components: list[str],
-                topic: str) -> dict:
-    """The long-lived task of one replica: connect its channels, walk the program, report progress
-    under ``topic`` (small events, no tensors)."""
-    rep = _REPLICAS[(run_id, group, index)]
+def run_program(run_id: str, names: list[str], addresses: dict[str, dict], script: bytes, held: dict[str, list[str]],
+                topic: str) -> dict[str, dict]:
+    """The long-lived task of one or more replicas of this worker (several: threads, as ``srl``'s
+    ring): connect their channels, walk the program, report progress under ``topic`` (small
+    events, no tensors). Returns what each replica holds at the end, by name."""
     worker = distributed.get_worker()
-    rep.channels.connect(addresses)
-    try:
-        return play(rep, pickle.loads(script), rep.channels, components, lambda msg: worker.log_event(topic, msg))
-    finally:
-        rep.channels.close()
+    plan = pickle.loads(script)
+
+    def one(name: str) -> dict:
+        group, index = name.split("[")[0], int(name.split("[")[1][:-1])
+        rep = _REPLICAS[(run_id, group, index)]
+        rep.channels.connect(addresses)
+        try:
+            return play(rep, plan, rep.channels, held[group], lambda msg: worker.log_event(topic, msg))
+        finally:
+            rep.channels.close()
+
+    if len(names) == 1:
+        return {names[0]: one(names[0])}
+    results: dict[str, dict] = {}
+    errors: list[BaseException] = []
+
+    def thread(name: str) -> None:
+        try:
+            results[name] = one(name)
+        except BaseException as e:  # a failed replica has told its peers (play): the others end too
+            errors.append(e)
+
+    threads = [threading.Thread(target=thread, args=(name,), name=f"fragnb {name}", daemon=True) for name in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        from .channels import ChannelError
+
+        raise next((e for e in errors if not isinstance(e, ChannelError)), errors[0])
+    return results
 
 
 def request_stop(run_id: str) -> int:

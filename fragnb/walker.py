@@ -99,6 +99,12 @@ def peers(group: str, count: int) -> list[str]:
     return [f"{group}[{i}]" for i in range(count)]
 
 
+def overlap(index: int, count: int, other: int) -> list[int]:
+    """The replicas of an ``other``-replica group whose environments overlap those of replica
+    ``index`` of ``count`` (one count divides the other; shares are contiguous and even)."""
+    return list(range(index * (other // count), (index + 1) * (other // count))) if count <= other else [index // (count // other)]
+
+
 class Walker:
     """Walks ``script`` as replica ``rep``, exchanging values over ``channels``.
 
@@ -213,15 +219,18 @@ class Walker:
         group = seg.group
         inputs = self.inputs(seg)
         tag = f"segment:{seg.index}"
-        if any(sender == self.rep.group for sender, _, _ in inputs):
-            out = {key: self.export(key) for sender, key, _ in inputs if sender == self.rep.group}
+        keys: dict[str, list[str]] = {}
+        for sender, key, _ in inputs:
+            keys.setdefault(sender, []).append(key)
+        if self.rep.group in keys:
+            out = {key: self.export(key) for key in keys[self.rep.group]}
             self.send(group, tag, to_device(out, "cpu"))
         if group == self.rep.group:
-            received = {s: self.receive(s, tag) for s in sorted({s for s, _, _ in inputs})}
+            received = {s: self.receive(s, tag, keys[s]) for s in sorted(keys)}
             for sender, key, into in inputs:
                 parts = [r[key] for r in received[sender] if key in r]
                 if parts:
-                    self.take(key, into, parts)
+                    self.take(key, into, parts, self.share(sender, keys[sender]))
             self.execute(seg)
         exports = seg.exports | {w.source for w in self.script.weights if w.owner == group and w.owner_comp in seg.components}
         for key in exports:
@@ -246,11 +255,37 @@ class Walker:
     # -- values in and out ----------------------------------------------------------------------
     def send(self, group: str, tag: str, out: dict) -> None:
         """Send a segment of ``group`` what it reads from this replica."""
-        self.ch.send(peers(group, self.script.groups[group]), tag, out)
+        self.ch.send(self.partners(group, list(out)), tag, out)
 
-    def receive(self, group: str, tag: str) -> list[dict]:
-        """What each replica of ``group`` sent this replica for a segment."""
-        return [self.recv(peer, tag) for peer in peers(group, self.script.groups[group])]
+    def receive(self, group: str, tag: str, keys: list[str]) -> list[dict]:
+        """What each replica of ``group`` sent this replica for a segment (``keys``)."""
+        return [self.recv(peer, tag) for peer in self.partners(group, keys)]
+
+    def routed(self, sender: str, receiver: str, keys: list[str]) -> bool:
+        """Whether values go only between replicas that hold the same environments: both groups are
+        replicated, one count divides the other, and every value is split along the environments.
+        (Else every replica sends all of its share to every replica, which takes its slice.)"""
+        n, m, kinds = self.script.groups[sender], self.script.groups[receiver], self.script.program.kinds
+        return (n > 1 and m > 1 and (n % m == 0 or m % n == 0) and self.script.num_envs is not None
+                and all(":" not in k and kinds.get(k, "sharded") == "sharded" for k in keys))
+
+    def partners(self, group: str, keys: list[str]) -> list[str]:
+        """The replicas of ``group`` this replica exchanges ``keys`` with."""
+        mine, theirs = self.script.groups[self.rep.group], self.script.groups[group]
+        pair = (self.rep.group, group) if self.rep.group != group else None
+        if pair and (self.routed(*pair, keys) or self.routed(group, self.rep.group, keys)):
+            return [f"{group}[{j}]" for j in overlap(self.rep.index, mine, theirs)]
+        return peers(group, theirs)
+
+    def share(self, sender: str, keys: list[str]) -> tuple[int, int, int | None]:
+        """(index, count, environments) that cut this replica's share out of what ``sender``'s partners sent."""
+        rep, n = self.rep, self.script.groups[sender]
+        if not self.routed(sender, rep.group, keys):
+            return rep.index, rep.count, self.script.num_envs
+        if n >= rep.count:  # its partners' shares make up exactly this replica's
+            return 0, 1, None
+        k = rep.count // n  # one partner holds this replica's share and k - 1 others'
+        return rep.index % k, k, self.script.num_envs // n
 
     def recv(self, peer: str, tag: str) -> Any:
         start = time.perf_counter()
@@ -268,13 +303,15 @@ class Walker:
             return self.rep.records.pop(key, [])
         return ns[key] if key in ns else _MISSING
 
-    def take(self, key: str, into: str, parts: list) -> None:
-        """Combine the senders' ``parts`` of ``key`` into this replica's share, on its device."""
+    def take(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None]) -> None:
+        """Combine the senders' ``parts`` of ``key`` into this replica's share (``cut``: its index and
+        count among the replicas sharing what the parts make up, and their environments), on its device."""
         rep, script, program = self.rep, self.script, self.script.program
         kinds, origin = program.kinds, program.origin
+        index, count, num_envs = cut
 
         def share(var: str, values: list):
-            value = combine(var, values, rep.index, rep.count, script.num_envs, kinds.get(var, "sharded"), origin.get(var, ""), script.strict)
+            value = combine(var, values, index, count, num_envs, kinds.get(var, "sharded"), origin.get(var, ""), script.strict)
             return to_device(value, rep.device)
 
         if key.startswith("weights:"):  # whole on every replica, never split along the environments
