@@ -187,9 +187,13 @@ class _Run:
 
     def check_alive(self) -> None:
         alive = set(workers(self.client))
-        lost = [f"{name} on {w}" for name, w in self.slots.items() if w not in alive]
+        gone: dict[str, list[str]] = {}
+        for name, w in self.slots.items():
+            if w not in alive:
+                gone.setdefault(w, []).append(name)
+        lost = [f"replica{'s' if len(names) > 1 else ''} {', '.join(names)} on {w}" for w, names in gone.items()]
         if lost:
-            reason = (f"lost the worker of replica {', '.join(lost)} during the run; its state is gone, so the run stops "
+            reason = (f"lost the worker of {'; '.join(lost)} during the run; its state is gone, so the run stops "
                       "(a worker can die when it runs out of memory)")
             self.abort(reason)
             raise ClusterError(reason)

@@ -23,8 +23,11 @@ class FragmentMagics(Magics):
     @magic_arguments()
     @argument("name", help="variable that receives the FragmentGraph")
     @argument("--policy", "-p", default="single", help="distribution policy (default: single, one process)")
-    @argument("--actors", type=int, help="replicas of the data-collecting fragments (coarse: actors, fine: env workers)")
-    @argument("--learners", type=int, help="learner replicas (multi_learner)")
+    @argument("--actors", type=int, help="replicas of the data-collecting fragments (coarse, async: actors; fine: env workers; srl: actor workers)")
+    @argument("--learners", type=int, help="learner replicas (multi_learner, gpu_only)")
+    @argument("--policy-workers", type=int, help="srl: batched inference workers")
+    @argument("--ring", type=int, help="srl: environment groups each actor worker steps in turn")
+    @argument("--max-staleness", type=int, help="async, srl: most versions a trajectory's weights may lag the learner's")
     @argument("--device", choices=("auto", "cpu", "cuda"), help="where GPU-capable groups run (default auto)")
     @argument("--cluster", help="'local' (default), 'cuda', or a scheduler address tcp://host:port")
     @argument("--run", action="store_true", help="also execute the loop under the policy")
@@ -60,7 +63,7 @@ class FragmentMagics(Magics):
             policy = policies.resolve(args.policy)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        params = {k: v for k in ("actors", "learners", "device") if (v := getattr(args, k)) is not None}
+        params = {k: v for k in ("actors", "learners", "policy_workers", "ring", "max_staleness", "device") if (v := getattr(args, k)) is not None}
         ns = self.shell.user_ns
         if args.name in ns and not isinstance(ns[args.name], FragmentGraph):
             raise UsageError(f"%%fragment {args.name}: `{args.name}` already holds your {type(ns[args.name]).__name__}, "

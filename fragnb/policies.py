@@ -35,7 +35,9 @@ class EdgePlacement:
 
     ``local`` (same process), ``gather`` (many replicas to one, concatenated along the environment
     axis), ``scatter`` (one to many, split along it), ``broadcast`` (one to many, whole: weights) or
-    ``exchange`` (between two replicated groups).
+    ``exchange`` (between two replicated groups). Decoupled policies: ``sample stream`` (to the
+    learner, as it arrives), ``versioned pull`` (the newest weights, by version) and ``inference
+    stream`` (requests and replies between actor and policy workers).
     """
 
     src: str
@@ -206,6 +208,15 @@ class Placement:
 
         return render_placement(self)
 
+    @property
+    def inference_batch(self) -> int | None:
+        """Environments each replica of the actor fragments serves per inference call."""
+        from .components import Env
+
+        env = next((v for v in map(self.graph.namespace.get, self.graph.components) if isinstance(v, Env)), None)
+        actor = next((p for f, p in self.fragments.items() if self.graph.fragment(f).role == "actor"), None)
+        return env.num_envs // actor.replicas if env and actor else None
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         from .render import mimebundle
 
@@ -215,7 +226,8 @@ class Placement:
         lines = [f"Placement of {self.graph.name!r} under {self.policy.name!r} {self.params}"]
         for group, (n, device) in self.groups.items():
             names = [f for f, p in self.fragments.items() if p.group == group]
-            lines.append(f"  {group} x{n} ({device}): {', '.join(names)}")
+            ring = f", {workers(n // self.colocated[group])} x ring {self.colocated[group]}" if group in self.colocated else ""
+            lines.append(f"  {group} x{n} ({device}{ring}): {', '.join(names)}")
         lines += [f"  {e.src} -> {e.dst} [{e.labelled(self.graph.describe(e.variables))}]" for e in self.edges if e.operator != "local"]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -269,7 +281,8 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         fragments[frag.name] = FragmentPlacement(frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu")
     _check_divisible(graph, fragments, policy)
     _check_one_group_per_component(graph, fragments)
-    edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind))) for e in graph.edges]
+    home = policy.groups["driver"] if policy.decoupled else None
+    edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind)), home) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated)
 
 
@@ -345,6 +358,11 @@ def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacemen
                                  f"{policy.name!r} cannot split evenly; choose one of {divisors}")
 
 
+def workers(n: int) -> str:
+    """``n worker(s)``, for drawings and reprs."""
+    return f"{n} worker{'s' if n != 1 else ''}"
+
+
 def _human(n: int) -> str:
     for unit in ("B", "kB", "MB"):
         if n < 1000:
@@ -353,9 +371,16 @@ def _human(n: int) -> str:
     return f"{n:.1f} GB"
 
 
-def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, size: int | None) -> EdgePlacement:
+def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, size: int | None, home: str | None) -> EdgePlacement:
+    """What ``edge`` becomes; ``home`` is the learner's group under a decoupled policy (else None)."""
     if src.group == dst.group:
         op = "local"
+    elif home and dst.group == home:
+        op = "sample stream"
+    elif home and src.group == home and edge.kind == "state":
+        op = "versioned pull"
+    elif home and home not in (src.group, dst.group):
+        op = "inference stream"
     elif src.replicas > 1 and dst.replicas == 1:
         op = "gather"
     elif src.replicas == 1 and dst.replicas > 1:

@@ -56,6 +56,8 @@ def render_graph(graph: FragmentGraph) -> graphviz.Digraph:
 
 def render_placement(placement: Placement) -> graphviz.Digraph:
     """Draw one cluster per worker group (replicas x device), fragments inside, edges as operators."""
+    from .policies import workers
+
     graph = placement.graph
     title = f"{graph.name} under {placement.policy.name!r}"
     dot = graphviz.Digraph(name=f"{graph.name}_{placement.policy.name}", graph_attr={"fontname": "Helvetica", "label": title, "labelloc": "t"})
@@ -63,7 +65,9 @@ def render_placement(placement: Placement) -> graphviz.Digraph:
     dot.attr("edge", fontname="Helvetica", fontsize="9")
     for group, (replicas, device) in placement.groups.items():
         with dot.subgraph(name=f"cluster_{group}") as sub:
-            sub.attr(label=f"{group}  x{replicas}  ({device})", style="rounded" + (",bold" if replicas > 1 else ""), fontname="Helvetica", fontsize="10")
+            ring = placement.colocated.get(group)
+            count = f"{workers(replicas // ring)} x ring {ring}" if ring else f"x{replicas}"
+            sub.attr(label=f"{group}  {count}  ({device})", style="rounded" + (",bold" if replicas > 1 else ""), fontname="Helvetica", fontsize="10")
             for frag in graph.fragments:
                 if placement.fragments[frag.name].group == group:
                     sub.node(frag.name, frag.name, fillcolor=ROLE_COLORS.get(frag.role, "#ffffff"))

@@ -77,6 +77,8 @@ class RunResult:
     unconsumed: int = 0
     #: Decoupled policies: how many replicas had a trajectory waiting each time the learner took one.
     queue_depth: list[int] = field(default_factory=list, repr=False)
+    #: Environments one inference call serves (each replica of the actor fragments, e.g. srl's policy workers).
+    inference_batch: int | None = None
 
     @property
     def env_steps_per_s(self) -> float:
@@ -124,7 +126,9 @@ class RunResult:
         if self.staleness:
             ages = [a for per in self.staleness for a in per]
             lines.append(f"  staleness: mean {sum(ages) / len(ages):.2f}, max {max(ages)} versions over {len(ages)} trajectories; "
-                         f"{self.dropped} dropped as too stale, {self.unconsumed} unconsumed at the end")
+                         f"{self.dropped} dropped as too stale, {self.unconsumed} unconsumed at the end; "
+                         f"{sum(self.queue_depth) / max(len(self.queue_depth), 1):.1f} replicas waiting per trajectory taken; "
+                         f"{self.inference_batch} environments per inference call")
         total = sum(self.fragment_seconds.values()) or 1.0
         for name, sec in sorted(self.fragment_seconds.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {name:<14} {sec:8.3f} s  {100 * sec / total:5.1f} %")
@@ -196,7 +200,7 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         o = run_distributed(placement, cluster, progress, plot, _on_curve(until, graph.name, placement.policy.name))
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
                                    o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked, o.intervals, o.messages,
-                                   o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth)
+                                   o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth, placement.inference_batch)
     return graph.last_run
 
 

@@ -137,3 +137,28 @@ def test_vtrace_targets_are_gae_returns_on_policy():
     learner = PPOLearner(policy)
     learner.config.gamma, learner.config.gae_lambda = 0.9, 0.8
     torch.testing.assert_close(learner.vtrace(batch)["returns"], batch["returns"], atol=1e-5, rtol=0)
+
+
+def test_srl_learns_cartpole_with_a_ring_of_environment_groups(canonical):
+    ns = canonical.namespace()
+    graph = capture(canonical.body, ns, name="ppo")
+    result = run(graph, "srl", actors=2, policy_workers=1, ring=2, progress=False, plot=False,
+                 until=lambda r: r.mean_return() >= 475)
+    assert result.stopped.startswith("the stop condition held") and result.mean_return() >= 475
+    assert result.inference_batch == 16  # a policy thread serves one ring slot (8 environments) of each of 2 actor workers
+    assert max(a for per in result.staleness for a in per) <= 1 and all(len(per) == 4 for per in result.staleness)
+    # A ring's point: while one environment group of an actor worker waits for its actions, the other steps.
+    slot0 = [(a, b) for r, _, kind, a, b in result.intervals if r == "actors[0]" and kind == "wait"]
+    slot1 = [(a, b) for r, _, kind, a, b in result.intervals if r == "actors[2]" and kind == "busy"]
+    overlap = sum(max(0.0, min(b, d) - max(a, c)) for a, b in slot0 for c, d in slot1)
+    assert overlap > 0.05 * result.seconds, overlap
+
+
+def test_srl_placement_draws_both_streams_and_the_ring(canonical, ppo_ns):
+    placement = capture(canonical.body, ppo_ns(2), name="ppo").place("srl", actors=2, policy_workers=1, ring=2)
+    operators = {e.operator for e in placement.edges}
+    assert {"inference stream", "sample stream", "versioned pull"} <= operators
+    assert placement.groups["actors"][0] == 4 and placement.colocated == {"actors": 2, "policy": 2}
+    assert "2 workers x ring 2" in placement.render().source and "1 worker x ring 2" in repr(placement)
+    with pytest.raises(ValueError, match="ring=0"):
+        capture(canonical.body, ppo_ns(2), name="ppo").place("srl", actors=2, ring=0)
