@@ -200,7 +200,7 @@ class Env(Component):
         """Reset every environment and return the observations, shape ``(num_envs, *obs_shape)``."""
         self.episode_return.zero_()
         self.episode_length.zero_()
-        return self._reset(torch.ones(self.num_envs, dtype=torch.bool))
+        return self._reset(torch.ones(self.num_envs, dtype=torch.bool, device=self.env_ids.device))
 
     def step(self, actions: torch.Tensor):
         """Step every environment; finished ones are reset and report their next episode's first obs.

@@ -108,7 +108,7 @@ class _Run:
             for i in range(n):
                 name = f"{g}[{i}]"
                 setup[name] = self.submit(name, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source,
-                                          _host(self.slots[name]), key)
+                                          _host(self.slots[name]), key, placement.policy.fused)
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
         if placement.policy.collectives:
             self.join_process_groups()
@@ -279,7 +279,7 @@ def simulate(placement: Placement, iterations: int) -> Program:
         for g, (n, device) in placement.groups.items():
             payload, codes, sharded = _payload(placement, script, g)
             for i in range(n):
-                replica.init_replica(run_id, g, i, n, device, payload, codes, sharded, source)
+                replica.init_replica(run_id, g, i, n, device, payload, codes, sharded, source, fused=placement.policy.fused)
                 threads.append(threading.Thread(target=play, args=(f"{g}[{i}]", replica._REPLICAS[(run_id, g, i)]), daemon=True))
         for t in threads:
             t.start()

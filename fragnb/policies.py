@@ -82,6 +82,8 @@ class DistributionPolicy:
     decoupled : bool
         Whether the groups other than the driver's run free of it (``async``, ``srl``): they stream
         what they produce to the driver's group and pull its weights by version (:mod:`fragnb.decoupled`).
+    fused : bool
+        Whether environments run on the group's device too (``gpu_only``): with a GPU nothing leaves it.
 
     Examples
     --------
@@ -106,6 +108,7 @@ class DistributionPolicy:
     required_roles: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
     decoupled: bool = False
+    fused: bool = False
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -166,6 +169,15 @@ register(DistributionPolicy(
     groups={"env": "actors", "actor": "policy", "buffer": "actors", "learner": "trainer", "driver": "trainer"},
     replicas={"actors": ("actors", "ring"), "policy": ("policy_workers", "ring"), "trainer": 1}, gpu_groups=("policy", "trainer"),
     required_roles=("env", "actor", "learner"), options={"ring": 2, "max_staleness": 1}, decoupled=True,
+))
+
+
+register(DistributionPolicy(
+    "gpu_only", "Podracer Anakin, WarpDrive; MSRL fused GPU fragments",
+    "every fragment fused in one process per device, environments vectorised on it; x N devices, gradients all-reduced",
+    groups=dict.fromkeys(ROLES, "device"), replicas={"device": "learners"}, gpu_groups=("device",),
+    collectives=("gradients all-reduced (torch.distributed: NCCL on GPUs, gloo on CPU)",), required_roles=("env", "learner"),
+    fused=True,
 ))
 
 
@@ -275,6 +287,8 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     gpu = _gpu(params.get("device", "cpu"))
 
     groups, notes = _groups_of_roles(graph, policy, counts)
+    if policy.fused and not gpu:
+        notes.append("no CUDA GPU in use: the fused fragments run on the CPU")
     fragments = {}
     for frag in graph.fragments:
         group = groups[frag.role]

@@ -86,8 +86,9 @@ def _snapshot(value):
 
 
 def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: bytes, codes: bytes,
-                 sharded: list[str], source: tuple[str, str], host: str | None = None, key: bytes = b"") -> dict | None:
-    """Unpickle the notebook's objects, shard the components in ``sharded``, and keep them here.
+                 sharded: list[str], source: tuple[str, str], host: str | None = None, key: bytes = b"", fused: bool = False) -> dict | None:
+    """Unpickle the notebook's objects, shard the components in ``sharded``, move them to ``device``
+    (environments too if ``fused``), and keep them here.
     With ``host``, open this replica's channel inbox there (taking messages signed with ``key``)
     and return its address."""
     import torch._dynamo  # noqa: F401  torch.optim imports it on a first step: 1 s a worker, paid here, not in the loop
@@ -98,8 +99,8 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
     ns["print"] = distributed.print  # the cell's prints reach the notebook, not only this worker's log
     for name in sharded:
         ns[name] = ns[name].shard(index, count)
-    if device != "cpu":  # environments stay on the CPU; actors answer them there (PPOActor.act)
-        for comp in (v for v in ns.values() if isinstance(v, Component) and not isinstance(v, Env)):
+    if device != "cpu":  # environments stay on the CPU (actors answer them there) unless fused with them on the device
+        for comp in (v for v in ns.values() if isinstance(v, Component) and (fused or not isinstance(v, Env))):
             comp.to(device)
     compiled = {i: compile(module, filename, "exec") for i, module in pickle.loads(codes).items()}
     rep = Replica(group, index, count, device, ns, compiled)

@@ -192,6 +192,12 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
     else:
         from .executor import run_distributed  # Dask is imported only when a distributed policy runs
 
+        if placement.policy.fused:
+            for note in placement.notes:
+                print(f"fragnb: {placement.policy.name}: {note}", file=sys.stderr)
+            if cluster is None and any(device == "cuda" for _, device in placement.groups.values()):
+                cluster = "cuda"  # one worker per GPU: each replica on a device of its own
+
         checked = 0.0
         if check and placement.exact and not placement.policy.collectives:
             from .check import check as check_first_iteration

@@ -89,6 +89,8 @@ class EnvStreams:
 
         Returns a float64 tensor of shape ``(streams, n)`` and advances those streams by one draw.
         """
+        if mask is not None:
+            mask = mask.cpu()  # the streams count on the CPU wherever their environments run
         keys, counters = (self.keys, self.counters) if mask is None else (self.keys[mask], self.counters[mask])
         # One finaliser round per number: the keys are already well mixed, and each draw costs a
         # dozen tensor ops, which matters because the actor draws at every environment step. Each

@@ -1,4 +1,4 @@
-"""Decoupled policies (async): actors running free of the learner, on Dask workers for real."""
+"""The decoupled architectures (async, srl) and the fused one (gpu_only), on Dask workers for real."""
 
 import pytest
 import torch
@@ -162,3 +162,24 @@ def test_srl_placement_draws_both_streams_and_the_ring(canonical, ppo_ns):
     assert "2 workers x ring 2" in placement.render().source and "1 worker x ring 2" in repr(placement)
     with pytest.raises(ValueError, match="ring=0"):
         capture(canonical.body, ppo_ns(2), name="ppo").place("srl", actors=2, ring=0)
+
+
+def test_gpu_only_without_a_gpu_runs_fused_on_the_cpu_and_says_so(canonical, ppo_ns, capsys):
+    """One replica holds every fragment (environments included): the same run as 'single'."""
+    plain, fused = ppo_ns(2), ppo_ns(2)
+    run(capture(canonical.body, plain, name="ppo"), "single", progress=False, plot=False)
+    placement = capture(canonical.body, fused, name="ppo").place("gpu_only", device="cpu")
+    assert set(placement.groups) == {"device"} and "no CUDA GPU in use" in repr(placement)
+    run(capture(canonical.body, fused, name="ppo"), "gpu_only", device="cpu", progress=False, plot=False)
+    assert "gpu_only: no CUDA GPU in use: the fused fragments run on the CPU" in capsys.readouterr().err
+    for key, value in _weights(plain).items():
+        torch.testing.assert_close(_weights(fused)[key], value, atol=1e-5, rtol=0)
+    assert plain["returns"] == fused["returns"]
+
+
+@pytest.mark.gpu
+def test_gpu_only_keeps_environments_on_the_gpu_and_learns(canonical):
+    ns = canonical.namespace()
+    result = run(capture(canonical.body, ns, name="ppo"), "gpu_only", device="cuda", progress=False, plot=False,
+                 until=lambda r: r.mean_return() >= 475)
+    assert result.mean_return() >= 475 and ns["env"].state.device.type == "cpu"  # back in the notebook, on its CPU

@@ -115,7 +115,7 @@ def test_cuda_cluster_without_a_gpu_names_the_fallback(canonical, ppo_ns):
 
 
 PARAMS = {"coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learners": 2}, "async": {"actors": 2},
-          "srl": {"actors": 2, "policy_workers": 1, "ring": 2}}
+          "srl": {"actors": 2, "policy_workers": 1, "ring": 2}, "gpu_only": {"learners": 2}}
 
 
 @pytest.mark.parametrize("policy", PARAMS)

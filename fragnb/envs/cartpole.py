@@ -45,7 +45,7 @@ class CartPole(Env):
         self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64)
 
     def _reset(self, mask: torch.Tensor) -> torch.Tensor:
-        start = self.streams.uniform(4, mask) * 0.1 - 0.05
+        start = self.streams.uniform(4, mask).to(self.state.device) * 0.1 - 0.05
         self.state[mask] = start
         self.elapsed.masked_fill_(mask, 0)
         return start.to(torch.float32)
@@ -65,5 +65,5 @@ class CartPole(Env):
         terminated = (x.abs() > self.x_threshold) | (theta.abs() > self.theta_threshold_radians)
         self.elapsed += 1
         truncated = self.elapsed >= self.max_episode_steps  # as TimeLimit: may coincide with terminated
-        reward = torch.ones(self.num_envs, dtype=torch.float32)
+        reward = torch.ones(self.num_envs, dtype=torch.float32, device=self.state.device)
         return self.state.to(torch.float32), reward, terminated, truncated

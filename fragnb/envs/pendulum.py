@@ -49,7 +49,7 @@ class Pendulum(Env):
         return torch.stack((torch.cos(theta), torch.sin(theta), theta_dot), 1).to(torch.float32)
 
     def _reset(self, mask: torch.Tensor) -> torch.Tensor:
-        u = self.streams.uniform(2, mask)
+        u = self.streams.uniform(2, mask).to(self.state.device)
         self.state[mask] = torch.stack((u[:, 0] * 2 * math.pi - math.pi, u[:, 1] * 2 - 1), 1)
         self.elapsed[mask] = 0
         return self._obs(self.state[mask])
@@ -65,6 +65,6 @@ class Pendulum(Env):
         new_dot = new_dot.clamp(-self.max_speed, self.max_speed)
         self.state = torch.stack((theta + new_dot * self.dt, new_dot), 1)
         self.elapsed += 1
-        terminated = torch.zeros(self.num_envs, dtype=torch.bool)
+        terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.state.device)
         truncated = self.elapsed >= self.max_episode_steps
         return self._obs(self.state), (-cost).to(torch.float32), terminated, truncated
