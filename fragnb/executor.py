@@ -237,15 +237,18 @@ class _Progress:
         self.episodes: list = []
         self.steps: dict[str, int] = {}
         self.shown = 0
+        self.staleness: list[float] = []  # decoupled policies: the learner's mean per iteration
 
     def add(self, msg: dict) -> None:
         self.done[msg["replica"]] = msg["iteration"]
         self.episodes += msg["episodes"]
         self.steps[msg["replica"]] = msg["steps"]
+        if msg.get("staleness"):
+            self.staleness.append(sum(msg["staleness"]) / len(msg["staleness"]))
         while min(self.done.values()) > self.shown:  # an iteration every replica has finished
             self.shown += 1
             self.episodes.sort()
-            self.live.update(self.curve(), sum(self.steps.values()))
+            self.live.update(self.curve(), sum(self.steps.values()), self.staleness)
 
     def curve(self) -> list[tuple[int, float]]:
         return [(s, r) for _, _, s, r in self.episodes]

@@ -24,10 +24,19 @@ def in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
-def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: int = 20):
-    """A matplotlib ``Figure`` of episode returns against environment steps, with a rolling mean."""
-    fig = _figure_class()(figsize=(6, 3.2), layout="constrained")
-    ax = fig.add_subplot()
+def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: int = 20, staleness: Sequence[float] = ()):
+    """A matplotlib ``Figure`` of episode returns against environment steps, with a rolling mean; and
+    below it, for decoupled policies, the mean staleness of what the learner trained on per iteration."""
+    fig = _figure_class()(figsize=(6, 4.4 if staleness else 3.2), layout="constrained")
+    if staleness:
+        ax, below = fig.subplots(2, 1, height_ratios=(3, 1))
+        below.step(range(1, len(staleness) + 1), staleness, where="mid", color="#8172b3", lw=1.2)
+        below.set_xlabel("learner iteration")
+        below.set_ylabel("staleness")
+        below.set_ylim(bottom=0)
+        below.grid(alpha=0.3)
+    else:
+        ax = fig.add_subplot()
     if curve:
         steps, rets = zip(*curve)
         ax.plot(steps, rets, ".", ms=2, alpha=0.35, color="#4c72b0", label="episode return")
@@ -122,13 +131,19 @@ class LiveProgress:
         self.handle = None
         self.plot = plot and in_notebook()
         self.last_draw = 0.0
+        self.staleness: Sequence[float] = ()
 
-    def update(self, curve: Sequence[tuple[int, float]], env_steps: int) -> None:
+    def update(self, curve: Sequence[tuple[int, float]], env_steps: int, staleness: Sequence[float] = ()) -> None:
+        """After an iteration: the episodes so far, env steps, and (decoupled policies) the mean
+        staleness of each learner iteration so far."""
+        self.staleness = staleness
         if self.bar is not None:
             postfix = {"env_steps": env_steps}
             if curve:
                 last = [r for _, r in curve[-20:]]
                 postfix["return"] = f"{sum(last) / len(last):.1f}"
+            if staleness:
+                postfix["staleness"] = f"{staleness[-1]:.2f}"
             self.bar.set_postfix(postfix, refresh=False)
             self.bar.update(1)
         if self.plot and time.perf_counter() - self.last_draw >= self.plot_every:
@@ -137,7 +152,7 @@ class LiveProgress:
     def draw(self, curve: Sequence[tuple[int, float]]) -> None:
         from IPython.display import Image, display
 
-        image = Image(data=_png(learning_curve(curve, self.title)), format="png")
+        image = Image(data=_png(learning_curve(curve, self.title, staleness=self.staleness)), format="png")
         if self.handle is None:
             self.handle = display(image, display_id=True)
         else:

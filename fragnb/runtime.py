@@ -105,8 +105,9 @@ class RunResult:
         return None if i is None else self.curve[i][::2]
 
     def plot(self):
-        """The learning curve as a matplotlib ``Figure``."""
-        return learning_curve([(s, r) for s, r, _ in self.curve], f"{self.graph} ({self.policy})")
+        """The learning curve as a matplotlib ``Figure`` (decoupled policies: with the staleness per learner iteration below)."""
+        ages = [sum(per) / len(per) for per in self.staleness if per]
+        return learning_curve([(s, r) for s, r, _ in self.curve], f"{self.graph} ({self.policy})", staleness=ages)
 
     def timeline(self, start: float = 0.0, end: float | None = None):
         """When each replica worked on which fragment and when it waited for another group, as a

@@ -54,6 +54,15 @@ def test_learning_curve_plots_returns_and_their_rolling_mean():
     assert lines[1].get_ydata()[-1] == pytest.approx(sum(range(10, 30)) / 20)
 
 
+def test_decoupled_runs_show_staleness_below_the_curve_and_on_the_bar():
+    fig = live.learning_curve([(10, 1.0), (20, 2.0)], "t", staleness=[0.0, 0.5, 1.0])
+    assert len(fig.axes) == 2 and list(fig.axes[1].get_lines()[0].get_ydata()) == [0.0, 0.5, 1.0]
+    progress = live.LiveProgress(total=2, title="ppo", progress=True, plot=False)
+    progress.update([(10, 20.0)], env_steps=10, staleness=[0.5])
+    assert progress.bar.postfix == "env_steps=10, return=20.0, staleness=0.50"
+    progress.close([])
+
+
 def test_figures_show_themselves_in_a_notebook_without_pyplot():
     from IPython.core.formatters import PNGFormatter
 
