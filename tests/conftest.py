@@ -32,6 +32,19 @@ def ppo_ns(canonical):
 
 
 @pytest.fixture
+def interrupt_once(monkeypatch):
+    """The run's first progress update raises KeyboardInterrupt, as a first Ctrl-C in the notebook would."""
+    interrupted = []
+
+    def update(self, *args, **kwargs):
+        if not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("fragnb.live.LiveProgress.update", update)
+
+
+@pytest.fixture
 def shell():
     """An IPython shell with `%load_ext fragnb` done; its namespace is cleared afterwards."""
     from IPython.testing.globalipapp import get_ipython

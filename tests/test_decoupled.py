@@ -73,15 +73,7 @@ def test_async_trains_or_refuses_every_loop_of_the_corpus(loop):
     assert before and any(not torch.equal(a, b) for a, b in zip(before, after)), "the learner trained"
 
 
-def test_first_interrupt_ends_an_async_run_after_the_learners_iteration(canonical, ppo_ns, monkeypatch):
-    interrupted = []
-
-    def interrupt_once(self, *args, **kwargs):
-        if not interrupted:
-            interrupted.append(True)
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr("fragnb.live.LiveProgress.update", interrupt_once)
+def test_first_interrupt_ends_an_async_run_after_the_learners_iteration(canonical, ppo_ns, interrupt_once):
     ns = ppo_ns(40)
     result = run(capture(canonical.body, ns, name="ppo"), "async", actors=2, progress=False, plot=False)
     assert 1 <= result.iterations < 40 and result.stopped.startswith("interrupted")

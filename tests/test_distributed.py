@@ -136,15 +136,7 @@ def test_error_in_a_fragment_names_the_cell_line_and_replica_and_leaves_no_proce
 
 
 @pytest.mark.parametrize("policy", ["coarse", "fine"])
-def test_a_first_keyboard_interrupt_ends_the_run_after_the_current_iteration(canonical, ppo_ns, monkeypatch, policy):
-    interrupted = []
-
-    def interrupt_once(self, *args, **kwargs):
-        if not interrupted:
-            interrupted.append(True)
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr("fragnb.live.LiveProgress.update", interrupt_once)
+def test_a_first_keyboard_interrupt_ends_the_run_after_the_current_iteration(canonical, ppo_ns, interrupt_once, policy):
     ns, result = _run(canonical, ppo_ns, policy, iterations=30, actors=2)
     assert 1 <= result.iterations < 30 and result.stopped.startswith("interrupted"), result.stopped
     plain = ppo_ns(result.iterations)
