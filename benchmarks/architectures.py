@@ -67,10 +67,16 @@ def compiled(fn, *args, reps: int = 300) -> tuple[float, float, float]:
     def per_call(f):
         for _ in range(20):
             f(*args)
+        sync()
         start = time.perf_counter()
         for _ in range(reps):
             f(*args)
+        sync()
         return (time.perf_counter() - start) / reps * 1e6
+
+    def sync():  # GPU kernels run asynchronously: time them to their end
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
 
     eager = per_call(fn)
     start = time.perf_counter()
@@ -78,6 +84,22 @@ def compiled(fn, *args, reps: int = 300) -> tuple[float, float, float]:
     fast(*args)
     took = time.perf_counter() - start
     return eager, per_call(fast), took
+
+
+def compare_compiled(sizes, device: str) -> None:
+    """Print eager vs compiled time per call of CartPole's step and the policy's forward, on ``device``."""
+    from fragnb.algos.ppo import ActorCritic
+    from fragnb.envs import CartPole
+
+    for n in sizes:
+        env, net = CartPole(n, seed=0).to(device), ActorCritic(4, 2).to(device)
+        env.reset()
+        actions, obs = torch.ones(n, dtype=torch.int64, device=device), torch.zeros(n, 4, device=device)
+        e, c, took = compiled(env._step, actions)
+        print(f"   {n:>5} envs  env step   {e:>7.0f} us eager  {c:>7.0f} us compiled  ({took:.1f} s to compile)")
+        with torch.no_grad():
+            e, c, took = compiled(lambda x: (net.logits(x), net.value(x)), obs)
+        print(f"   {n:>5} envs  policy     {e:>7.0f} us eager  {c:>7.0f} us compiled  ({took:.1f} s to compile)")
 
 
 def main() -> int:
@@ -122,19 +144,8 @@ def main() -> int:
                   f"dropped {dropped:>3}  solved after {steps:>8,.0f} steps, {seconds:.2f} s")
 
     if not args.skip_compile:
-        from fragnb.algos.ppo import ActorCritic
-        from fragnb.envs import CartPole
-
         print("\n4. torch.compile on the fused step's parts (1 thread): eager vs compiled, per call")
-        for n in (32, 4096):
-            env, net = CartPole(n, seed=0), ActorCritic(4, 2)
-            env.reset()
-            actions, obs = torch.ones(n, dtype=torch.int64), torch.zeros(n, 4)
-            e, c, took = compiled(env._step, actions)
-            print(f"   {n:>5} envs  env step   {e:>7.0f} us eager  {c:>7.0f} us compiled  ({took:.1f} s to compile)")
-            with torch.no_grad():
-                e, c, took = compiled(lambda x: (net.logits(x), net.value(x)), obs)
-            print(f"   {n:>5} envs  policy     {e:>7.0f} us eager  {c:>7.0f} us compiled  ({took:.1f} s to compile)")
+        compare_compiled((32, 4096), "cpu")
     fragnb.shutdown()
     return 0
 

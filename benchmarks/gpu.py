@@ -5,9 +5,12 @@ learner group (`device="cuda"`) and compares the learner's weights after a few i
 `single` run on the CPU (same seed), printing the largest difference (GPU arithmetic rounds
 differently, so a small one is expected; a wrong value flowing across a device boundary is large
 or an error), then env steps/s with 256 and 4096 environments. `multi_learner` needs one GPU per
-learner (NCCL refuses two ranks on one device) and is skipped with fewer than two.
+learner (NCCL refuses two ranks on one device) and is skipped with fewer than two. Then the decoupled
+and fused architectures: `gpu_only` (environments on the GPU too) at 4096 and 16384 environments,
+env steps/s and time to solve CartPole; `srl` with its policy workers and trainer on the GPU; and
+torch.compile on the fused step's parts (environment step, policy forward) on the device.
 
-    .venv/bin/python benchmarks/gpu.py [--iterations 4] [--device cpu]
+    .venv/bin/python benchmarks/gpu.py [--iterations 4] [--device cpu] [--solve-iterations 40]
 
 Without a CUDA device it says so and exits 0.
 """
@@ -44,6 +47,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--device", default="cuda", help="cpu runs the same script without a GPU (to try it)")
+    parser.add_argument("--solve-iterations", type=int, default=40, help="most iterations gpu_only gets to solve CartPole")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device here: nothing to measure (run this on a GPU machine)")
@@ -74,6 +78,26 @@ def main() -> int:
             kwargs = {} if policy == "single" else {"device": args.device, "check": False, **params}
             result = run(capture(cell.body, ns, name="ppo"), policy, progress=False, plot=False, **kwargs)
             print(f"   {num_envs:>5} envs  {policy:<14} {result.env_steps_per_s:>12,.0f} env steps/s")
+
+    print("\n3. gpu_only (every fragment on one device) and srl (policy workers and trainer on the GPU)")
+    for num_envs in (4096, 16384):
+        ns = namespace(cell, args.solve_iterations, num_envs)
+        result = run(capture(cell.body, ns, name="ppo"), "gpu_only", progress=False, plot=False, device=args.device,
+                     until=lambda r: r.mean_return() >= 475)
+        solved = result.solved_at()
+        print(f"   {num_envs:>5} envs  gpu_only       {result.env_steps_per_s:>12,.0f} env steps/s  "
+              + (f"solved after {solved[0]:,} steps, {solved[1]:.1f} s" if solved else f"not solved in {result.iterations} iterations"))
+    for policy_workers in (1, 2):
+        ns = namespace(cell, args.iterations * 2, 4096)
+        result = run(capture(cell.body, ns, name="ppo"), "srl", progress=False, plot=False, device=args.device,
+                     actors=2, ring=2, policy_workers=policy_workers)
+        print(f"   4096 envs  srl 2 actors x ring 2, {policy_workers} policy worker(s) on the GPU  {result.env_steps_per_s:>12,.0f} env steps/s"
+              f"  inference batch {result.inference_batch}")
+
+    from architectures import compare_compiled  # this folder is on the path when the script runs
+
+    print("\n4. torch.compile on the fused step's parts on the device: eager vs compiled, per call")
+    compare_compiled((4096, 16384), args.device)
     fragnb.shutdown()
     return 0 if ok else 1
 
