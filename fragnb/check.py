@@ -48,9 +48,7 @@ def _compare(placement: Placement, iterations: int) -> None:
         from .executor import simulate
 
         copy = dataclasses.replace(graph, namespace=simulated, last_run=None)
-        # Decoupled: actors then wait for weights that the simulation's one learner iteration never sends.
-        params = {**placement.params, **({"max_staleness": 0} if "max_staleness" in placement.params else {})}
-        simulate(copy.place(placement.policy, **params), iterations)
+        simulate(copy.place(placement.policy, **placement.params), iterations)
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
         if (name in plain) != (name in simulated):
             raise _differs(placement, iterations, name, "exists only in one of them")

@@ -65,11 +65,16 @@ class FreeWalker(Walker):
         self.slots: dict[str, list[tuple[str, int, int]]] = {}  # leader: this iteration's (replica, its iteration, version) per group
         self.considered: list[tuple[str, int, bool]] = []  # leader: (replica, iteration, consumed) whose news is due
         self.staleness: list[list[int]] = []  # leader: per iteration, the staleness of each trajectory consumed
+        self.ages: list[int] = []  # leader: this iteration's
         self.depth: list[int] = []  # leader: trajectories waiting when it took one
         self.dropped = 0
         self.halted = False
         self.constants: dict[str, Any] = {}
         self.streams: set[str] = set()  # leader: the groups whose trajectories it consumes
+        # srl: free groups that exchange values every step are in step: the learner takes whole rounds
+        self.lockstep = sum(g != self.home for g in script.groups) > 1
+        self.round: int | None = None  # leader, lockstep: the round this iteration takes
+        self.next_round = 0
 
     # -- the iteration loop ---------------------------------------------------------------------
     def iterate(self, loop: DrivenLoop, iterable) -> None:
@@ -82,6 +87,8 @@ class FreeWalker(Walker):
             # A free replica's own count of iterations goes on past the learner's: `range(n)` continues.
             last = iterable[-1] if len(iterable) else iterable.start - iterable.step
             values = itertools.chain(iterable, itertools.count(last + iterable.step, iterable.step))
+            if self.script.limit is not None:  # the safety net's first iteration(s): no further
+                values = itertools.islice(values, self.script.limit)
             try:
                 for value in values:
                     bind(loop.node.target, value, self.scalars)
@@ -107,6 +114,9 @@ class FreeWalker(Walker):
                     pass
         self.considered = []
         self.slots = {}
+        self.round = None
+        self.staleness.append(self.ages)
+        self.ages = []
         self.stopped = self.judge(reports)
         return bool(self.stopped)
 
@@ -138,9 +148,11 @@ class FreeWalker(Walker):
             return self.pull(tag)
         if self.free:  # another free group, in step with this one; what it sends was computed with weights of its version
             got = [self.wait(peer, lambda t: t.startswith(f"{tag}@{self.iterations}/"), tagged=True) for peer in self.partners(group, keys)]
-            self.version = min(_version(t) for t, _ in got)  # srl: actor workers learn the version their policy workers act with
+            # srl: actor workers learn the version their policy workers act with (never older than their own)
+            self.version = max([self.version] + [_version(t) for t, _ in got])
             return [value for _, value in got]
-        return [self.wait(peer, lambda t, a=a, v=v: t == f"{tag}@{a}/{v}") for peer, a, v in self.assign(group)]
+        # A replica's version may grow within an iteration (a learner that updates every step): match any.
+        return [self.wait(peer, lambda t, a=a: t.startswith(f"{tag}@{a}/")) for peer, a, _ in self.assign(group)]
 
     def pull(self, tag: str) -> list[dict]:
         """The newest weights the learner has sent for this segment; waits while they are more than
@@ -158,37 +170,69 @@ class FreeWalker(Walker):
             self.idle(learner)
 
     def assign(self, group: str) -> list[tuple[str, int, int]]:
-        """This iteration's trajectories from ``group``: the first to arrive, one per replica slot,
-        dropping those more than ``max_staleness`` versions old."""
-        if group in self.slots:
-            return self.slots[group]
-        self.streams.add(group)
+        """This iteration's trajectories from ``group``: (replica, its iteration, version) per replica slot."""
+        if group not in self.slots:
+            self.streams.add(group)
+            chosen = self.round_of(group) if self.lockstep else self.first_arrivals(group)
+            # In replica order, not arrival order: with max_staleness=0 every iteration then holds one
+            # trajectory of each replica in the order 'coarse' gathers them, and the run is coarse's.
+            chosen.sort(key=lambda c: (int(c[0].split("[")[1][:-1]), c[1]))
+            self.ages += [self.iterations - v for _, _, v in chosen]
+            self.slots[group] = chosen
+        return self.slots[group]
+
+    def first_arrivals(self, group: str) -> list[tuple[str, int, int]]:
+        """async: the first trajectories to arrive, whichever replicas they come from, dropping those
+        more than ``max_staleness`` versions old."""
         chosen: list[tuple[str, int, int]] = []
         while len(chosen) < self.script.groups[group]:
             waiting = []
             for peer in peers(group, self.script.groups[group]):
-                it = self.cursor[peer]
-                mine = [(seq, t) for seq, t in self.ch.arrived(peer) if t.startswith("segment:") and _iteration(t) == it]
-                if mine:
-                    waiting.append((mine[0][0], peer, it, _version(mine[0][1])))
+                seq, version = self.arrival(peer, self.cursor[peer])
+                if seq is not None:
+                    waiting.append((seq, peer, self.cursor[peer], version))
             if not waiting:
                 self.idle(group)
                 continue
             _, peer, it, version = min(waiting)
             self.cursor[peer] += 1
-            stale = self.iterations - version
-            self.considered.append((peer, it, stale <= self.script.max_staleness))
-            if stale > self.script.max_staleness:
+            fresh = self.iterations - version <= self.script.max_staleness
+            self.considered.append((peer, it, fresh))
+            if not fresh:
                 self.dropped += 1
                 continue
             self.depth.append(len(waiting))
             chosen.append((peer, it, version))
-        # In replica order, not arrival order: with max_staleness=0 every iteration then holds one
-        # trajectory of each replica in the order 'coarse' gathers them, and the run is coarse's.
-        chosen.sort(key=lambda c: (int(c[0].split("[")[1][:-1]), c[1]))
-        self.staleness.append([self.iterations - v for _, _, v in chosen])
-        self.slots[group] = chosen
         return chosen
+
+    def round_of(self, group: str) -> list[tuple[str, int, int]]:
+        """srl: free groups serve each other in step, so the learner takes one whole iteration (a
+        round) of every free replica, the oldest not yet taken, dropping rounds staler than the bound."""
+        free = [p for p in self.cursor]
+        while self.round is None:
+            a = self.next_round
+            versions = [self.arrived_version(peer, a) for peer in peers(group, self.script.groups[group])]
+            self.next_round += 1
+            fresh = self.iterations - min(versions) <= self.script.max_staleness
+            self.considered += [(peer, a, fresh) for peer in free]
+            if fresh:
+                self.round = a
+                self.depth.append(min(len({_iteration(t) for _, t in self.ch.arrived(p) if t.startswith("segment:")}) for p in free))
+            else:
+                self.dropped += len(versions)
+        for peer in free:
+            self.cursor[peer] = self.next_round
+        return [(peer, self.round, self.arrived_version(peer, self.round)) for peer in peers(group, self.script.groups[group])]
+
+    def arrival(self, peer: str, it: int) -> tuple[int | None, int | None]:
+        """(arrival number, version) of the first message ``peer`` sent this replica in its iteration ``it``, if it has arrived."""
+        return next(((seq, _version(t)) for seq, t in self.ch.arrived(peer) if t.startswith("segment:") and _iteration(t) == it), (None, None))
+
+    def arrived_version(self, peer: str, it: int) -> int:
+        """The version ``peer`` acted with in its iteration ``it``, waiting for its first message of it."""
+        while (version := self.arrival(peer, it)[1]) is None:
+            self.idle(peer)
+        return version
 
     def wait(self, peer: str, match, tagged: bool = False) -> Any:
         """The first message from ``peer`` whose tag matches (with its tag if ``tagged``), waiting for it
@@ -218,7 +262,7 @@ class FreeWalker(Walker):
         return self.constants[name]
 
     def extra(self) -> dict:
-        return {"staleness": self.staleness[-1]} if not self.free and self.staleness else {}
+        return {"staleness": self.ages} if not self.free and self.ages else {}
 
     def finals(self, components: list[str]) -> dict:
         out = super().finals(components)

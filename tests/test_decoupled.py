@@ -43,32 +43,34 @@ def test_async_without_staleness_is_coarse(canonical, ppo_ns):
     assert coarse["it"] == streamed["it"] == 2 and sorted(coarse["returns"]) == sorted(streamed["returns"])
 
 
-#: Corpus loops async refuses before any worker starts, and a name its message must give.
-REFUSED_ASYNC = {
+#: Corpus loops a decoupled policy refuses before any worker starts, and a name its message must give.
+REFUSED_DECOUPLED = {
     "shadowed_names": "`action`",  # the learner's side reassigns what the actors read: they would wait for it
     "component_attribute_reads": "`env_steps`",  # one replica's share of a component: the safety net
     "while_budget_continue_break": "range(...)",  # actors count their own iterations
 }
+DECOUPLED = {"async": {"actors": 2}, "srl": {"actors": 2, "policy_workers": 1, "ring": 2}}
 
 
+@pytest.mark.parametrize("policy", DECOUPLED)
 @pytest.mark.parametrize("loop", LOOPS, ids=lambda loop: loop.name)
-def test_async_trains_or_refuses_every_loop_of_the_corpus(loop):
-    """Loops of every algorithm and style either train under async (the learner changes, each of its
-    iterations takes a trajectory of each actor slot within the staleness bound) or are refused
-    before any worker starts, naming the line."""
+def test_decoupled_policies_train_or_refuse_every_loop_of_the_corpus(loop, policy):
+    """Loops of every algorithm and style either train (the learner changes, each of its iterations
+    takes a trajectory of each actor slot within the staleness bound) or are refused before any
+    worker starts, naming the line."""
     ns = loop.namespace()
     learners = [c for c in ns.values() if isinstance(c, Learner)]
     nets = [v for c in learners for v in vars(c).values() if isinstance(v, torch.nn.Module)]
     before = [p.detach().clone() for net in nets for p in net.parameters()]
     try:
-        result = run(capture(loop.cell, ns, name=loop.name), "async", actors=2, progress=False, plot=False)
+        result = run(capture(loop.cell, ns, name=loop.name), policy, progress=False, plot=False, **DECOUPLED[policy])
     except fragnb.FragmentError as e:
-        assert loop.name in REFUSED_ASYNC, str(e)
-        assert "line" in str(e) and REFUSED_ASYNC[loop.name] in str(e)
+        assert loop.name in REFUSED_DECOUPLED, str(e)
+        assert "line" in str(e) and REFUSED_DECOUPLED[loop.name] in str(e)
         return
-    assert loop.name not in REFUSED_ASYNC
+    assert loop.name not in REFUSED_DECOUPLED
     assert result.iterations == ns["iterations"] and len(result.staleness) == result.iterations
-    assert all(len(per) % 2 == 0 and max(per) <= 1 for per in result.staleness)
+    assert all(per and len(per) % 2 == 0 and max(per) <= 1 for per in result.staleness)
     after = [p for net in nets for p in net.parameters()]
     assert before and any(not torch.equal(a, b) for a, b in zip(before, after)), "the learner trained"
 
