@@ -54,7 +54,7 @@ def test_until_return_stops_after_the_iteration_that_reaches_it(shell, canonical
 
 def test_unknown_policy_is_a_usage_error_listing_the_known_ones(shell, canonical):
     _setup(shell, canonical)
-    with pytest.raises(UsageError, match=r"unknown distribution policy: 'coarser' \(must be one of \['coarse', 'fine', 'multi_learner', 'single'\]\)"):
+    with pytest.raises(UsageError, match=r"unknown distribution policy: 'coarser' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)"):
         shell.run_cell_magic("fragment", "ppo --policy coarser", canonical.body)
     assert "ppo" not in shell.user_ns
 

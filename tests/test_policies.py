@@ -54,7 +54,7 @@ def test_placement_renders_one_cluster_per_group_with_operators(graph):
     ("coarse", {"actors": 3}, ValueError, r"`env` has num_envs=32, which 3 replicas .* choose one of \[1, 2, 4, 8, 16, 32\]"),
     ("fine", {"learners": 2}, TypeError, r"policy 'fine' takes \['actors', 'device'\], got \['learners'\]"),
     ("coarse", {"device": "tpu"}, ValueError, "unknown device: 'tpu'"),
-    ("nope", {}, ValueError, r"unknown distribution policy: 'nope' \(must be one of \['coarse', 'fine', 'multi_learner', 'single'\]\)"),
+    ("nope", {}, ValueError, r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)"),
 ])
 def test_bad_parameters_fail_before_anything_starts(graph, policy, params, error, message):
     with pytest.raises(error, match=message):
@@ -98,10 +98,11 @@ def test_measure_labels_edges_with_bytes_and_leaves_the_namespace_alone(canonica
     before = {k: v.clone() for k, v in ns["learner"].policy.state_dict().items()}
     g = capture(canonical.body, ns, name="ppo")
     sizes = measure(g)
-    batch = 32 * 32 * (4 + 5) * 4 + 32 * 32 * 4  # obs, action, logprob, value, advantages, returns (int64 actions: 8 bytes)
+    # obs, action, logprob, value, advantages, returns (int64 actions: 8 bytes); rewards, dones, last value (for V-trace)
+    batch = 32 * 32 * (4 + 5) * 4 + 32 * 32 * 4 + 32 * 32 * 2 * 4 + 32 * 4
     assert sizes[("buffer@it", "learner", "data")] == batch
     assert sizes[("env@step", "actor@step", "data")] == 64 * 16 * 4 * 4  # obs, every step of the rollout
     assert "returns" not in ns and ns["env"].vector_steps == 0
     assert all(torch.equal(before[k], v) for k, v in ns["learner"].policy.state_dict().items())
     edge = next(e for e in g.place("coarse", actors=2).edges if e.operator == "gather" and e.dst == "learner")
-    assert edge.label == "gather: batch (41 kB/iteration)"
+    assert edge.label == "gather: batch (49 kB/iteration)"

@@ -72,7 +72,7 @@ def test_an_error_in_the_loop_points_at_the_cell_line_and_cleans_up():
 def test_unknown_policy_lists_the_known_ones_before_anything_runs(canonical, ppo_ns):
     ns = ppo_ns()
     g = capture(canonical.body, ns)
-    with pytest.raises(ValueError, match=r"unknown distribution policy: 'nope' \(must be one of \['coarse', 'fine', 'multi_learner', 'single'\]\)"):
+    with pytest.raises(ValueError, match=r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)"):
         run(g, "nope")
     assert "returns" not in ns
 

@@ -88,7 +88,7 @@ class A2CLearner(Learner):
         """One step on a rollout from :meth:`RolloutBuffer.batch`; returns its losses and entropy."""
         c = self.config
         dev = next(self.policy.parameters()).device
-        b = {k: v.flatten(0, 1).to(dev) for k, v in batch.items()}
+        b = {k: batch[k].flatten(0, 1).to(dev) for k in ("obs", "actions", "advantages", "returns")}
         logp, entropy = self.policy.log_prob_and_entropy(b["obs"], b["actions"])
         entropy = entropy.mean()
         adv = b["advantages"]
