@@ -24,7 +24,9 @@ differ between actors at different iterations: the learner takes the first traje
 Python has no answer to which it should be.
 
 Free groups that talk to each other (``srl``'s actor and policy workers) do so in step, iteration by
-iteration, as under a synchronous policy.
+iteration, as under a synchronous policy; the learner then takes whole *rounds* (one iteration of
+every free replica) instead of first arrivals, so that an actor worker's samples and the actions its
+policy worker sent it stay together.
 
 What such a run cannot reproduce, it refuses before any worker starts (:func:`refuse`): free groups
 must need nothing but weights from the learner inside the loop.
