@@ -158,7 +158,8 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
     graph : FragmentGraph
         From :func:`fragnb.capture` or ``%%fragment``.
     policy : str or DistributionPolicy
-        ``"single"`` runs in this process; ``"coarse"``, ``"fine"`` and ``"multi_learner"`` on Dask.
+        ``"single"`` runs in this process; every other registered policy (``"coarse"``, ``"fine"``,
+        ``"multi_learner"``, ``"async"``, ``"srl"``, ``"gpu_only"``, your own) on Dask.
     cluster : optional
         Where distributed policies run: ``None``/``"local"`` (an embedded LocalCluster on 127.0.0.1,
         kept for the kernel's next runs), ``"cuda"``, a ``"tcp://host:port"`` scheduler or a
