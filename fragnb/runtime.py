@@ -178,7 +178,8 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         Python leaves after that many iterations, under every policy, and ``RunResult.stopped``
         says why the run ended.
     **params
-        The policy's parameters, e.g. ``actors=2`` or ``learners=2``; checked before anything starts.
+        The policy's parameters, e.g. ``actors=2``, ``learners=2``, ``max_staleness=1`` (async, srl),
+        ``policy_workers=1, ring=2`` (srl); checked before anything starts.
 
     Returns
     -------
