@@ -28,9 +28,14 @@ DOT_MISSING_HINT = (
 )
 
 
+#: Largest drawing, in inches: graphviz scales anything wider down, so that a placement fits
+#: JupyterLab's output area (about 900 px beside its file browser), which shows SVG as an image at its own size.
+FIT = "9,12"
+
+
 def render_graph(graph: FragmentGraph) -> graphviz.Digraph:
     """Draw fragments as boxes coloured by role, loops as nested clusters, edges labelled with variables."""
-    dot = graphviz.Digraph(name=graph.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "label": f"%%fragment {graph.name}", "labelloc": "t"})
+    dot = graphviz.Digraph(name=graph.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "label": f"%%fragment {graph.name}", "labelloc": "t", "size": FIT})
     dot.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="11")
     dot.attr("edge", fontname="Helvetica", fontsize="9")
 
@@ -60,7 +65,7 @@ def render_placement(placement: Placement) -> graphviz.Digraph:
 
     graph = placement.graph
     title = f"{graph.name} under {placement.policy.name!r}"
-    dot = graphviz.Digraph(name=f"{graph.name}_{placement.policy.name}", graph_attr={"fontname": "Helvetica", "label": title, "labelloc": "t"})
+    dot = graphviz.Digraph(name=f"{graph.name}_{placement.policy.name}", graph_attr={"fontname": "Helvetica", "label": title, "labelloc": "t", "size": FIT})
     dot.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="11")
     dot.attr("edge", fontname="Helvetica", fontsize="9")
     for group, (replicas, device) in placement.groups.items():
