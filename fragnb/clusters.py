@@ -105,6 +105,14 @@ def connect(cluster=None, workers: int = 1) -> tuple[Client, bool]:
                        "or a distributed.Client; for TLS or other protocols, connect a Client yourself and pass it)")
 
 
+def dashboard(client: Client) -> str | None:
+    """The address of the cluster's Dask dashboard (task stream, worker CPU and memory), if it serves one."""
+    try:
+        return client.dashboard_link if client.scheduler_info().get("services", {}).get("dashboard") else None
+    except Exception:  # a scheduler that does not say
+        return None
+
+
 def workers(client: Client) -> dict:
     """The cluster's workers now, by address. (``Client.scheduler_info()`` returns a cache that the
     client's periodic refresh may just have replaced by one without workers.)"""
@@ -124,8 +132,8 @@ def _embedded(kind: str, count: int) -> Client:
         # Dask's nanny starts workers with OMP_NUM_THREADS=1: one torch thread each. Kept so: replicas
         # share the machine's cores, and torch's intra-op threads, started from a worker's task thread
         # rather than a main thread, made a learner update 2x slower here, not faster.
-        # The scheduler serves HTTP whatever we ask (health, metrics): on a free loopback port, so a
-        # second kernel does not collide on Dask's default 8787.
+        # Dask's dashboard (bokeh) on a free loopback port: a second kernel does not collide on Dask's
+        # default 8787, and nothing listens beyond this machine.
         cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, host="127.0.0.1",
                                dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
     client = Client(cluster, set_as_default=False)
@@ -144,7 +152,7 @@ def _cuda_cluster(count: int):
         raise ClusterError("cluster='cuda' needs dask-cuda: `pip install 'fragnb[gpu]'`; or use cluster='local'") from e
     # One worker per GPU; a replica holds a worker thread for the whole run, so each worker gets
     # enough threads for every replica (CPU-side replicas then share a GPU worker's process).
-    return LocalCUDACluster(ip="127.0.0.1", dashboard_address=None, threads_per_worker=max(1, count), silence_logs=logging.ERROR)
+    return LocalCUDACluster(ip="127.0.0.1", dashboard_address="127.0.0.1:0", threads_per_worker=max(1, count), silence_logs=logging.ERROR)
 
 
 def _prepare(client: Client) -> None:

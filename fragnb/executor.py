@@ -23,7 +23,7 @@ import cloudpickle
 
 from . import replica
 from .channels import ChannelError, QueueChannels
-from .clusters import ClusterError, connect, shutdown, workers
+from .clusters import ClusterError, connect, dashboard, shutdown, workers
 from .components import Component, role_of
 from .edges import combine
 from .live import LiveProgress
@@ -63,6 +63,8 @@ def run_distributed(placement: Placement, cluster, progress: bool, plot: bool, u
     graph = placement.graph
     script = Script.of(placement, until=until)
     client, owned = connect(cluster, len(_tasks(placement, script)))
+    if progress and (link := dashboard(client)):
+        print(f"Dask dashboard (workers, task stream): {link}")
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     run = _Run(placement, script, client)

@@ -347,3 +347,16 @@ def test_prints_in_the_cell_reach_the_notebook_from_the_workers(canonical, ppo_n
         time.sleep(0.2)
         out += capsys.readouterr().out
     assert "finished iteration 0" in out and "finished iteration 1" in out
+
+
+def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_prints_its_link(canonical, ppo_ns, capsys):
+    import re
+    import urllib.request
+
+    _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)  # progress=False: no link
+    assert "Dask dashboard" not in capsys.readouterr().out
+    run(capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", actors=2, progress=True, plot=False)
+    link = re.search(r"Dask dashboard \(workers, task stream\): (http://127\.0\.0\.1:(\d+)/status)", capsys.readouterr().out)
+    assert link and urllib.request.urlopen(link.group(1), timeout=10).status == 200
+    serving = [c for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == int(link.group(2))]
+    assert serving and all(c.laddr.ip == "127.0.0.1" for c in serving)
