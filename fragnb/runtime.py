@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
+
 from .graph import FragmentGraph
 from .live import LiveProgress, learning_curve, timeline
 from .program import DRIVER, Timer, instrument
@@ -150,7 +152,7 @@ def first_solved(returns: list[float], threshold: float = 475.0, window: int = 2
 
 
 def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool = True, plot: bool = True, check: bool = True,
-        until: Callable[[RunResult], bool] | None = None, **params) -> RunResult:
+        until: Callable[[RunResult], bool] | None = None, threads: int | None = 1, **params) -> RunResult:
     """Run a captured training loop under a distribution policy.
 
     Parameters
@@ -177,6 +179,12 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         ends the run after the first iteration where it holds. The namespace is then what plain
         Python leaves after that many iterations, under every policy, and ``RunResult.stopped``
         says why the run ended.
+    threads : int or None
+        torch's intra-op threads in this process while the run lasts (``single``'s loop, the safety
+        net); ``None`` keeps torch's setting. 1 by default, as in Dask's workers: the small networks of
+        RL loops gain nothing from splitting an operation, and with a browser or other processes on
+        the cores, two threads made notebook 01 four times slower per iteration on a 2-core machine.
+        One setting everywhere also makes every policy round floats alike.
     **params
         The policy's parameters, e.g. ``actors=2``, ``learners=2``, ``max_staleness=1`` (async, srl),
         ``policy_workers=1, ring=2`` (srl); checked before anything starts.
@@ -188,6 +196,22 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         trained state are in the graph's namespace, as after running the cell as plain Python.
     """
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
+    with _torch_threads(threads):
+        return _run(graph, placement, cluster, progress, plot, check, until)
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int | None):
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(graph: FragmentGraph, placement, cluster, progress: bool, plot: bool, check: bool, until) -> RunResult:
     if placement.policy.name == "single":
         if cluster is not None:
             raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
