@@ -210,7 +210,7 @@ class FreeWalker(Walker):
     def round_of(self, group: str) -> list[tuple[str, int, int]]:
         """srl: free groups serve each other in step, so the learner takes one whole iteration (a
         round) of every free replica, the oldest not yet taken, dropping rounds staler than the bound."""
-        free = [p for p in self.cursor]
+        free = list(self.cursor)
         while self.round is None:
             a = self.next_round
             versions = [self.arrived_version(peer, a) for peer in peers(group, self.script.groups[group])]
