@@ -11,8 +11,17 @@ from .graph import FragmentGraph
 from .measure import measure
 from .runtime import RunResult, run
 
-__all__ = ["capture", "measure", "run", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs", "algos"]
+__all__ = ["capture", "measure", "run", "explore", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs", "algos"]
 __version__ = "0.1.0"
+
+
+def explore(graph: FragmentGraph, policy="single", cluster=None, **params):
+    """Widgets to choose a distribution policy for ``graph`` and see its placement redrawn, compare
+    two policies, compose your own, and run the loop from Run and Stop buttons (the kernel stays
+    free meanwhile). Parameters as for :func:`run`; see :class:`fragnb.widgets.Explorer`."""
+    from .widgets import Explorer
+
+    return Explorer(graph, policy, cluster, **params)
 
 
 def shutdown() -> None:

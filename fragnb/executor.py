@@ -57,21 +57,22 @@ class Outcome:
     queue_depth: list[int]
 
 
-def run_distributed(placement: Placement, cluster, progress: bool, plot: bool, until=None) -> Outcome:
+def run_distributed(placement: Placement, cluster, live, until=None, stop: threading.Event | None = None) -> Outcome:
     """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would.
-    ``until(curve, iterations, env_steps)`` ends the run after the first iteration where it holds."""
+    ``live(total, title)`` gives the LiveProgress that shows it; ``until(curve, iterations, env_steps)``
+    ends the run after the first iteration where it holds, as does setting ``stop``."""
     graph = placement.graph
     script = Script.of(placement, until=until)
     client, owned = connect(cluster, len(_tasks(placement, script)))
-    if progress and (link := dashboard(client)):
-        print(f"Dask dashboard (workers, task stream): {link}")
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     run = _Run(placement, script, client)
     try:
         run.start()
-        total = _length(graph)
-        finals = run.watch(LiveProgress(total, f"{graph.name} ({placement.policy.name})", progress, plot))
+        view = live(_length(graph), f"{graph.name} ({placement.policy.name})")
+        if link := dashboard(client):
+            view.show_link(link)
+        finals = run.watch(view, stop or threading.Event())
     except BaseException as e:
         run.abort(f"the run stopped: {type(e).__name__}")
         if owned:
@@ -139,10 +140,11 @@ class _Run:
             self.check_alive()
         return self.client.gather(futures)
 
-    def watch(self, live: LiveProgress) -> dict[str, dict]:
+    def watch(self, live: LiveProgress, stop: threading.Event) -> dict[str, dict]:
         """Wait for every replica's program to end, showing its progress; the first failure, or a
-        lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt asks
-        the replicas to stop after the current iteration; a second one aborts."""
+        lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt, or
+        ``stop`` being set, asks the replicas to stop after the current iteration; a second
+        KeyboardInterrupt aborts."""
         events: queue.Queue = queue.Queue()
         self.client.subscribe_topic(self.topic, events.put)
         progress = _Progress(live, self.script.replicas())
@@ -152,10 +154,14 @@ class _Run:
                 try:
                     if self.poll(events, progress):
                         break
+                    if stop.is_set() and not stopping:
+                        stopping = True
+                        self.request_stop()
                 except KeyboardInterrupt:
                     if stopping:
                         raise
                     stopping = True
+                    print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
                     self.request_stop()
             finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}
         finally:
@@ -184,7 +190,6 @@ class _Run:
 
     def request_stop(self) -> None:
         """Ask the replica that decides for all to end the run after the current iteration."""
-        print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
         self.client.run(replica.request_stop, self.run_id, workers=[self.slots[self.script.leader]], on_error="ignore")
 
     def check_alive(self) -> None:
@@ -240,17 +245,27 @@ class _Progress:
         self.steps: dict[str, int] = {}
         self.shown = 0
         self.staleness: list[float] = []  # decoupled policies: the learner's mean per iteration
+        self.seconds: dict[str, dict[str, float]] = {}  # replica -> fragment -> seconds so far
 
     def add(self, msg: dict) -> None:
         self.done[msg["replica"]] = msg["iteration"]
         self.episodes += msg["episodes"]
         self.steps[msg["replica"]] = msg["steps"]
+        self.seconds[msg["replica"]] = msg["seconds"]
         if msg.get("staleness"):
             self.staleness.append(sum(msg["staleness"]) / len(msg["staleness"]))
         while min(self.done.values()) > self.shown:  # an iteration every replica has finished
             self.shown += 1
             self.episodes.sort()
-            self.live.update(self.curve(), sum(self.steps.values()), self.staleness)
+            self.live.update(self.curve(), sum(self.steps.values()), self.staleness, self.fragment_seconds())
+
+    def fragment_seconds(self) -> dict[str, float]:
+        """Seconds each fragment has taken so far, summed over its replicas."""
+        total: dict[str, float] = {}
+        for per in self.seconds.values():
+            for name, sec in per.items():
+                total[name] = total.get(name, 0.0) + sec
+        return total
 
     def curve(self) -> list[tuple[int, float]]:
         return [(s, r) for _, _, s, r in self.episodes]

@@ -1,6 +1,7 @@
-"""Progress of a run: a tqdm bar over training iterations and a live learning curve.
+"""Progress of a run: a tqdm bar over training iterations and a live dashboard (learning curve, env
+steps/s over time, each fragment's share of the time).
 
-The curve follows the display-handle pattern (``display(..., display_id=True)`` then
+The dashboard follows the display-handle pattern (``display(..., display_id=True)`` then
 ``handle.update``), which both JupyterLab and nbval accept.
 """
 
@@ -11,7 +12,7 @@ import io
 import time
 from collections.abc import Sequence
 
-__all__ = ["LiveProgress", "learning_curve", "timeline", "in_notebook"]
+__all__ = ["LiveProgress", "learning_curve", "dashboard", "timeline", "in_notebook", "png"]
 
 
 def in_notebook() -> bool:
@@ -28,6 +29,38 @@ def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: 
     """A matplotlib ``Figure`` of episode returns against environment steps, with a rolling mean; and
     below it, for decoupled policies, the mean staleness of what the learner trained on per iteration."""
     fig = _figure_class()(figsize=(6, 4.4 if staleness else 3.2), layout="constrained")
+    _returns_panel(fig, curve, title, window, staleness)
+    return fig
+
+
+def dashboard(curve: Sequence[tuple[int, float]], title: str = "", rates: Sequence[tuple[float, float]] = (),
+              seconds: dict[str, float] | None = None, staleness: Sequence[float] = (), window: int = 20):
+    """What a run shows while it lasts: the learning curve (and staleness) on the left; on the right,
+    env steps/s over time (``rates``: seconds since the start, steps/s) and each fragment's share of
+    the time so far (``seconds``: fragment to seconds, summed over replicas)."""
+    fig = _figure_class()(figsize=(9, 3.6), layout="constrained")
+    left, right = fig.subfigures(1, 2, width_ratios=(3, 2))
+    _returns_panel(left, curve, title, window, staleness)
+    speed, split = right.subplots(2, 1)
+    if rates:
+        speed.plot(*zip(*rates), color="#55a868", lw=1.2)
+    speed.set_xlabel("seconds")
+    speed.set_ylabel("env steps/s")
+    speed.set_ylim(bottom=0)
+    speed.grid(alpha=0.3)
+    if seconds:
+        from .render import ROLE_COLORS
+
+        names = sorted(seconds, key=seconds.get)
+        total = sum(seconds.values()) or 1.0
+        split.barh(names, [100 * seconds[n] / total for n in names], color=[ROLE_COLORS.get(n.split("@")[0], "#cccccc") for n in names])
+        split.tick_params(axis="y", labelsize=7)
+    split.set_xlabel("% of fragment time")
+    split.set_xlim(0, 100)
+    return fig
+
+
+def _returns_panel(fig, curve: Sequence[tuple[int, float]], title: str, window: int, staleness: Sequence[float]) -> None:
     if staleness:
         ax, below = fig.subplots(2, 1, height_ratios=(3, 1))
         below.step(range(1, len(staleness) + 1), staleness, where="mid", color="#8172b3", lw=1.2)
@@ -47,7 +80,6 @@ def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: 
     ax.set_ylabel("return")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    return fig
 
 
 def timeline(intervals: Sequence[tuple[str, str, str, float, float]], title: str = ""):
@@ -95,12 +127,13 @@ def _figure_class():
 
     class NotebookFigure(Figure):
         def _repr_png_(self) -> bytes:
-            return _png(self)
+            return png(self)
 
     return NotebookFigure
 
 
-def _png(fig) -> bytes:
+def png(fig) -> bytes:
+    """``fig`` as PNG bytes, at the resolution the notebook shows."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
     return buf.getvalue()
@@ -116,13 +149,17 @@ class LiveProgress:
     title : str
         Shown on the bar and the plot.
     progress, plot : bool
-        Switch the bar or the live learning curve off. The curve only shows inside a notebook.
+        Switch the bar or the live dashboard (learning curve, env steps/s, fragment time split) off.
+        The dashboard only shows inside a notebook.
     plot_every : float
-        Least seconds between two redraws of the curve.
+        Least seconds between two redraws of the dashboard.
+
+    Subclasses show the same elsewhere (the explorer: in its widgets) by overriding :meth:`show_bar`,
+    :meth:`show_figure` and :meth:`show_link`; a run takes one through ``fragnb.run(..., progress=...)``.
     """
 
-    def __init__(self, total: int | None, title: str = "", progress: bool = True, plot: bool = True, plot_every: float = 1.0):
-        self.title, self.plot_every = title, plot_every
+    def __init__(self, total: int | None = None, title: str = "", progress: bool = True, plot: bool = True, plot_every: float = 1.0):
+        self.total, self.title, self.plot_every = total, title, plot_every
         self.bar = None
         if progress:
             from tqdm.auto import tqdm
@@ -131,33 +168,63 @@ class LiveProgress:
         self.handle = None
         self.plot = plot and in_notebook()
         self.last_draw = 0.0
+        self.start = time.perf_counter()
         self.staleness: Sequence[float] = ()
+        self.rates: list[tuple[float, float]] = []  # (seconds since the start, env steps/s)
+        self.seconds: dict[str, float] = {}
+        self.iterations = 0
+        self._steps = [(0.0, 0)]
 
-    def update(self, curve: Sequence[tuple[int, float]], env_steps: int, staleness: Sequence[float] = ()) -> None:
-        """After an iteration: the episodes so far, env steps, and (decoupled policies) the mean
-        staleness of each learner iteration so far."""
+    def started(self, total: int | None, title: str) -> LiveProgress:
+        """This view, for a run of ``total`` iterations named ``title`` (called as the run begins)."""
+        self.total, self.title = total, title
+        return self
+
+    def update(self, curve: Sequence[tuple[int, float]], env_steps: int, staleness: Sequence[float] = (),
+               seconds: dict[str, float] | None = None) -> None:
+        """After an iteration: the episodes so far, env steps, (decoupled policies) the mean staleness
+        of each learner iteration so far, and the seconds each fragment has taken so far."""
+        self.iterations += 1
         self.staleness = staleness
-        if self.bar is not None:
-            postfix = {"env_steps": env_steps}
-            if curve:
-                last = [r for _, r in curve[-20:]]
-                postfix["return"] = f"{sum(last) / len(last):.1f}"
-            if staleness:
-                postfix["staleness"] = f"{staleness[-1]:.2f}"
-            self.bar.set_postfix(postfix, refresh=False)
-            self.bar.update(1)
+        self.seconds = dict(seconds or {})
+        now = time.perf_counter() - self.start
+        self._steps.append((now, env_steps))
+        then, before = self._steps[max(0, len(self._steps) - 4)]  # over the last 3 iterations: steadier than one
+        if now > then:
+            self.rates.append((now, (env_steps - before) / (now - then)))
+        postfix = {"env_steps": env_steps}
+        if curve:
+            last = [r for _, r in curve[-20:]]
+            postfix["return"] = f"{sum(last) / len(last):.1f}"
+        if staleness:
+            postfix["staleness"] = f"{staleness[-1]:.2f}"
+        self.show_bar(postfix)
         if self.plot and time.perf_counter() - self.last_draw >= self.plot_every:
             self.draw(curve)
 
+    def show_bar(self, postfix: dict) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix(postfix, refresh=False)
+            self.bar.update(1)
+
     def draw(self, curve: Sequence[tuple[int, float]]) -> None:
+        self.show_figure(dashboard(curve, self.title, self.rates, self.seconds, self.staleness))
+        self.last_draw = time.perf_counter()
+
+    def show_figure(self, fig) -> None:
+        """Show ``fig`` in place of the last one (the display-handle pattern)."""
         from IPython.display import Image, display
 
-        image = Image(data=_png(learning_curve(curve, self.title, staleness=self.staleness)), format="png")
+        image = Image(data=png(fig), format="png")
         if self.handle is None:
             self.handle = display(image, display_id=True)
         else:
             self.handle.update(image)
-        self.last_draw = time.perf_counter()
+
+    def show_link(self, link: str) -> None:
+        """The address of the cluster's Dask dashboard, once the run's workers are ready."""
+        if self.bar is not None or self.plot:
+            print(f"Dask dashboard (workers, task stream): {link}")
 
     def close(self, curve: Sequence[tuple[int, float]]) -> None:
         if self.plot:

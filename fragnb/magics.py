@@ -31,6 +31,7 @@ class FragmentMagics(Magics):
     @argument("--device", choices=("auto", "cpu", "cuda"), help="where GPU-capable groups run (default auto)")
     @argument("--cluster", help="'local' (default), 'cuda', or a scheduler address tcp://host:port")
     @argument("--run", action="store_true", help="also execute the loop under the policy")
+    @argument("--explore", action="store_true", help="show the policy explorer (choose, compare and run policies) instead of the drawing")
     @argument("--no-progress", action="store_true", help="no progress bar during --run")
     @argument("--no-plot", action="store_true", help="no live learning curve during --run")
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
@@ -59,6 +60,8 @@ class FragmentMagics(Magics):
             raise UsageError(f"%%fragment NAME: {args.name!r} is not a valid variable name")
         if args.until_return is not None and not args.run:
             raise UsageError("--until-return needs --run")
+        if args.explore and args.run:
+            raise UsageError("--explore has its own Run button; leave out --run")
         try:
             policy = policies.resolve(args.policy)
         except ValueError as e:
@@ -75,7 +78,11 @@ class FragmentMagics(Magics):
         except (TypeError, ValueError) as e:
             raise UsageError(str(e)) from None
         ns[args.name] = graph
-        if not args.quiet:
+        if args.explore:
+            from .widgets import Explorer
+
+            display(Explorer(graph, policy, args.cluster, **params))
+        elif not args.quiet:
             if policy.name != "single":
                 measure(graph)  # one dry iteration on copies, for the bytes on the placement's edges
                 placement = graph.place(policy, **params)

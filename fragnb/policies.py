@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # graphs place themselves through this module, so it cannot import them
     from .graph import Edge, FragmentGraph
 
-__all__ = ["DistributionPolicy", "Placement", "FragmentPlacement", "EdgePlacement", "POLICIES", "register", "resolve", "place"]
+__all__ = ["DistributionPolicy", "Placement", "FragmentPlacement", "EdgePlacement", "POLICIES", "register", "resolve", "place", "choices"]
 
 
 ROLES = ("env", "actor", "buffer", "learner", "driver")
@@ -53,7 +53,7 @@ class EdgePlacement:
 
     def labelled(self, names: str) -> str:
         """``operator: names (size/iteration)``, with the variables shown as ``names``."""
-        size = "" if self.bytes_per_iteration is None else f" ({_human(self.bytes_per_iteration)}/iteration)"
+        size = "" if self.bytes_per_iteration is None else f" ({human(self.bytes_per_iteration)}/iteration)"
         return f"{self.operator}: {names}{size}"
 
 
@@ -65,6 +65,8 @@ class DistributionPolicy:
     ----------
     name, mirrors, description : str
         Shown in errors, the README table and placements.
+    tradeoff : str
+        What the policy gains and what it pays for it, in a sentence (the explorer shows it).
     groups : dict
         Role (``"env"``, ``"actor"``, ``"buffer"``, ``"learner"``, ``"driver"``) to worker group.
     replicas : dict
@@ -109,6 +111,7 @@ class DistributionPolicy:
     options: dict[str, Any] = field(default_factory=dict)
     decoupled: bool = False
     fused: bool = False
+    tradeoff: str = ""
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -136,23 +139,27 @@ def resolve(policy: str | DistributionPolicy) -> DistributionPolicy:
         raise ValueError(f"unknown distribution policy: {policy!r} (must be one of {sorted(POLICIES)})") from None
 
 
-register(DistributionPolicy("single", "a plain loop (CleanRL)", "every fragment in this process; edges are direct references"))
+register(DistributionPolicy("single", "a plain loop (CleanRL)", "every fragment in this process; edges are direct references",
+                            tradeoff="nothing crosses a process and nothing waits; one core does all the work"))
 register(DistributionPolicy(
     "coarse", "Acme, RLlib sync sampling; MSRL MultiActorSingleLearner",
     "actor fragments (env + inference + buffer insert) x N on workers; learner x 1 (GPU if any)",
     groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
     replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
+    tradeoff="actors step in parallel and only trajectories and weights cross; the learner idles while actors roll out, and they idle while it learns",
 ))
 register(DistributionPolicy(
     "fine", "SEED RL; MSRL SingleActorLearnerMultiEnv",
     "env fragments x N on CPU workers; inference + buffer + learner x 1 (GPU if any)",
     groups={"env": "envs", "actor": "learner", "buffer": "learner", "learner": "learner", "driver": "learner"},
     replicas={"envs": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("env", "actor"),
+    tradeoff="inference is batched in one place, near the learner; every environment step crosses the network twice (observations in, actions out)",
 ))
 register(DistributionPolicy(
     "multi_learner", "DD-PPO; MSRL hand-written DP3", "the whole loop x N; gradients all-reduced",
     groups=dict.fromkeys(ROLES, "replicas"), replicas={"replicas": "learners"}, gpu_groups=("replicas",),
     collectives=("gradients all-reduced (torch.distributed: gloo on CPU, NCCL on GPU)",), required_roles=("learner",),
+    tradeoff="N full copies share the work and exchange only gradients; each update waits for the slowest copy's all-reduce",
 ))
 register(DistributionPolicy(
     "async", "IMPALA / A3C; MSRL AsyncMultiActorSingleLearner",
@@ -160,6 +167,7 @@ register(DistributionPolicy(
     groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
     replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
     options={"max_staleness": 1}, decoupled=True,
+    tradeoff="nobody waits for a whole round: actors keep rolling out while the learner learns; it trains on trajectories up to max_staleness versions old",
 ))
 
 
@@ -169,6 +177,7 @@ register(DistributionPolicy(
     groups={"env": "actors", "actor": "policy", "buffer": "actors", "learner": "trainer", "driver": "trainer"},
     replicas={"actors": ("actors", "ring"), "policy": ("policy_workers", "ring"), "trainer": 1}, gpu_groups=("policy", "trainer"),
     required_roles=("env", "actor", "learner"), options={"ring": 2, "max_staleness": 1}, decoupled=True,
+    tradeoff="each actor worker steps one env group while another waits for its batched actions; more processes and messages, which pays off only with cores to spare",
 ))
 
 
@@ -178,6 +187,7 @@ register(DistributionPolicy(
     groups=dict.fromkeys(ROLES, "device"), replicas={"device": "learners"}, gpu_groups=("device",),
     collectives=("gradients all-reduced (torch.distributed: NCCL on GPUs, gloo on CPU)",), required_roles=("env", "learner"),
     fused=True,
+    tradeoff="no copies between host and device, no network; the environment must be written in torch, and one device holds everything",
 ))
 
 
@@ -213,6 +223,15 @@ class Placement:
     def groups(self) -> dict[str, tuple[int, str]]:
         """Worker group to (replicas, device), in the order fragments first appear."""
         return {p.group: (p.replicas, p.device) for p in self.fragments.values()}
+
+    def traffic(self) -> list[tuple[EdgePlacement, int | None]]:
+        """Each edge that crosses between worker groups, with the bytes it moves per iteration: its
+        values' size, times the receiving replicas where each receives them whole (broadcast,
+        versioned pull). None where the graph was not measured (:func:`fragnb.measure`)."""
+        whole = ("broadcast", "versioned pull")
+        return [(e, None if e.bytes_per_iteration is None else
+                 e.bytes_per_iteration * (self.fragments[e.dst].replicas if e.operator in whole else 1))
+                for e in self.edges if e.operator != "local"]
 
     def render(self):
         """One cluster per worker group, with replica counts; edges labelled operator: variables."""
@@ -303,6 +322,28 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
 _LEAST = {"ring": 1}  # the smallest value of an integer option (others: 0)
 
 
+def choices(graph: FragmentGraph, policy: str | DistributionPolicy, name: str, upto: int = 16, **params) -> list:
+    """The values of parameter ``name`` that :func:`place` accepts for ``graph``, the policy's other
+    parameters being ``params`` (or their defaults): e.g. the divisors of ``num_envs`` for ``actors``.
+    Integers are tried up to ``upto``."""
+    policy = resolve(policy)
+    default = policy.parameters[name]
+    if name == "device":
+        candidates = ["auto", "cpu", "cuda"]
+    elif isinstance(default, int):
+        candidates = range(_LEAST.get(name, 0 if name in policy.options else 1), upto + 1)
+    else:
+        candidates = [default]
+    fits = []
+    for value in candidates:
+        try:
+            place(graph, policy, **{**params, name: value})
+        except (TypeError, ValueError):
+            continue
+        fits.append(value)
+    return fits
+
+
 def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: dict[str, int]) -> tuple[dict[str, str], list[str]]:
     """The policy's group per role, except that state stays with its reader: a role whose
     components the loop calls in a way that is not environment by environment (a replay buffer's
@@ -377,7 +418,8 @@ def workers(n: int) -> str:
     return f"{n} worker{'s' if n != 1 else ''}"
 
 
-def _human(n: int) -> str:
+def human(n: int) -> str:
+    """``n`` bytes, e.g. ``49 kB``."""
     for unit in ("B", "kB", "MB"):
         if n < 1000:
             return f"{n:.0f} {unit}"

@@ -151,8 +151,9 @@ def first_solved(returns: list[float], threshold: float = 475.0, window: int = 2
     return None
 
 
-def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool = True, plot: bool = True, check: bool = True,
-        until: Callable[[RunResult], bool] | None = None, threads: int | None = 1, **params) -> RunResult:
+def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool | LiveProgress = True, plot: bool = True,
+        check: bool = True, until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None,
+        threads: int | None = 1, **params) -> RunResult:
     """Run a captured training loop under a distribution policy.
 
     Parameters
@@ -167,7 +168,9 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         kept for the kernel's next runs), ``"cuda"``, a ``"tcp://host:port"`` scheduler or a
         ``distributed.Client``. ``single`` takes none.
     progress, plot : bool
-        Show a progress bar, and a live learning curve in a notebook.
+        Show a progress bar, and a live dashboard in a notebook (learning curve, env steps/s over
+        time, each fragment's share of the time). ``progress`` may instead be a
+        :class:`~fragnb.live.LiveProgress` that shows them elsewhere (the explorer's widgets).
     check : bool
         Distributed policies whose replicas must reproduce plain Python (all but data-parallel ones
         such as ``multi_learner``) first run the cell's first iteration both ways on copies, in this
@@ -179,6 +182,9 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
         ends the run after the first iteration where it holds. The namespace is then what plain
         Python leaves after that many iterations, under every policy, and ``RunResult.stopped``
         says why the run ended.
+    stop : threading.Event, optional
+        Setting it (from another thread: the explorer's Stop button) ends the run after the current
+        iteration, as ``until`` and a first Ctrl-C do.
     threads : int or None
         torch's intra-op threads in this process while the run lasts (``single``'s loop, the safety
         net); ``None`` keeps torch's setting. 1 by default, as in Dask's workers: the small networks of
@@ -197,7 +203,7 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool =
     """
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
     with _torch_threads(threads):
-        return _run(graph, placement, cluster, progress, plot, check, until)
+        return _run(graph, placement, cluster, _live(progress, plot), check, until, stop)
 
 
 @contextlib.contextmanager
@@ -211,11 +217,18 @@ def _torch_threads(count: int | None):
         torch.set_num_threads(before)
 
 
-def _run(graph: FragmentGraph, placement, cluster, progress: bool, plot: bool, check: bool, until) -> RunResult:
+def _live(progress: bool | LiveProgress, plot: bool) -> Callable[[int | None, str], LiveProgress]:
+    """How the run shows its progress, given its iterations and title."""
+    if isinstance(progress, LiveProgress):
+        return progress.started
+    return lambda total, title: LiveProgress(total, title, progress, plot)
+
+
+def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, stop) -> RunResult:
     if placement.policy.name == "single":
         if cluster is not None:
             raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
-        graph.last_run = _run_in_process(graph, progress, plot, until)
+        graph.last_run = _run_in_process(graph, live, until, stop)
     else:
         from .executor import run_distributed  # Dask is imported only when a distributed policy runs
 
@@ -230,7 +243,7 @@ def _run(graph: FragmentGraph, placement, cluster, progress: bool, plot: bool, c
             from .check import check as check_first_iteration
 
             checked = check_first_iteration(placement)
-        o = run_distributed(placement, cluster, progress, plot, _on_curve(until, graph.name, placement.policy.name))
+        o = run_distributed(placement, cluster, live, _on_curve(until, graph.name, placement.policy.name), stop)
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
                                    o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked, o.intervals, o.messages,
                                    o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth, placement.inference_batch)
@@ -240,10 +253,10 @@ def _run(graph: FragmentGraph, placement, cluster, progress: bool, plot: bool, c
 class _Driver:
     """What the instrumented cell calls: fragment timers and the iteration hook."""
 
-    def __init__(self, graph: FragmentGraph, progress: bool, plot: bool, until=None):
-        self.graph, self.show_progress, self.show_plot, self.until = graph, progress, plot, until
+    def __init__(self, graph: FragmentGraph, live, until=None, stop: threading.Event | None = None):
+        self.graph, self.live, self.until = graph, live, until
         self.stopped = ""
-        self.interrupted = False  # Ctrl-C: end after the current iteration
+        self.interrupted = stop or threading.Event()  # Ctrl-C or the explorer's Stop: end after the current iteration
         self.envs = [graph.namespace[c] for c, role in graph.components.items() if role == "env"]
         self.seen = [len(e.episodes) for e in self.envs]
         self.steps0 = [e.env_steps for e in self.envs]
@@ -261,7 +274,7 @@ class _Driver:
 
     def iterate(self, iterable):
         total = len(iterable) if hasattr(iterable, "__len__") else None
-        self.progress = LiveProgress(total, self.graph.name, self.show_progress, self.show_plot)
+        self.progress = self.live(total, self.graph.name)
         for item in iterable:
             if self.graph.stopped(self.graph.namespace):  # `break` or a `while` condition: no further iteration
                 self.stopped = "the loop's own condition (`break` or `while`)"
@@ -270,8 +283,8 @@ class _Driver:
             self.iterations += 1
             self.ticks.append(time.perf_counter())
             points = self.points()
-            self.progress.update(points, self.env_steps())
-            if self.interrupted:
+            self.progress.update(points, self.env_steps(), seconds=self.seconds)
+            if self.interrupted.is_set():
                 self.stopped = f"interrupted: stopped after iteration {self.iterations}, as asked"
                 break
             if self.until is not None and self.until(points, self.iterations, self.env_steps()):
@@ -308,9 +321,9 @@ def _interrupts_end_the_iteration(driver: _Driver):
         return
 
     def on_sigint(signum, frame):
-        if driver.interrupted:
+        if driver.interrupted.is_set():
             raise KeyboardInterrupt
-        driver.interrupted = True
+        driver.interrupted.set()
         print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
 
     previous = signal.signal(signal.SIGINT, on_sigint)
@@ -331,14 +344,14 @@ def _on_curve(until, graph: str, policy: str):
     return holds
 
 
-def _run_in_process(graph: FragmentGraph, progress: bool, plot: bool, until=None) -> RunResult:
+def _run_in_process(graph: FragmentGraph, live, until=None, stop=None) -> RunResult:
     filename = f"<fragment {graph.name}>"
     # Tracebacks then show the user's cell lines.
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
     module = ast.fix_missing_locations(ast.Module(instrument(graph.tree.body, owner, hook_loop=True), []))
     code = compile(module, filename, "exec")
-    driver = _Driver(graph, progress, plot, _on_curve(until, graph.name, "single"))
+    driver = _Driver(graph, live, _on_curve(until, graph.name, "single"), stop)
     ns = graph.namespace
     ns[DRIVER] = driver
     try:

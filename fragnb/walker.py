@@ -349,7 +349,8 @@ class Walker:
         new, steps = self.collect()
         self.ticks.append(time.perf_counter() + self.clock)
         if self.events is not None:
-            self.events({"replica": self.name, "iteration": self.iterations, "episodes": new, "steps": steps, **self.extra()})
+            self.events({"replica": self.name, "iteration": self.iterations, "episodes": new, "steps": steps,
+                         "seconds": dict(self.rep.seconds), **self.extra()})
         return new, steps
 
     def extra(self) -> dict:

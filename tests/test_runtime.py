@@ -139,8 +139,8 @@ def test_a_first_ctrl_c_ends_the_run_after_the_current_iteration(canonical, ppo_
 
     update = live.LiveProgress.update
 
-    def interrupt_once(self, *args):
-        update(self, *args)
+    def interrupt_once(self, *args, **kwargs):
+        update(self, *args, **kwargs)
         if not getattr(self, "interrupted", False):
             self.interrupted = True
             os.kill(os.getpid(), signal.SIGINT)  # what JupyterLab's interrupt sends the kernel
