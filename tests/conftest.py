@@ -1,8 +1,10 @@
 """Shared fixtures: the canonical PPO cell of notebook 01 and an IPython shell with fragnb loaded."""
 
 import shutil
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -63,3 +65,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "needs_dot" in item.keywords and shutil.which("dot") is None:
             item.add_marker(skip_dot)
+
+
+def worker_processes() -> list[psutil.Process]:
+    """This process's children, but for multiprocessing's resource tracker (one per process, not a worker)."""
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())]
+
+
+def wait_for_no_workers(timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while worker_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not worker_processes(), [p.cmdline() for p in worker_processes()]

@@ -13,6 +13,7 @@ import torch
 
 from fragnb import capture, clusters, run
 from fragnb.clusters import ClusterError
+from conftest import worker_processes, wait_for_no_workers
 
 K = 2  # iterations: enough for a weight broadcast and a second rollout on the new weights
 
@@ -21,12 +22,6 @@ K = 2  # iterations: enough for a weight broadcast and a second rollout on the n
 def _close_embedded_cluster():
     yield
     clusters.shutdown()
-
-
-def _children() -> list[psutil.Process]:
-    """This process's children, but for multiprocessing's resource tracker (one per process, not a worker)."""
-    return [p for p in psutil.Process().children(recursive=True)
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())]
 
 
 def _run(canonical, ppo_ns, policy, iterations=K, **params):
@@ -132,7 +127,7 @@ def test_error_in_a_fragment_names_the_cell_line_and_replica_and_leaves_no_proce
     assert f'File "<fragment broken>", line {lineno}, in replica' in note and "env.step(action[:3])" in note
     assert "site-packages/distributed" not in "".join(traceback.format_tb(info.value.__traceback__))
     assert all(torch.equal(v, _weights(ns)[k]) for k, v in before.items()) and "stats" not in ns  # the notebook is untouched
-    _wait_for_no_children()
+    wait_for_no_workers()
 
 
 @pytest.mark.parametrize("policy", ["coarse", "fine"])
@@ -156,23 +151,16 @@ def test_a_second_keyboard_interrupt_aborts_the_run_and_its_workers(canonical, p
     with pytest.raises(KeyboardInterrupt):
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
     assert "stats" not in ns
-    _wait_for_no_children()
+    wait_for_no_workers()
 
 
 def test_cluster_is_reused_across_runs_and_closed_by_shutdown(canonical, ppo_ns):
     _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)
-    workers = {p.pid for p in _children()}
+    workers = {p.pid for p in worker_processes()}
     _run(canonical, ppo_ns, "fine", iterations=1, actors=2)
-    assert workers and workers <= {p.pid for p in _children()}  # the same worker processes served both runs
+    assert workers and workers <= {p.pid for p in worker_processes()}  # the same worker processes served both runs
     clusters.shutdown()
-    _wait_for_no_children()
-
-
-def _wait_for_no_children(timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while _children() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _children(), [p.cmdline() for p in _children()]
+    wait_for_no_workers()
 
 
 def test_torch_tensors_serialise_through_dask(tmp_path):
@@ -248,7 +236,7 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
 
     def kill_a_worker(self, *args, **kwargs):
         if not killed:
-            victim = max(_children(), key=lambda p: p.pid)  # the newest worker process
+            victim = max(worker_processes(), key=lambda p: p.pid)  # the newest worker process
             victim.kill()  # as the kernel's OOM killer would
             killed.append(time.monotonic())
 
@@ -259,7 +247,7 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
     assert killed and time.monotonic() - killed[0] < 10
     assert "stats" not in ns
-    _wait_for_no_children()
+    wait_for_no_workers()
 
 
 def test_a_stop_condition_ends_every_policy_after_the_same_iteration_as_plain_python(canonical, ppo_ns):
@@ -281,7 +269,7 @@ def test_an_interrupt_sent_to_the_kernels_process_group_leaves_the_workers_alive
     import signal
 
     _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)
-    workers = _children()
+    workers = worker_processes()
     for p in workers:
         os.kill(p.pid, signal.SIGINT)  # what JupyterLab's interrupt does to every process of the kernel's group
     time.sleep(1.0)
@@ -303,7 +291,7 @@ def test_a_worker_killed_at_any_moment_is_named_within_10_s(canonical, ppo_ns, m
 
     def kill_later(self, *args, **kwargs):
         def kill():
-            victim = max(_children(), key=lambda p: p.pid)
+            victim = max(worker_processes(), key=lambda p: p.pid)
             victim.kill()
             killed.append(time.monotonic())
 
@@ -318,7 +306,7 @@ def test_a_worker_killed_at_any_moment_is_named_within_10_s(canonical, ppo_ns, m
     with pytest.raises(ClusterError, match=r"lost the worker of replicas? \w+\[\d\]"):
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
     assert killed and time.monotonic() - killed[0] < 10
-    _wait_for_no_children()
+    wait_for_no_workers()
 
 
 def test_timeline_shows_the_actors_waiting_while_the_learner_updates(canonical, ppo_ns):

@@ -64,6 +64,7 @@ class Explorer:
         self.result = self.error = None
         self.redraw_seconds = 0.0  # how long the last change took to show (placement, drawing, table)
         self._thread: threading.Thread | None = None
+        self._active = False  # a run is under way (its thread may still be tidying up after)
         self._stop = threading.Event()
         self._svg: dict[str, str] = {}  # DOT source -> SVG
         self._quiet = False  # set while controls are rebuilt, so their events do not redraw
@@ -273,7 +274,7 @@ class Explorer:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._active
 
     def run(self) -> None:
         """Start the chosen policy in a thread (what the Run button does); the kernel stays free."""
@@ -283,6 +284,7 @@ class Explorer:
         cluster = self._cluster()
         self.result = self.error = None
         self._stop = threading.Event()
+        self._active = True
         self.run_button.disabled, self.stop_button.disabled = True, False
         self.bar.value, self.plot.value, self.link.value = 0, b"", ""
         self.status.value = f"running {html.escape(policy.name)} {html.escape(str(params or ''))}: starting"
@@ -300,7 +302,7 @@ class Explorer:
         """Wait for the run to end; whether it has."""
         if self._thread is not None:
             self._thread.join(timeout)
-        return not self.running
+        return self._thread is None or not self._thread.is_alive()
 
     def _work(self, policy: DistributionPolicy, cluster, params: dict) -> None:
         try:
@@ -313,6 +315,7 @@ class Explorer:
         finally:
             if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.clusters" in sys.modules:
                 sys.modules["fragnb.clusters"].shutdown(cluster or "local")  # Stop: no worker process is left
+            self._active = False
             self.run_button.disabled, self.stop_button.disabled = False, True
             self._show()
 

@@ -1,0 +1,156 @@
+"""The policy explorer: its controls offer what `place` accepts, its drawing follows them, and its
+Run and Stop buttons run the loop in a thread and end it at an iteration boundary."""
+
+import time
+
+import pytest
+import torch
+from conftest import wait_for_no_workers
+from IPython.core.error import UsageError
+
+from fragnb import capture, clusters, explore, policies
+from fragnb.live import dashboard
+from fragnb.widgets import Explorer
+from fragnb.widgets.explorer import _source
+
+pytestmark = pytest.mark.needs_dot
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_embedded_cluster():
+    yield
+    clusters.shutdown()
+
+
+@pytest.fixture
+def graph(canonical, ppo_ns):
+    def make(iterations=200):
+        return capture(canonical.body, ppo_ns(iterations), name="ppo")
+
+    return make
+
+
+def _options(x: Explorer) -> dict:
+    return {c.description: c.options for c in x.controls.children}
+
+
+def test_controls_offer_only_the_parameters_and_values_the_policy_accepts(graph):
+    x = explore(graph(), "coarse")
+    assert _options(x) == {"actors": (1, 2, 4, 8, 16), "device": ("auto", "cpu") + (("cuda",) if torch.cuda.is_available() else ())}
+    x.select("srl", actors=8)
+    options = _options(x)
+    assert set(options) == {"actors", "policy workers", "ring", "max staleness", "device"}
+    assert options["ring"] == (1, 2, 4)  # 8 actor workers x ring must split 32 environments
+    x.controls.children[0].value = 16  # actors
+    assert _options(x)["ring"] == (1, 2) and x.params["ring"] == 2
+    x.select("single")
+    assert x.controls.children == ()
+
+
+def test_the_drawing_follows_the_policy_and_says_what_it_trades(graph):
+    x = explore(graph(), "coarse", actors=2)
+    coarse = x.drawing.value
+    assert coarse.startswith("<svg") and "actors" in coarse and "envs" not in coarse
+    assert "gather" in x.traffic.value and "predicted per iteration" in x.traffic.value
+    x.policy.value = "fine"
+    assert "envs" in x.drawing.value and "scatter" in x.traffic.value
+    assert "SEED RL" in x.summary.value and "Trade-off" in x.summary.value
+    assert x.redraw_seconds < 5  # measured, not asserted tightly: see benchmarks/explorer.py
+
+
+def test_a_policy_that_cannot_place_the_loop_says_why_and_offers_no_run(graph):
+    g = graph()
+    policies.register(policies.DistributionPolicy("needs_envs_only", "a test", "asks for a role the loop lacks",
+                                                  required_roles=("nonexistent",)))
+    try:
+        x = explore(g)
+        assert "needs_envs_only" in x.policy.options  # user-registered policies are offered too
+        x.policy.value = "needs_envs_only"
+        assert "fragnb-error" in x.drawing.value and "nonexistent" in x.drawing.value and x.run_button.disabled
+    finally:
+        policies.POLICIES.pop("needs_envs_only")
+
+
+def test_comparison_shows_both_placements_and_their_communication(graph):
+    x = explore(graph())
+    x.left.value, x.right.value = "coarse", "multi_learner"
+    assert x.left_drawing.value.startswith("<svg") and x.right_drawing.value.startswith("<svg")
+    table = x.comparison.value
+    assert "actors x2, learner x1" in table and "replicas x2" in table and "all-reduce" in table and "kB" in table
+
+
+def test_your_own_policy_is_composed_shown_as_code_and_registered(graph):
+    x = explore(graph())
+    x.own_name.value = "learner_side_buffer"
+    x.own_groups["buffer"].value = "learner"
+    code = x.own_code.value
+    assert "register(DistributionPolicy(" in code and "&#x27;buffer&#x27;: &#x27;learner&#x27;" in code
+    try:
+        policy = x.register()
+        assert policies.POLICIES["learner_side_buffer"] is policy and x.policy.value == "learner_side_buffer"
+        assert "learner_side_buffer" in x.left.options
+        placement = x.graph.place(policy, actors=2)
+        assert placement.fragments["buffer@step"].group == "learner"
+        # the code shown registers the same policy
+        ns = {}
+        exec(_source(policy), ns)
+        assert policies.POLICIES["learner_side_buffer"] == policy
+    finally:
+        policies.POLICIES.pop("learner_side_buffer", None)
+
+
+def _plain_weights(canonical, ppo_ns, iterations):
+    ns = ppo_ns(iterations)
+    exec(canonical.body, ns)
+    return ns["learner"].policy.state_dict()
+
+
+@pytest.mark.parametrize("policy", ["single", "coarse"])
+def test_run_leaves_the_kernel_free_and_stop_ends_at_an_iteration_boundary(canonical, ppo_ns, graph, policy):
+    g = graph(200)
+    x = explore(g, policy, actors=2)
+    started = time.monotonic()
+    x.run()
+    assert time.monotonic() - started < 1.0 and x.running and not x.stop_button.disabled  # the cell returned at once
+    deadline = time.monotonic() + 120
+    while x.bar.value < 2 and time.monotonic() < deadline and x.running:
+        time.sleep(0.05)
+    x.stop()
+    assert x.wait(120) and x.error is None, x.error
+    result = x.result
+    assert result.stopped.startswith("interrupted") and 2 <= result.iterations < 200
+    assert bytes(x.plot.value).startswith(b"\x89PNG") and "stopped" in x.status.value and not x.run_button.disabled
+    assert g.namespace["it"] == result.iterations - 1
+    plain = _plain_weights(canonical, ppo_ns, result.iterations)
+    for key, value in g.namespace["learner"].policy.state_dict().items():
+        assert torch.equal(value, plain[key]), key
+    if policy != "single":
+        assert "Dask dashboard" in x.link.value
+        wait_for_no_workers()  # Stop closed the embedded cluster
+
+
+def test_a_failed_run_shows_its_error_in_the_explorer(graph):
+    x = explore(graph(2), "coarse", "tcp://127.0.0.1:9", actors=2)
+    x.run()
+    assert x.wait(60)
+    assert x.result is None and "ClusterError" in x.status.value and "127.0.0.1:9" in x.status.value
+    assert not x.run_button.disabled
+
+
+def test_the_magic_shows_the_explorer(shell, canonical, monkeypatch):
+    shown = []
+    monkeypatch.setattr("fragnb.magics.display", shown.append)
+    shell.run_cell(canonical.setup)
+    shell.run_cell_magic("fragment", "ppo --explore --policy fine --actors 4", canonical.body)
+    (x,) = shown
+    assert isinstance(x, Explorer) and x.policy.value == "fine" and x.params["actors"] == 4
+    with pytest.raises(UsageError, match="--explore has its own Run button"):
+        shell.run_cell_magic("fragment", "ppo --explore --run", canonical.body)
+
+
+def test_the_live_dashboard_shows_speed_and_time_split():
+    fig = dashboard([(10, 1.0), (20, 2.0)], "t", rates=[(0.5, 100.0), (1.0, 120.0)], seconds={"env@step": 2.0, "learner": 1.0})
+    assert len(fig.axes) == 3
+    speed, split = fig.axes[1:]
+    assert list(speed.get_lines()[0].get_ydata()) == [100.0, 120.0]
+    assert [t.get_text() for t in split.get_yticklabels()] == ["learner", "env@step"]
