@@ -35,7 +35,7 @@ class EdgePlacement:
 
     ``local`` (same process), ``gather`` (many replicas to one, concatenated along the environment
     axis), ``scatter`` (one to many, split along it), ``broadcast`` (one to many, whole: weights) or
-    ``exchange`` (between two replicated groups). Decoupled policies: ``sample stream`` (to the
+    ``exchange`` (any other pair of groups: two replicated ones, or two of one replica each). Decoupled policies: ``sample stream`` (to the
     learner, as it arrives), ``versioned pull`` (the newest weights, by version) and ``inference
     stream`` (requests and replies between actor and policy workers).
     """
@@ -112,6 +112,19 @@ class DistributionPolicy:
     decoupled: bool = False
     fused: bool = False
     tradeoff: str = ""
+
+    def __post_init__(self):
+        missing = [r for r in ROLES if r not in self.groups]
+        if missing:
+            raise ValueError(f"policy {self.name!r}: groups must give every role a worker group; {missing} have none "
+                             f"(roles: {list(ROLES)})")
+        unknown = sorted(set(self.groups) - set(ROLES))
+        if unknown:
+            raise ValueError(f"policy {self.name!r}: {unknown} are not roles (roles: {list(ROLES)})")
+        uncounted = sorted(set(self.groups.values()) - set(self.replicas))
+        if uncounted:
+            raise ValueError(f"policy {self.name!r}: replicas gives no count for the worker groups {uncounted}; "
+                             "give each an int or the name of a parameter, e.g. replicas={'actors': 'actors', 'learner': 1}")
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -229,9 +242,16 @@ class Placement:
         values' size, times the receiving replicas where each receives them whole (broadcast,
         versioned pull). None where the graph was not measured (:func:`fragnb.measure`)."""
         whole = ("broadcast", "versioned pull")
-        return [(e, None if e.bytes_per_iteration is None else
-                 e.bytes_per_iteration * (self.fragments[e.dst].replicas if e.operator in whole else 1))
-                for e in self.edges if e.operator != "local"]
+        moved, seen = [], set()
+        for e in self.edges:
+            # the same values to two fragments of one group travel once (a model's weights to `act` and `value`)
+            key = (self.fragments[e.src].group, self.fragments[e.dst].group, e.variables)
+            if e.operator == "local" or key in seen:
+                continue
+            seen.add(key)
+            size = e.bytes_per_iteration
+            moved.append((e, None if size is None else size * (self.fragments[e.dst].replicas if e.operator in whole else 1)))
+        return moved
 
     def render(self):
         """One cluster per worker group, with replica counts; edges labelled operator: variables."""
@@ -303,6 +323,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
             raise ValueError(f"{name}={value!r}: policy {policy.name!r} needs an integer >= {_LEAST.get(name, 0)}")
     for group, per_worker in colocated.items():  # checked above, as an option
         counts[group] *= per_worker
+    _check_driver_replicas(graph, policy, counts)
     gpu = _gpu(params.get("device", "cpu"))
 
     groups, notes = _groups_of_roles(graph, policy, counts)
@@ -342,6 +363,19 @@ def choices(graph: FragmentGraph, policy: str | DistributionPolicy, name: str, u
             continue
         fits.append(value)
     return fits
+
+
+def _check_driver_replicas(graph: FragmentGraph, policy: DistributionPolicy, counts: dict[str, int]) -> None:
+    """The driver's statements (the cell's bookkeeping) run once per replica of their group: either
+    that group has one replica, or every group is replicated (data parallel, each replica a whole loop).
+    A replicated driver beside a single learner would interleave its values in another order than
+    plain Python."""
+    home = policy.groups["driver"]
+    single = sorted({policy.groups[f.role] for f in graph.fragments} - {home} & {g for g, n in counts.items() if n == 1})
+    if counts[home] > 1 and single:
+        raise ValueError(f"policy {policy.name!r} runs the driver's statements in {home!r} x{counts[home]} but {single} x1: "
+                         "the cell's bookkeeping would run once per replica and its values would not be plain Python's. "
+                         "Put the driver with a group of one replica (the learner's), or replicate every group (data parallel)")
 
 
 def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: dict[str, int]) -> tuple[dict[str, str], list[str]]:

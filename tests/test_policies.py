@@ -106,3 +106,34 @@ def test_measure_labels_edges_with_bytes_and_leaves_the_namespace_alone(canonica
     assert all(torch.equal(before[k], v) for k, v in ns["learner"].policy.state_dict().items())
     edge = next(e for e in g.place("coarse", actors=2).edges if e.operator == "gather" and e.dst == "learner")
     assert edge.label == "gather: batch (49 kB/iteration)"
+
+
+def test_a_malformed_policy_is_refused_where_it_is_defined():
+    with pytest.raises(ValueError, match=r"\['driver'\] have none"):
+        DistributionPolicy("no_driver", "", "", groups={"env": "a", "actor": "a", "buffer": "a", "learner": "a"}, replicas={"a": 1})
+    with pytest.raises(ValueError, match=r"no count for the worker groups \['buffer'\]"):
+        DistributionPolicy("typo", "", "", groups={"env": "a", "actor": "a", "buffer": "buffer", "learner": "a", "driver": "a"},
+                           replicas={"a": 1})
+
+
+def test_a_replicated_driver_beside_a_single_learner_is_refused(graph):
+    # its bookkeeping (`returns.extend`) would run once per actor and interleave the episodes out of order
+    policy = DistributionPolicy("driver_with_actors", "", "", groups={**POLICIES["coarse"].groups, "driver": "actors"},
+                                replicas={"actors": "actors", "learner": 1})
+    with pytest.raises(ValueError, match=r"driver's statements in 'actors' x2 but \['learner'\] x1"):
+        graph.place(policy, actors=2)
+    assert graph.place(policy, actors=1).exact
+
+
+def test_traffic_predicts_the_bytes_a_run_moves(canonical, ppo_ns):
+    from fragnb import measure
+
+    g = capture(canonical.body, ppo_ns(), name="ppo")
+    measure(g)
+    p = g.place("coarse", actors=2)
+    sizes = {(e.src, e.dst): size for e, size in p.traffic()}
+    weights = sum(t.numel() * t.element_size() for t in g.namespace["policy"].state_dict().values())
+    # the weights go whole to each of the 2 actors, once although two fragments of theirs read them
+    assert [size for (src, dst), size in sizes.items() if src == "learner"] == [2 * weights]
+    assert set(sizes) == {("learner", "actor@step"), ("buffer@it", "learner"), ("env@step", "driver@step")}
+    assert sizes[("buffer@it", "learner")] == g.edge_bytes[("buffer@it", "learner", "data")]
