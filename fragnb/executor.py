@@ -29,7 +29,7 @@ from .edges import combine
 from .live import LiveProgress
 from .policies import Placement
 from .program import Program, header_names
-from .walker import Script
+from .walker import Script, plain_order
 
 __all__ = ["Outcome", "run_distributed", "simulate"]
 
@@ -256,7 +256,7 @@ class _Progress:
             self.staleness.append(sum(msg["staleness"]) / len(msg["staleness"]))
         while min(self.done.values()) > self.shown:  # an iteration every replica has finished
             self.shown += 1
-            self.episodes.sort()
+            self.episodes.sort(key=plain_order)
             self.live.update(self.curve(), sum(self.steps.values()), self.staleness, self.fragment_seconds())
 
     def fragment_seconds(self) -> dict[str, float]:
@@ -271,7 +271,7 @@ class _Progress:
         return [(s, r) for _, _, s, r in self.episodes]
 
     def close(self) -> None:
-        self.episodes.sort()
+        self.episodes.sort(key=plain_order)
         self.live.close(self.curve())
 
 
@@ -342,7 +342,7 @@ def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None
 
 def _outcome(finals: dict[str, dict], start: float, client_bytes: int, leader: str) -> Outcome:
     """Times are wall-clock times the replicas took (comparable across machines), relative to ``start``."""
-    episodes = sorted(e for f in finals.values() for e in f["episodes"])
+    episodes = sorted((e for f in finals.values() for e in f["episodes"]), key=plain_order)
     lead = finals[leader]
     iterations = lead["iterations"]
     ticks = [start] + [max(f["ticks"][k] for f in finals.values() if len(f["ticks"]) > k) for k in range(iterations)]

@@ -301,7 +301,8 @@ class _Driver:
             episodes = env.episodes[self.seen[k] :]
             self.seen[k] += len(episodes)
             new += [(ep.time, ep.env_id, ep.step * env.num_envs - steps0, ep.ret) for ep in episodes]
-        self.curve += [(steps, ret, t - self.start) for t, _, steps, ret in sorted(new)]
+        # in plain Python's order (step, then environment), so that every policy draws the same curve
+        self.curve += [(steps, ret, t - self.start) for t, _, steps, ret in sorted(new, key=lambda e: (e[2], e[1]))]
         return self.curve
 
     def points(self) -> list[tuple[int, float]]:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .policies import Placement
     from .replica import Replica
 
-__all__ = ["Script", "Weights", "Walker", "bind"]
+__all__ = ["Script", "Weights", "Walker", "bind", "plain_order"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,13 @@ class Weights:
     target: str  # "weights:actor:policy"
     group: str
     target_comp: str
+
+
+
+def plain_order(episode: list) -> tuple[int, int]:
+    """Sort key of episodes (time, environment, env steps, return) in plain Python's order: by step,
+    then environment, not by arrival; every policy then sees the same curve (and ``until`` the same returns)."""
+    return episode[2], episode[1]
 
 
 @dataclass
@@ -196,7 +203,7 @@ class Walker:
             return f"interrupted: stopped after iteration {self.iterations}, as asked"
         if self.script.until is not None:
             self.everyone += [e for new, _ in reports for e in new]
-            self.everyone.sort(key=lambda e: (e[2], e[1]))  # env steps, then env id: plain Python's order
+            self.everyone.sort(key=plain_order)
             if self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, sum(s for _, s in reports)):
                 return f"the stop condition held after iteration {self.iterations}"
         return ""
