@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab test demo bench graphviz clean
+.PHONY: setup lab test demo bench graphviz chromium clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -29,11 +29,23 @@ graphviz:
 		echo "graphviz's 'dot' is missing: run 'sudo apt-get install graphviz' (graphs show as DOT source until then)"; \
 	fi
 
+# Chromium drives JupyterLab in tests/test_browser.py (Playwright, pointed at Debian's browser).
+chromium:
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "installing chromium with apt-get (for the browser tests)"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+		|| echo "could not install chromium; the browser tests will be skipped"; \
+	else \
+		echo "chromium is missing: run 'sudo apt-get install chromium' (the browser tests are skipped until then)"; \
+	fi
+
+# No news feed: a course machine makes no requests beyond loopback on its own.
 lab: setup
-	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
+	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --LabApp.news_url=None \
 		$$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-test: setup
+test: setup chromium
 	$(PY) -m pytest
 
 demo: setup

@@ -178,6 +178,7 @@ class LiveProgress:
     def started(self, total: int | None, title: str) -> LiveProgress:
         """This view, for a run of ``total`` iterations named ``title`` (called as the run begins)."""
         self.total, self.title = total, title
+        self.start, self._steps, self.rates = time.perf_counter(), [(0.0, 0)], []  # the loop starts now
         return self
 
     def update(self, curve: Sequence[tuple[int, float]], env_steps: int, staleness: Sequence[float] = (),

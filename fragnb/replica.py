@@ -71,11 +71,12 @@ class Replica:
         return {k: v for k, v in self.ns.items() if isinstance(v, Env)}
 
     def report(self) -> tuple[list, int]:
-        """Episodes finished since the last report, as (episode, environments of the whole batch),
-        and env steps taken by this replica since the run began."""
+        """Episodes finished since the last report, as (episode, env steps of the whole batch since the
+        run began when it ended), and env steps taken by this replica since the run began."""
         episodes = []
         for name, env in self.envs().items():
-            episodes += [(ep, env.num_envs * self.count) for ep in env.episodes[self.seen[name] :]]
+            batch, start = env.num_envs * self.count, self.steps0[name] // env.num_envs  # in vector steps
+            episodes += [(ep, (ep.step - start) * batch) for ep in env.episodes[self.seen[name] :]]
             self.seen[name] = len(env.episodes)
         return episodes, sum(env.env_steps - self.steps0[name] for name, env in self.envs().items())
 

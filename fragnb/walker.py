@@ -347,7 +347,7 @@ class Walker:
     def collect(self) -> tuple[list, int]:
         """Episodes finished since the last call, and env steps so far."""
         episodes, steps = self.rep.report()
-        new = [[ep.time + self.clock, ep.env_id, ep.step * batch, float(ep.ret)] for ep, batch in episodes]
+        new = [[ep.time + self.clock, ep.env_id, steps, float(ep.ret)] for ep, steps in episodes]
         self.episodes += new
         return new, steps
 

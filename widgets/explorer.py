@@ -308,13 +308,14 @@ class Explorer:
         try:
             self.result = run(self.graph, policy, cluster, progress=_WidgetView(self), stop=self._stop, **params)
             self.status.value = html.escape(str(self.result).splitlines()[0]) + (
-                f"<br>stopped: {html.escape(self.result.stopped)}" if self.result.stopped else "")
+                f"<br>{html.escape(self.result.stopped)}" if self.result.stopped else "")
         except BaseException as e:  # shown, not raised: no cell waits for this thread
             self.error = e
             self.status.value = _error(e)
         finally:
             if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.clusters" in sys.modules:
                 sys.modules["fragnb.clusters"].shutdown(cluster or "local")  # Stop: no worker process is left
+                self.link.value = ""
             self._active = False
             self.run_button.disabled, self.stop_button.disabled = False, True
             self._show()

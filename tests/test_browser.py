@@ -1,0 +1,167 @@
+"""The course notebooks as a student meets them: JupyterLab on 127.0.0.1, driven by Chromium.
+
+Screenshots and timings land in test-artifacts/browser/. Needs Playwright and a Chromium binary
+(Debian's `chromium`; `make test` installs both on a fresh machine).
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from conftest import ROOT
+
+sync_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install chromium)")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on loopback without a token, serving copies of the notebooks (autosave must not touch ours)."""
+    root = tmp_path_factory.mktemp("lab")
+    for name in ("01_first_fragment_graph.ipynb", "04_explore_policies.ipynb"):
+        shutil.copy(ROOT / "notebooks" / name, root)
+    port = _free_port()
+    log = open(root / "lab.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+                             "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
+                             *(["--allow-root"] if os.geteuid() == 0 else [])],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    try:
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server, its kernels and their Dask workers
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        yield chromium
+        chromium.close()
+
+
+def _open(browser, lab, notebook: str):
+    url, _ = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/lab/workspaces/w{time.monotonic_ns()}/tree/{notebook}?reset")
+    page.wait_for_selector(".jp-Notebook", timeout=120_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+    return page
+
+
+def _run_all(page, timeout_s: float = 600) -> float:
+    """Run every cell (Run > Run All Cells) and wait until none is pending; seconds it took."""
+    start = time.monotonic()
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name=re.compile("^Run All Cells")).first.click()
+    page.wait_for_function(
+        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];"
+        " return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }", timeout=timeout_s * 1000)
+    seconds = time.monotonic() - start
+    errors = page.locator(".jp-OutputArea-output", has_text="Traceback")
+    assert errors.count() == 0, errors.first.inner_text()
+    return seconds
+
+
+def _dask_workers(lab) -> list[psutil.Process]:
+    """Dask worker processes under the lab server: children of a kernel that are not resource trackers."""
+    _, proc = lab
+    kernels = [p for p in psutil.Process(proc.pid).children() if "ipykernel" in " ".join(p.cmdline())]
+    return [c for k in kernels for c in k.children(recursive=True)
+            if c.is_running() and c.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(c.cmdline())]
+
+
+def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, lab):
+    page = _open(browser, lab, "04_explore_policies.ipynb")
+    seconds = _run_all(page)
+    explorer = page.locator(".fragnb-explorer").first
+    explorer.scroll_into_view_if_needed()
+    drawing = explorer.locator(".fragnb-drawing").first
+    assert "actors" in drawing.inner_text() and "envs" not in drawing.inner_text()
+    explorer.screenshot(path=ARTIFACTS / "04_explorer_coarse.png")
+
+    started = time.monotonic()
+    explorer.locator(".widget-dropdown", has_text="policy").locator("select").select_option("fine")
+    drawing.locator("svg text", has_text="envs").first.wait_for(timeout=10_000)  # fine's env workers: a new worker group
+    redraw = time.monotonic() - started
+    explorer.screenshot(path=ARTIFACTS / "04_explorer_fine.png")
+
+    explorer.locator("button", has_text="Run").click()
+    image = explorer.locator(".widget-image").first
+    seen, deadline = set(), time.monotonic() + 180
+    while len(seen) < 3 and time.monotonic() < deadline:  # the first picture and at least two updates
+        src = image.get_attribute("src") or ""
+        if src.startswith("blob:") or src.startswith("data:"):
+            seen.add(src)
+        time.sleep(0.1)
+    assert len(seen) >= 3, f"the live dashboard showed {len(seen)} pictures"
+    explorer.screenshot(path=ARTIFACTS / "04_explorer_running.png")
+
+    explorer.locator("button", has_text="Stop").click()
+    explorer.locator(".fragnb-status", has_text="stopped").wait_for(timeout=120_000)
+    status = explorer.locator(".fragnb-status").inner_text()
+    assert re.search(r"stopped after iteration \d+", status), status
+    deadline = time.monotonic() + 30
+    while _dask_workers(lab) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _dask_workers(lab), [p.cmdline() for p in _dask_workers(lab)]
+    explorer.screenshot(path=ARTIFACTS / "04_explorer_stopped.png")
+    _record("notebook_04", {"run_all_s": round(seconds, 1), "redraw_s": round(redraw, 3), "status": status})
+    page.close()
+
+
+def test_notebook_01_trains_in_the_browser_about_as_fast_as_headless(browser, lab):
+    page = _open(browser, lab, "01_first_fragment_graph.ipynb")
+    seconds = _run_all(page)
+    page.locator(".jp-CodeCell", has_text="result = fragnb.run(ppo)").first.screenshot(path=ARTIFACTS / "01_result.png")
+    browser_train = _training_seconds(page.locator(".jp-CodeCell", has_text="result = fragnb.run(ppo)").first.inner_text())
+    page.close()
+    demo = subprocess.run([sys.executable, "-m", "fragnb.demo", "--notebook", str(ROOT / "notebooks" / "01_first_fragment_graph.ipynb"),
+                           "--out", str(ARTIFACTS / "demo_learning_curve.png")], capture_output=True, text=True, timeout=600, check=True)
+    headless_train = _training_seconds(demo.stdout)
+    ratio = browser_train / headless_train
+    # Measured, not asserted (CI machines vary); the README and the issue note report it.
+    print(f"notebook 01 trains in {browser_train:.2f} s in the browser, {headless_train:.2f} s headless: {ratio:.2f}x")
+    _record("notebook_01", {"run_all_s": round(seconds, 1), "browser_train_s": browser_train, "headless_train_s": headless_train,
+                            "ratio": round(ratio, 2)})
+
+
+def _training_seconds(text: str) -> float:
+    return float(re.search(r"env steps in ([\d.]+) s", text).group(1))
+
+
+def _record(name: str, figures: dict) -> None:
+    path = ARTIFACTS / "timings.json"
+    timings = json.loads(path.read_text()) if path.exists() else {}
+    timings[name] = figures
+    path.write_text(json.dumps(timings, indent=1) + "\n")
