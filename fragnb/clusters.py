@@ -72,20 +72,21 @@ class IgnoreInterrupts(WorkerPlugin):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-_EMBEDDED: dict[str, tuple[LocalCluster, Client]] = {}
+_EMBEDDED: dict[str, tuple[LocalCluster, Client, bool]] = {}  # kind -> cluster, client, serves the dashboard
 _REMOTE: dict[str, Client] = {}  # scheduler address -> this kernel's client of it (the cluster is not ours)
 
 
-def connect(cluster=None, workers: int = 1) -> tuple[Client, bool]:
-    """A client for ``cluster`` with at least ``workers`` workers where fragnb can add them.
+def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Client, bool]:
+    """A client for ``cluster`` with at least ``workers`` workers where fragnb can add them; fragnb's
+    own clusters serve Dask's dashboard or not as ``dashboard`` says (one started the other way is
+    replaced).
 
     Returns the client and whether fragnb owns (and may close) its cluster.
     """
     if cluster is None or cluster == "local":
-        client = _embedded("local", workers)
-        return client, True
+        return _embedded("local", workers, dashboard), True
     if cluster == "cuda":
-        return _embedded("cuda", workers), True
+        return _embedded("cuda", workers, dashboard), True
     if isinstance(cluster, Client):
         _prepare(cluster)
         return cluster, False
@@ -106,10 +107,18 @@ def connect(cluster=None, workers: int = 1) -> tuple[Client, bool]:
 
 
 def dashboard(client: Client) -> str | None:
-    """The address of the cluster's Dask dashboard (task stream, worker CPU and memory), if it serves one."""
+    """The address of the cluster's Dask dashboard (task stream, worker CPU and memory), if it serves one.
+    (A scheduler lists its HTTP port as "dashboard" even when that serves only health checks: ask it.)"""
+    import urllib.request
+
     try:
-        return client.dashboard_link if client.scheduler_info().get("services", {}).get("dashboard") else None
-    except Exception:  # a scheduler that does not say
+        if not client.scheduler_info().get("services", {}).get("dashboard"):
+            return None
+        link = client.dashboard_link
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an http_proxy
+        with direct.open(link, timeout=2) as page:
+            return link if page.status == 200 else None
+    except Exception:  # no dashboard there, or a scheduler that does not say
         return None
 
 
@@ -119,15 +128,20 @@ def workers(client: Client) -> dict:
     return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
 
 
-def _embedded(kind: str, count: int) -> Client:
+def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
+    if kind in _EMBEDDED and _EMBEDDED[kind][2] != with_dashboard:
+        shutdown(kind)  # asked for (or without) a dashboard unlike the running one
     if kind in _EMBEDDED:
-        cluster, client = _EMBEDDED[kind]
+        cluster, client, _ = _EMBEDDED[kind]
         if kind == "local" and len(workers(client)) < count:
             cluster.scale(count)
             client.wait_for_workers(count, timeout=120)
         return client
+    # Dask's scheduler always serves HTTP (health checks), on 8787 of every interface unless told
+    # otherwise: a free loopback port, with the bokeh dashboard only when asked for.
+    web = {"dashboard_address": "127.0.0.1:0", "scheduler_kwargs": {"dashboard": with_dashboard}}
     if kind == "cuda":
-        cluster = _cuda_cluster(count)
+        cluster = _cuda_cluster(count, web)
     else:
         # Dask's nanny starts workers with OMP_NUM_THREADS=1: one torch thread each. Kept so: replicas
         # share the machine's cores, and torch's intra-op threads, started from a worker's task thread
@@ -135,15 +149,15 @@ def _embedded(kind: str, count: int) -> Client:
         # Dask's dashboard (bokeh) on a free loopback port: a second kernel does not collide on Dask's
         # default 8787, and nothing listens beyond this machine.
         cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
+                               silence_logs=logging.CRITICAL, **web)
     client = Client(cluster, set_as_default=False)
     _prepare(client)
     client.register_plugin(IgnoreInterrupts())
-    _EMBEDDED[kind] = (cluster, client)
+    _EMBEDDED[kind] = (cluster, client, with_dashboard)
     return client
 
 
-def _cuda_cluster(count: int):
+def _cuda_cluster(count: int, web: dict):
     if not torch.cuda.is_available():
         raise ClusterError("cluster='cuda' needs a CUDA GPU, and torch sees none here; use cluster='local' (CPU workers)")
     try:
@@ -152,7 +166,7 @@ def _cuda_cluster(count: int):
         raise ClusterError("cluster='cuda' needs dask-cuda: `pip install 'fragnb[gpu]'`; or use cluster='local'") from e
     # One worker per GPU; a replica holds a worker thread for the whole run, so each worker gets
     # enough threads for every replica (CPU-side replicas then share a GPU worker's process).
-    return LocalCUDACluster(ip="127.0.0.1", dashboard_address="127.0.0.1:0", threads_per_worker=max(1, count), silence_logs=logging.ERROR)
+    return LocalCUDACluster(ip="127.0.0.1", threads_per_worker=max(1, count), silence_logs=logging.ERROR, **web)
 
 
 def _prepare(client: Client) -> None:
@@ -165,7 +179,7 @@ def shutdown(kind: str | None = None) -> None:
     ``kind``, also close fragnb's clients of remote schedulers (their clusters keep running)."""
     for k in [kind] if kind else list(_EMBEDDED):
         if k in _EMBEDDED:
-            cluster, client = _EMBEDDED.pop(k)
+            cluster, client, _ = _EMBEDDED.pop(k)
             client.close()
             cluster.close()
     if kind is None:

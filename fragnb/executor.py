@@ -23,7 +23,8 @@ import cloudpickle
 
 from . import replica
 from .channels import ChannelError, QueueChannels
-from .clusters import ClusterError, connect, dashboard, shutdown, workers
+from .clusters import ClusterError, connect, shutdown, workers
+from .clusters import dashboard as dashboard_link
 from .components import Component, role_of
 from .edges import combine
 from .live import LiveProgress
@@ -57,20 +58,20 @@ class Outcome:
     queue_depth: list[int]
 
 
-def run_distributed(placement: Placement, cluster, live, until=None, stop: threading.Event | None = None) -> Outcome:
+def run_distributed(placement: Placement, cluster, live, until=None, stop: threading.Event | None = None, dashboard: bool = True) -> Outcome:
     """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would.
     ``live(total, title)`` gives the LiveProgress that shows it; ``until(curve, iterations, env_steps)``
     ends the run after the first iteration where it holds, as does setting ``stop``."""
     graph = placement.graph
     script = Script.of(placement, until=until)
-    client, owned = connect(cluster, len(_tasks(placement, script)))
+    client, owned = connect(cluster, len(_tasks(placement, script)), dashboard)
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     run = _Run(placement, script, client)
     try:
         run.start()
         view = live(_length(graph), f"{graph.name} ({placement.policy.name})")
-        if link := dashboard(client):
+        if link := dashboard_link(client):
             view.show_link(link)
         finals = run.watch(view, stop or threading.Event())
     except BaseException as e:

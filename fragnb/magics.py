@@ -33,7 +33,8 @@ class FragmentMagics(Magics):
     @argument("--run", action="store_true", help="also execute the loop under the policy")
     @argument("--explore", action="store_true", help="show the policy explorer (choose, compare and run policies) instead of the drawing")
     @argument("--no-progress", action="store_true", help="no progress bar during --run")
-    @argument("--no-plot", action="store_true", help="no live learning curve during --run")
+    @argument("--no-plot", action="store_true", help="no live dashboard during --run")
+    @argument("--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run")
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
     @argument("--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)")
     @argument("--until-return", type=float, metavar="R",
@@ -90,7 +91,7 @@ class FragmentMagics(Magics):
         if args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
             print(run(graph, policy, cluster=args.cluster, progress=not args.no_progress, plot=not args.no_plot,
-                      check=not args.no_check, until=until, **params))
+                      check=not args.no_check, until=until, dashboard=not args.no_dashboard, **params))
 
 
 def _mean_return_reaches(threshold: float):

@@ -153,7 +153,7 @@ def first_solved(returns: list[float], threshold: float = 475.0, window: int = 2
 
 def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool | LiveProgress = True, plot: bool = True,
         check: bool = True, until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None,
-        threads: int | None = 1, **params) -> RunResult:
+        threads: int | None = 1, dashboard: bool = True, **params) -> RunResult:
     """Run a captured training loop under a distribution policy.
 
     Parameters
@@ -185,6 +185,11 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool |
     stop : threading.Event, optional
         Setting it (from another thread: the explorer's Stop button) ends the run after the current
         iteration, as ``until`` and a first Ctrl-C do.
+    dashboard : bool
+        Whether fragnb's own cluster serves Dask's dashboard (bokeh: task stream, workers' CPU and
+        memory) on a free 127.0.0.1 port. Without it the scheduler still answers Dask's health checks
+        there (distributed has no switch for that), and serves no dashboard. A cluster started the
+        other way is replaced.
     threads : int or None
         torch's intra-op threads in this process while the run lasts (``single``'s loop, the safety
         net); ``None`` keeps torch's setting. 1 by default, as in Dask's workers: the small networks of
@@ -203,7 +208,7 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool |
     """
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
     with _torch_threads(threads):
-        return _run(graph, placement, cluster, _live(progress, plot), check, until, stop)
+        return _run(graph, placement, cluster, _live(progress, plot), check, until, stop, dashboard)
 
 
 @contextlib.contextmanager
@@ -224,7 +229,7 @@ def _live(progress: bool | LiveProgress, plot: bool) -> Callable[[int | None, st
     return lambda total, title: LiveProgress(total, title, progress, plot)
 
 
-def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, stop) -> RunResult:
+def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, stop, dashboard: bool) -> RunResult:
     if placement.policy.name == "single":
         if cluster is not None:
             raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
@@ -243,7 +248,7 @@ def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, sto
             from .check import check as check_first_iteration
 
             checked = check_first_iteration(placement)
-        o = run_distributed(placement, cluster, live, _on_curve(until, graph.name, placement.policy.name), stop)
+        o = run_distributed(placement, cluster, live, _on_curve(until, graph.name, placement.policy.name), stop, dashboard)
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
                                    o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked, o.intervals, o.messages,
                                    o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth, placement.inference_batch)

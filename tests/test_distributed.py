@@ -337,8 +337,9 @@ def test_prints_in_the_cell_reach_the_notebook_from_the_workers(canonical, ppo_n
     assert "finished iteration 0" in out and "finished iteration 1" in out
 
 
-def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_prints_its_link(canonical, ppo_ns, capsys):
+def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_prints_its_link_unless_asked_not_to(canonical, ppo_ns, capsys):
     import re
+    import urllib.error
     import urllib.request
 
     _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)  # progress=False: no link
@@ -348,3 +349,12 @@ def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_pr
     assert link and urllib.request.urlopen(link.group(1), timeout=10).status == 200
     serving = [c for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == int(link.group(2))]
     assert serving and all(c.laddr.ip == "127.0.0.1" for c in serving)
+
+    # asked for none: the cluster is replaced by one whose scheduler serves only Dask's health checks, on loopback
+    run(capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", actors=2, progress=True, plot=False, dashboard=False)
+    assert "Dask dashboard" not in capsys.readouterr().out
+    port = clusters._EMBEDDED["local"][1].scheduler_info()["services"]["dashboard"]
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10)
+    listening = [c.laddr for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+    assert listening and all(addr.ip == "127.0.0.1" for addr in listening) and all(addr.port != 8787 for addr in listening)
