@@ -58,6 +58,7 @@ bench: setup
 	$(PY) benchmarks/dp_scaling.py
 	$(PY) benchmarks/architectures.py
 	$(PY) benchmarks/capture_time.py
+	$(PY) benchmarks/explorer.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache
