@@ -13,6 +13,7 @@ import logging
 
 import torch
 from distributed import Client, LocalCluster
+from distributed.security import Security
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol import dask_deserialize, dask_serialize
 
@@ -90,33 +91,43 @@ def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Cli
     if isinstance(cluster, Client):
         _prepare(cluster)
         return cluster, False
-    if isinstance(cluster, str) and cluster.startswith("tcp://"):
+    if isinstance(cluster, str) and cluster.startswith(("tcp://", "tls://")):
         client = _REMOTE.get(cluster)
         if client is not None and client.status == "running":
             return client, False  # one client per scheduler for the kernel's life, not one per run
+        security = Security()  # tls://: the certificates in Dask's configuration (distributed.comm.tls.*)
+        if cluster.startswith("tls://") and not (security.tls_ca_file and security.tls_client_cert):
+            raise ClusterError(f"{cluster} speaks TLS, and Dask's configuration names no certificates: set "
+                               "distributed.comm.tls.ca-file, .client.cert and .client.key (e.g. with dask.config.set), "
+                               "or connect a distributed.Client with a distributed.Security yourself and pass it "
+                               "(cluster=client, or --cluster NAME of that variable)")
         try:
-            client = Client(cluster, timeout="10s", set_as_default=False)
+            client = Client(cluster, timeout="10s", set_as_default=False, security=security)
         except OSError as e:
             raise ClusterError(f"could not reach a Dask scheduler at {cluster} within 10 s ({e}); "
                                "start one with `dask scheduler`, or use cluster='local'") from e
         _prepare(client)
         _REMOTE[cluster] = client
         return client, False
-    raise ClusterError(f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' scheduler address "
-                       "or a distributed.Client; for TLS or other protocols, connect a Client yourself and pass it)")
+    raise ClusterError(f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' or 'tls://host:port' "
+                       "scheduler address, or a distributed.Client)")
 
 
 def dashboard(client: Client) -> str | None:
     """The address of the cluster's Dask dashboard (task stream, worker CPU and memory), if it serves one.
-    (A scheduler lists its HTTP port as "dashboard" even when that serves only health checks: ask it.)"""
+    (A scheduler lists its HTTP port as "dashboard" even when that serves only health checks: fragnb
+    knows about its own clusters, and asks others.)"""
     import urllib.request
 
     try:
         if not client.scheduler_info().get("services", {}).get("dashboard"):
             return None
         link = client.dashboard_link
+        own = next((served for _, c, served in _EMBEDDED.values() if c is client), None)
+        if own is not None:
+            return link if own else None
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an http_proxy
-        with direct.open(link, timeout=2) as page:
+        with direct.open(link, timeout=10) as page:
             return link if page.status == 200 else None
     except Exception:  # no dashboard there, or a scheduler that does not say
         return None
@@ -138,10 +149,12 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
             client.wait_for_workers(count, timeout=120)
         return client
     # Dask's scheduler always serves HTTP (health checks), on 8787 of every interface unless told
-    # otherwise: a free loopback port, with the bokeh dashboard only when asked for.
-    web = {"dashboard_address": "127.0.0.1:0", "scheduler_kwargs": {"dashboard": with_dashboard}}
+    # otherwise: a free loopback port, with the bokeh dashboard only when asked for. Mutual TLS with
+    # temporary certificates: another user of the machine cannot reach the scheduler, which runs code
+    # in this kernel (`run_on_scheduler`), nor the workers.
+    opts = {"dashboard_address": "127.0.0.1:0", "scheduler_kwargs": {"dashboard": with_dashboard}, "security": Security.temporary()}
     if kind == "cuda":
-        cluster = _cuda_cluster(count, web)
+        cluster = _cuda_cluster(count, opts)
     else:
         # Dask's nanny starts workers with OMP_NUM_THREADS=1: one torch thread each. Kept so: replicas
         # share the machine's cores, and torch's intra-op threads, started from a worker's task thread
@@ -149,7 +162,7 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
         # Dask's dashboard (bokeh) on a free loopback port: a second kernel does not collide on Dask's
         # default 8787, and nothing listens beyond this machine.
         cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               silence_logs=logging.CRITICAL, **web)
+                               silence_logs=logging.CRITICAL, **opts)
     client = Client(cluster, set_as_default=False)
     _prepare(client)
     client.register_plugin(IgnoreInterrupts())
@@ -157,7 +170,7 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
     return client
 
 
-def _cuda_cluster(count: int, web: dict):
+def _cuda_cluster(count: int, opts: dict):
     if not torch.cuda.is_available():
         raise ClusterError("cluster='cuda' needs a CUDA GPU, and torch sees none here; use cluster='local' (CPU workers)")
     try:
@@ -166,7 +179,7 @@ def _cuda_cluster(count: int, web: dict):
         raise ClusterError("cluster='cuda' needs dask-cuda: `pip install 'fragnb[gpu]'`; or use cluster='local'") from e
     # One worker per GPU; a replica holds a worker thread for the whole run, so each worker gets
     # enough threads for every replica (CPU-side replicas then share a GPU worker's process).
-    return LocalCUDACluster(ip="127.0.0.1", threads_per_worker=max(1, count), silence_logs=logging.ERROR, **web)
+    return LocalCUDACluster(ip="127.0.0.1", threads_per_worker=max(1, count), silence_logs=logging.ERROR, **opts)
 
 
 def _prepare(client: Client) -> None:

@@ -3,6 +3,8 @@ all-reduce for their learners (DD-PPO style: every replica steps with the mean g
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import timedelta
 
 import torch
@@ -21,13 +23,32 @@ def join(run_id: str, rank: int, world: int, address: str, backend: str, timeout
 
     if dist.is_initialized():  # a previous run on this worker did not leave (e.g. it was interrupted)
         dist.destroy_process_group()
-    dist.init_process_group(backend, init_method=address, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
+    host, port = address.removeprefix("tcp://").rsplit(":", 1)
+    timeout = timedelta(seconds=timeout_s)
+    _bind_collectives_to(host)
+    if rank == 0:
+        # torch's TCPStore listens on every interface unless handed a socket: bind one to the worker's address
+        listener = socket.create_server((host, int(port)))
+        store = dist.TCPStore(host, int(port), world, True, timeout, master_listen_fd=listener.detach())
+    else:
+        store = dist.TCPStore(host, int(port), world, False, timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     _JOINED.add(run_id)
     rep = next(r for (rid, _, i), r in _REPLICAS.items() if rid == run_id and i == rank)
     for learner in (v for v in rep.ns.values() if isinstance(v, Learner)):
         for module in (m for m in vars(learner).values() if isinstance(m, torch.nn.Module)):
             _average_gradients(module)
     return rank
+
+
+def _bind_collectives_to(host: str) -> None:
+    """Make gloo and NCCL open their sockets on the interface that holds ``host`` (loopback for
+    fragnb's own cluster), not on whichever the machine's hostname resolves to."""
+    import psutil
+
+    name = next((n for n, addrs in psutil.net_if_addrs().items() if any(a.address == host for a in addrs)), None)
+    if name is not None:
+        os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = name
 
 
 def _average_gradients(module: torch.nn.Module) -> None:

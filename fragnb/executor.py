@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cloudpickle
@@ -27,6 +28,7 @@ from .clusters import ClusterError, connect, shutdown, workers
 from .clusters import dashboard as dashboard_link
 from .components import Component, role_of
 from .edges import combine
+from .errors import FragmentError
 from .live import LiveProgress
 from .policies import Placement
 from .program import Program, header_names
@@ -41,6 +43,7 @@ LIVENESS_S = 0.5  # how often the notebook asks the scheduler which workers are 
 class Outcome:
     """What a distributed run measured; runtime turns it into a RunResult."""
 
+    check_seconds: float
     iterations: int
     seconds: float
     env_steps: int
@@ -58,16 +61,20 @@ class Outcome:
     queue_depth: list[int]
 
 
-def run_distributed(placement: Placement, cluster, live, until=None, stop: threading.Event | None = None, dashboard: bool = True) -> Outcome:
+def run_distributed(placement: Placement, cluster, live, until=None, stop: threading.Event | None = None, dashboard: bool = True,
+                    check: Callable[[], float] | None = None) -> Outcome:
     """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would.
     ``live(total, title)`` gives the LiveProgress that shows it; ``until(curve, iterations, env_steps)``
-    ends the run after the first iteration where it holds, as does setting ``stop``."""
+    ends the run after the first iteration where it holds, as does setting ``stop``. ``check`` (the
+    safety net; returns its seconds) runs once the objects are known to travel, before any worker starts."""
     graph = placement.graph
     script = Script.of(placement, until=until)
+    payloads = {g: _payload(placement, script, g) for g in placement.groups}  # what cannot travel fails here, before any worker
+    checked = check() if check else 0.0
     client, owned = connect(cluster, len(_tasks(placement, script)), dashboard)
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
-    run = _Run(placement, script, client)
+    run = _Run(placement, script, client, payloads)
     try:
         run.start()
         view = live(_length(graph), f"{graph.name} ({placement.policy.name})")
@@ -83,14 +90,14 @@ def run_distributed(placement: Placement, cluster, live, until=None, stop: threa
         raise _without_dask_frames(e) from None
     run.forget()
     merge(placement, script, finals)
-    return _outcome(finals, run.start_wall, run.client_bytes, script.leader)
+    return _outcome(finals, run.start_wall, run.client_bytes, script.leader, checked)
 
 
 class _Run:
     """One run's replicas on a Dask cluster."""
 
-    def __init__(self, placement: Placement, script: Script, client):
-        self.placement, self.script, self.client = placement, script, client
+    def __init__(self, placement: Placement, script: Script, client, payloads: dict[str, tuple]):
+        self.placement, self.script, self.client, self.payloads = placement, script, client, payloads
         self.run_id = uuid.uuid4().hex[:12]
         self.topic = f"fragnb-{self.run_id}"
         self.slots: dict[str, str] = {}  # replica -> worker address
@@ -107,7 +114,7 @@ class _Run:
         setup = {}
         key = secrets.token_bytes(32)  # signs the run's channel messages; travels only through Dask
         for g, (n, device) in placement.groups.items():
-            payload, codes, sharded = _payload(placement, script, g)
+            payload, codes, sharded = self.payloads[g]
             source = (script.filename, placement.graph.source)
             for i in range(n):
                 name = f"{g}[{i}]"
@@ -341,7 +348,7 @@ def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None
         _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
 
 
-def _outcome(finals: dict[str, dict], start: float, client_bytes: int, leader: str) -> Outcome:
+def _outcome(finals: dict[str, dict], start: float, client_bytes: int, leader: str, check_seconds: float) -> Outcome:
     """Times are wall-clock times the replicas took (comparable across machines), relative to ``start``."""
     episodes = sorted((e for f in finals.values() for e in f["episodes"]), key=plain_order)
     lead = finals[leader]
@@ -350,6 +357,7 @@ def _outcome(finals: dict[str, dict], start: float, client_bytes: int, leader: s
     end = max([ticks[-1]] + [b for f in finals.values() for *_, b in f["intervals"]])
     fragments = {name for f in finals.values() for name in f["seconds"]}
     return Outcome(
+        check_seconds=check_seconds,
         iterations=iterations,
         seconds=end - start,
         env_steps=sum(f["steps"] for f in finals.values()),
@@ -404,7 +412,27 @@ def _payload(placement: Placement, script: Script, group: str) -> tuple[bytes, b
     names = {v for s in segs for v in s.reads | s.components if v in ns} | {v for v in header_names(script.program.items) if v in ns}
     n = script.groups[group]
     sharded = sorted(v for v in names if n > 1 and isinstance(ns[v], Component) and "num_envs" in vars(ns[v]))
-    return cloudpickle.dumps({v: ns[v] for v in sorted(names)}), pickle.dumps({s.index: s.module for s in segs}), sharded
+    objects = {v: ns[v] for v in sorted(names)}
+    try:
+        payload = cloudpickle.dumps(objects)
+    except Exception as e:
+        raise _cannot_travel(placement.graph, objects, group) from e
+    return payload, pickle.dumps({s.index: s.module for s in segs}), sharded
+
+
+def _cannot_travel(graph, objects: dict, group: str) -> FragmentError:
+    """The error for objects a worker cannot receive: which one, why, and the first line that uses it."""
+    for name, value in objects.items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as e:
+            line = next((s.lineno for s in graph.statements if name in s.reads or name in s.components), None)
+            return FragmentError(
+                f"`{name}` ({type(value).__name__}) cannot be sent to the workers of group {group!r}: {type(e).__name__}: {e}. "
+                "What a distributed policy ships must pickle (cloudpickle): keep locks, open files, sockets and threads "
+                "out of its attributes (create them lazily, or drop them in __getstate__), or run it under 'single'",
+                line, graph.source.splitlines()[line - 1] if line else None)
+    return FragmentError(f"the objects of group {group!r} cannot be sent to its workers (they pickle one by one, not together)")
 
 
 def _held(script: Script) -> dict[str, list[str]]:

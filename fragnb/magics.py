@@ -29,7 +29,8 @@ class FragmentMagics(Magics):
     @argument("--ring", type=int, help="srl: environment groups each actor worker steps in turn")
     @argument("--max-staleness", type=int, help="async, srl: most versions a trajectory's weights may lag the learner's")
     @argument("--device", choices=("auto", "cpu", "cuda"), help="where GPU-capable groups run (default auto)")
-    @argument("--cluster", help="'local' (default), 'cuda', or a scheduler address tcp://host:port")
+    @argument("--cluster", help="'local' (default), 'cuda', a scheduler address tcp://host:port or tls://host:port, "
+                                 "or the name of a distributed.Client variable")
     @argument("--run", action="store_true", help="also execute the loop under the policy")
     @argument("--explore", action="store_true", help="show the policy explorer (choose, compare and run policies) instead of the drawing")
     @argument("--no-progress", action="store_true", help="no progress bar during --run")
@@ -69,6 +70,7 @@ class FragmentMagics(Magics):
             raise UsageError(str(e)) from None
         params = {k: v for k in ("actors", "learners", "policy_workers", "ring", "max_staleness", "device") if (v := getattr(args, k)) is not None}
         ns = self.shell.user_ns
+        cluster = _cluster(args.cluster, ns)
         if args.name in ns and not isinstance(ns[args.name], FragmentGraph):
             raise UsageError(f"%%fragment {args.name}: `{args.name}` already holds your {type(ns[args.name]).__name__}, "
                              "which the graph would replace; give the graph another name")
@@ -82,7 +84,7 @@ class FragmentMagics(Magics):
         if args.explore:
             from .widgets import Explorer
 
-            display(Explorer(graph, policy, args.cluster, **params))
+            display(Explorer(graph, policy, cluster, **params))
         elif not args.quiet:
             if policy.name != "single":
                 measure(graph)  # one dry iteration on copies, for the bytes on the placement's edges
@@ -90,8 +92,19 @@ class FragmentMagics(Magics):
             display(graph if policy.name == "single" else placement)
         if args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
-            print(run(graph, policy, cluster=args.cluster, progress=not args.no_progress, plot=not args.no_plot,
+            print(run(graph, policy, cluster=cluster, progress=not args.no_progress, plot=not args.no_plot,
                       check=not args.no_check, until=until, dashboard=not args.no_dashboard, **params))
+
+
+def _cluster(name: str | None, ns: dict):
+    """``--cluster``'s value as ``run`` takes it: a name of the notebook's is the Client it holds."""
+    if name is None or "://" in name or name in ("local", "cuda"):
+        return name
+    held = ns.get(name)
+    if type(held).__name__ != "Client":
+        raise UsageError(f"--cluster {name}: no variable of that name holds a distributed.Client; use local, cuda, "
+                         "tcp://host:port, tls://host:port or the name of a Client")
+    return held
 
 
 def _mean_return_reaches(threshold: float):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import linecache
 import signal
 import sys
@@ -243,14 +244,14 @@ def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, sto
             if cluster is None and any(device == "cuda" for _, device in placement.groups.values()):
                 cluster = "cuda"  # one worker per GPU: each replica on a device of its own
 
-        checked = 0.0
+        safety_net = None
         if check and placement.exact and not placement.policy.collectives:
             from .check import check as check_first_iteration
 
-            checked = check_first_iteration(placement)
-        o = run_distributed(placement, cluster, live, _on_curve(until, graph.name, placement.policy.name), stop, dashboard)
+            safety_net = functools.partial(check_first_iteration, placement)
+        o = run_distributed(placement, cluster, live, _on_curve(until, graph.name, placement.policy.name), stop, dashboard, safety_net)
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
-                                   o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, checked, o.intervals, o.messages,
+                                   o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, o.check_seconds, o.intervals, o.messages,
                                    o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth, placement.inference_batch)
     return graph.last_run
 

@@ -11,7 +11,7 @@ import psutil
 import pytest
 import torch
 
-from fragnb import capture, clusters, run
+from fragnb import capture, clusters, live, run
 from fragnb.clusters import ClusterError
 from conftest import worker_processes, wait_for_no_workers
 
@@ -93,6 +93,58 @@ def test_separate_scheduler_and_worker_processes_on_loopback(canonical, ppo_ns, 
         for proc in (worker, scheduler):
             proc.terminate()
             proc.wait(30)
+
+
+def test_a_remote_cluster_over_tls_with_certificates_made_here(canonical, ppo_ns, tmp_path, shell):
+    import dask
+    from distributed import Client
+    from distributed.security import Security
+
+    made = Security.temporary()  # a self-signed CA and a certificate it signed, as PEM text
+    pem = {"ca": made.tls_ca_file, "cert": made.tls_scheduler_cert, "key": made.tls_scheduler_key}
+    for name, text in pem.items():
+        (tmp_path / f"{name}.pem").write_text(text)
+    ca, cert, key = (str(tmp_path / f"{name}.pem") for name in pem)
+    tls = ["--tls-ca-file", ca, "--tls-cert", cert, "--tls-key", key]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tls://127.0.0.1:{port}"
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                  "--protocol", "tls", "--no-dashboard", *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "3", "--nthreads", "1",
+                               "--host", "127.0.0.1", "--no-dashboard", *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    security = Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+    client = None
+    try:
+        client = Client(address, security=security, timeout="30s", set_as_default=False)
+        client.wait_for_workers(3, timeout=60)
+        with pytest.raises(ClusterError, match="speaks TLS, and Dask's configuration names no certificates"):
+            _run(canonical, ppo_ns, "coarse", iterations=1, actors=2, cluster=address)
+        with dask.config.set({"distributed.comm.tls.ca-file": ca, "distributed.comm.tls.client.cert": cert,
+                              "distributed.comm.tls.client.key": key}):
+            _, result = _run(canonical, ppo_ns, "coarse", iterations=1, actors=2, cluster=address)
+        assert result.iterations == 1
+        # the magic takes the name of a Client the notebook holds
+        shell.run_cell(canonical.setup, store_history=False).raise_error()
+        shell.user_ns.update(iterations=1, mine=client)
+        shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --cluster mine --run --no-progress --no-plot", canonical.body)
+        assert shell.user_ns["ppo"].last_run.iterations == 1
+    finally:
+        clusters.shutdown()
+        if client is not None:
+            client.close()
+        for proc in (worker, scheduler):
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_the_magic_refuses_a_cluster_name_that_holds_no_client(shell, canonical):
+    from IPython.core.error import UsageError
+
+    shell.run_cell(canonical.setup, store_history=False).raise_error()
+    with pytest.raises(UsageError, match="--cluster nothere: no variable of that name holds a distributed.Client"):
+        shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --cluster nothere --run", canonical.body)
 
 
 def test_unreachable_scheduler_is_a_clear_error(canonical, ppo_ns):
@@ -230,7 +282,7 @@ def test_a_users_own_policy_runs_on_dask_like_a_builtin(canonical, ppo_ns):
 
 @pytest.mark.parametrize("policy", PARAMS)
 def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(canonical, ppo_ns, monkeypatch, policy):
-    from fragnb import live
+
 
     killed = []
 
@@ -243,7 +295,7 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
     monkeypatch.setattr(live.LiveProgress, "update", kill_a_worker)
     clusters.shutdown()  # a fresh cluster has exactly the workers the run uses
     ns = ppo_ns(200)
-    with pytest.raises(ClusterError, match=r"lost the worker of replicas? \w+\[\d\](, \w+\[\d\])* on tcp://127.0.0.1:\d+ during the run"):
+    with pytest.raises(ClusterError, match=r"lost the worker of replicas? \w+\[\d\](, \w+\[\d\])* on tls://127.0.0.1:\d+ during the run"):
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
     assert killed and time.monotonic() - killed[0] < 10
     assert "stats" not in ns
@@ -285,7 +337,7 @@ def test_a_worker_killed_at_any_moment_is_named_within_10_s(canonical, ppo_ns, m
     """Killed a little after an iteration ends: mid-rollout, mid-update or mid-broadcast, by chance."""
     import threading
 
-    from fragnb import live
+
 
     killed = []
 
@@ -358,3 +410,51 @@ def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_pr
         urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10)
     listening = [c.laddr for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN]
     assert listening and all(addr.ip == "127.0.0.1" for addr in listening) and all(addr.port != 8787 for addr in listening)
+
+
+@pytest.mark.parametrize("policy", PARAMS)
+def test_every_socket_a_run_listens_on_is_on_loopback(canonical, ppo_ns, monkeypatch, policy):
+    from fragnb.executor import _Run
+
+    listening = set()
+    poll = _Run.poll
+
+    def look(self, *args, **kwargs):  # while the run is watched: the channels, the collectives' store, gloo, the dashboard
+        for p in [psutil.Process(), *worker_processes()]:
+            try:
+                listening.update((p.pid, c.laddr.ip, c.laddr.port) for c in p.net_connections("tcp") if c.status == psutil.CONN_LISTEN)
+            except psutil.Error:
+                pass
+        return poll(self, *args, **kwargs)
+
+    monkeypatch.setattr(_Run, "poll", look)
+    _run(canonical, ppo_ns, policy, iterations=2, **PARAMS[policy])
+    assert listening and all(ip in ("127.0.0.1", "::1") for _, ip, _ in listening), sorted(listening)
+
+
+def test_the_embedded_cluster_refuses_clients_without_its_certificates(canonical, ppo_ns):
+    _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)
+    address = clusters._EMBEDDED["local"][1].scheduler.address
+    assert address.startswith("tls://127.0.0.1:")
+    # another user of the machine: in plain TCP, and over TLS with a certificate of their own making
+    attempts = {"tcp": f"Client({address.replace('tls://', 'tcp://')!r}, timeout='5s')",
+                "own certificate": f"Client({address!r}, timeout='5s', security=Security.temporary())"}
+    for what, connect in attempts.items():
+        code = f"from distributed import Client\\nfrom distributed.security import Security\\n{connect}\\nprint('CONNECTED')"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0 and "CONNECTED" not in done.stdout, what
+
+
+def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canonical, ppo_ns):
+    import threading
+
+    from fragnb import FragmentError
+
+    clusters.shutdown()
+    ns = ppo_ns(1)
+    ns["buffer"].lock = threading.Lock()  # a lock cannot be pickled
+    with pytest.raises(FragmentError, match=r"`buffer` \(RolloutBuffer\) cannot be sent to the workers of group 'actors': "
+                                            r"TypeError: cannot pickle '_thread.lock' object") as info:
+        run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+    assert "buffer.add(" in str(info.value) and info.value.lineno is not None
+    assert not worker_processes() and "local" not in clusters._EMBEDDED
