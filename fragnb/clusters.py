@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import sys
 
 import torch
 from distributed import Client, LocalCluster
@@ -140,6 +141,9 @@ def workers(client: Client) -> dict:
 
 
 def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
+    main = sys.modules.get("__main__")
+    if main is not None and not hasattr(main, "__spec__"):
+        main.__spec__ = None  # IPython's `%reset` deletes it, and multiprocessing's spawn (Dask's nannies) reads it
     if kind in _EMBEDDED and _EMBEDDED[kind][2] != with_dashboard:
         shutdown(kind)  # asked for (or without) a dashboard unlike the running one
     if kind in _EMBEDDED:

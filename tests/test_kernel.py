@@ -65,3 +65,22 @@ graph = fragnb.capture(cell.body + '\\n    print("iteration", it)', ns, name="pp
     assert _execute(kc, "print(ns['it'] + 1 == r.iterations)").strip() == "True"
     again = _execute(kc, 'ns["iterations"] = 2; print(fragnb.run(graph, "coarse", actors=2, progress=False, plot=False).iterations)')
     assert again.strip().endswith("2"), again  # the same workers serve the next run
+
+
+def test_a_distributed_run_after_reset_starts_its_workers(kernel):
+    # `%reset -f` deletes __main__.__spec__, which multiprocessing's spawn reads when Dask's nannies
+    # start worker processes: that was "Nanny failed to start"
+    _, kc = kernel
+    code = f"""
+import fragnb
+from fragnb.notebook import load_canonical
+cell = load_canonical({str(NOTEBOOK_01)!r})
+ns = cell.namespace()
+ns["iterations"] = 1
+print("DONE", fragnb.run(fragnb.capture(cell.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False).iterations)
+fragnb.shutdown()
+"""
+    assert "DONE 1" in _execute(kc, code)
+    _execute(kc, "%reset -f")
+    out = _execute(kc, code)
+    assert "DONE 1" in out and "ERROR" not in out, out
