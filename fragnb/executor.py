@@ -172,6 +172,7 @@ class _Run:
                     print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
                     self.request_stop()
             finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}
+            self.drain(events, progress, {name: f["iterations"] for name, f in finals.items()})
         finally:
             self.client.unsubscribe_topic(self.topic)
             progress.close()
@@ -180,13 +181,8 @@ class _Run:
     def poll(self, events: queue.Queue, progress: _Progress) -> bool:
         """One round of watching: progress events for up to 50 ms, then failures and lost workers.
         Whether every replica has finished."""
-        try:
-            _, msg = events.get(timeout=0.05)
-            self.client_bytes += len(pickle.dumps(msg))
-            progress.add(msg)
+        if self.take(events, progress):
             return False
-        except queue.Empty:
-            pass
         if any(f.status == "error" for f in self.futures.values()):
             raise self.failure()
         if all(f.status == "finished" for f in self.futures.values()):
@@ -195,6 +191,26 @@ class _Run:
             self.checked = time.monotonic()
             self.check_alive()
         return False
+
+    def take(self, events: queue.Queue, progress: _Progress) -> bool:
+        """Show the next progress event, if one arrives within 50 ms; whether one did."""
+        try:
+            _, msg = events.get(timeout=0.05)
+        except queue.Empty:
+            return False
+        self.client_bytes += len(pickle.dumps(msg))
+        progress.add(msg)
+        return True
+
+    def drain(self, events: queue.Queue, progress: _Progress, iterations: dict[str, int], timeout: float = 2.0) -> None:
+        """Progress events still on their way once every replica has ended (they travel through the
+        scheduler): show them, so the bar and the curve end where the run did."""
+        deadline = time.monotonic() + timeout
+        try:
+            while any(progress.done[r] < n for r, n in iterations.items() if r in progress.done) and time.monotonic() < deadline:
+                self.take(events, progress)
+        except KeyboardInterrupt:  # the run has ended: nothing left to stop
+            pass
 
     def request_stop(self) -> None:
         """Ask the replica that decides for all to end the run after the current iteration."""

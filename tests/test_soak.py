@@ -1,0 +1,95 @@
+"""Many runs in one process, as a long notebook session makes them: successes, user errors, stops,
+aborts and a killed worker under several DPs. Nothing may pile up: worker processes, sockets, file
+descriptors, threads and memory return to their level after the first run."""
+
+import threading
+import time
+
+import psutil
+import pytest
+from conftest import worker_processes
+
+from fragnb import capture, clusters, live, run
+from fragnb.clusters import ClusterError
+
+pytestmark = pytest.mark.slow
+
+RUNS = 30
+MIX = [("coarse", {"actors": 2}), ("fine", {"actors": 2}), ("async", {"actors": 2}), ("multi_learner", {"learners": 2}), ("single", {})]
+
+
+def _level() -> dict:
+    me = psutil.Process()
+    return {"workers": len(worker_processes()), "fds": me.num_fds(), "threads": threading.active_count(),
+            "sockets": len(me.net_connections("all")), "rss_mb": me.memory_info().rss / 2**20}
+
+
+def _settled(baseline: dict, timeout: float = 30.0) -> dict:
+    """The level once closing connections and ending threads have had a moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = _level()
+        if all(now[k] <= baseline[k] for k in ("workers", "fds", "threads", "sockets")) or time.monotonic() > deadline:
+            return now
+        time.sleep(0.5)
+
+
+def test_thirty_runs_leave_nothing_behind(canonical, ppo_ns, monkeypatch):
+    broken = canonical.body.replace("env.step(action)", "env.step(action[:3])")
+    update = live.LiveProgress.update
+    outcomes, baseline = [], None
+    for i in range(RUNS):
+        policy, params = MIX[i % len(MIX)]
+        ns = ppo_ns(3)
+        what = "ok"
+        if i == 13:  # a user's mistake, raised inside a fragment on a worker
+            what = "error"
+            with pytest.raises(ValueError, match="got 3 actions"):
+                run(capture(broken, ns, name="broken"), "coarse", progress=False, plot=False, check=False, actors=2)
+        elif i == 17:  # the Stop button / a first Ctrl-C: ends after the current iteration
+            what = "stopped"
+            stop = threading.Event()
+            stop.set()
+            assert run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, stop=stop, **params).iterations == 1
+        elif i == 21:  # a second Ctrl-C: aborts, and fragnb closes its cluster
+            what = "aborted"
+
+            def interrupt(self, *args, **kwargs):
+                raise KeyboardInterrupt
+
+            monkeypatch.setattr(live.LiveProgress, "update", interrupt)
+            ns["iterations"] = 200
+            with pytest.raises(KeyboardInterrupt):
+                run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, actors=2)
+            monkeypatch.setattr(live.LiveProgress, "update", update)
+        elif i == 24:  # a worker killed mid-run (out of memory, say)
+            what = "killed"
+
+            def kill(self, *args, **kwargs):
+                max(worker_processes(), key=lambda p: p.pid).kill()
+                update(self, *args, **kwargs)
+
+            monkeypatch.setattr(live.LiveProgress, "update", kill)
+            ns["iterations"] = 200
+            with pytest.raises(ClusterError, match="lost the worker"):
+                run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, actors=2)
+            monkeypatch.setattr(live.LiveProgress, "update", update)
+        elif i == 27:  # refused before anything starts
+            what = "refused"
+            with pytest.raises(ValueError, match="cannot split evenly"):
+                run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, actors=3)
+        else:
+            assert run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **params).iterations == 3
+        outcomes.append((policy, what))
+        if i == 0:
+            run(capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", progress=False, plot=False, actors=2)  # the cluster at its size
+            baseline = _settled({k: float("inf") for k in ("workers", "fds", "threads", "sockets")}, timeout=0)
+    run(capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", progress=False, plot=False, actors=2)  # end with the cluster up
+    after = _settled(baseline)
+    print(f"after the first run: {baseline}; after {RUNS} runs: {after}")
+    assert after["workers"] == baseline["workers"], (baseline, after)
+    for key in ("fds", "threads", "sockets"):
+        assert after[key] <= baseline[key], (key, baseline, after, outcomes)
+    assert after["rss_mb"] - baseline["rss_mb"] < 200, (baseline, after)
+    assert len(clusters._EMBEDDED) == 1 and not clusters._REMOTE
+    clusters.shutdown()
