@@ -32,7 +32,7 @@ from .errors import FragmentError
 from .live import LiveProgress
 from .policies import Placement
 from .program import Program, header_names
-from .walker import Script, plain_order
+from .walker import Script, arrival_order, plain_order
 
 __all__ = ["Outcome", "run_distributed", "simulate"]
 
@@ -90,7 +90,7 @@ def run_distributed(placement: Placement, cluster, live, until=None, stop: threa
         raise _without_dask_frames(e) from None
     run.forget()
     merge(placement, script, finals)
-    return _outcome(finals, run.start_wall, run.client_bytes, script.leader, checked)
+    return _outcome(finals, run.start_wall, run.client_bytes, script, checked)
 
 
 class _Run:
@@ -155,7 +155,7 @@ class _Run:
         KeyboardInterrupt aborts."""
         events: queue.Queue = queue.Queue()
         self.client.subscribe_topic(self.topic, events.put)
-        progress = _Progress(live, self.script.replicas())
+        progress = _Progress(live, self.script.replicas(), arrival_order if self.script.decoupled else plain_order)
         stopping = False
         try:
             while True:
@@ -262,8 +262,8 @@ class _Run:
 class _Progress:
     """The notebook's view of a run: iterations every replica has finished, episodes, env steps."""
 
-    def __init__(self, live: LiveProgress, replicas: list[str]):
-        self.live = live
+    def __init__(self, live: LiveProgress, replicas: list[str], order: Callable[[list], tuple]):
+        self.live, self.order = live, order
         self.done = dict.fromkeys(replicas, 0)
         self.episodes: list = []
         self.steps: dict[str, int] = {}
@@ -280,7 +280,7 @@ class _Progress:
             self.staleness.append(sum(msg["staleness"]) / len(msg["staleness"]))
         while min(self.done.values()) > self.shown:  # an iteration every replica has finished
             self.shown += 1
-            self.episodes.sort(key=plain_order)
+            self.episodes.sort(key=self.order)
             self.live.update(self.curve(), sum(self.steps.values()), self.staleness, self.fragment_seconds())
 
     def fragment_seconds(self) -> dict[str, float]:
@@ -295,7 +295,7 @@ class _Progress:
         return [(s, r) for _, _, s, r in self.episodes]
 
     def close(self) -> None:
-        self.episodes.sort(key=plain_order)
+        self.episodes.sort(key=self.order)
         self.live.close(self.curve())
 
 
@@ -364,9 +364,10 @@ def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None
         _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
 
 
-def _outcome(finals: dict[str, dict], start: float, client_bytes: int, leader: str, check_seconds: float) -> Outcome:
+def _outcome(finals: dict[str, dict], start: float, client_bytes: int, script: Script, check_seconds: float) -> Outcome:
     """Times are wall-clock times the replicas took (comparable across machines), relative to ``start``."""
-    episodes = sorted((e for f in finals.values() for e in f["episodes"]), key=plain_order)
+    episodes = sorted((e for f in finals.values() for e in f["episodes"]), key=arrival_order if script.decoupled else plain_order)
+    leader = script.leader
     lead = finals[leader]
     iterations = lead["iterations"]
     ticks = [start] + [max(f["ticks"][k] for f in finals.values() if len(f["ticks"]) > k) for k in range(iterations)]

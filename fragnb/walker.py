@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .policies import Placement
     from .replica import Replica
 
-__all__ = ["Script", "Weights", "Walker", "bind", "plain_order"]
+__all__ = ["Script", "Weights", "Walker", "bind", "plain_order", "arrival_order"]
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,14 @@ class Weights:
 
 def plain_order(episode: list) -> tuple[int, int]:
     """Sort key of episodes (time, environment, env steps, return) in plain Python's order: by step,
-    then environment, not by arrival; every policy then sees the same curve (and ``until`` the same returns)."""
+    then environment, not by arrival; every synchronous policy then sees the same curve (and ``until``
+    the same returns)."""
     return episode[2], episode[1]
+
+
+def arrival_order(episode: list) -> tuple[float, int]:
+    """Sort key of episodes by when they ended: decoupled actors' steps are not one sequence."""
+    return episode[0], episode[1]
 
 
 @dataclass
@@ -203,7 +209,7 @@ class Walker:
             return f"interrupted: stopped after iteration {self.iterations}, as asked"
         if self.script.until is not None:
             self.everyone += [e for new, _ in reports for e in new]
-            self.everyone.sort(key=plain_order)
+            self.everyone.sort(key=arrival_order if self.script.decoupled else plain_order)
             if self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, sum(s for _, s in reports)):
                 return f"the stop condition held after iteration {self.iterations}"
         return ""
