@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..components import Actor, Buffer, Learner, device_of
-from .ppo import _adam, _layer
+from .ppo import _adam, _layer, gae
 
 __all__ = ["MAPPOConfig", "MultiAgentActorCritic", "MAPPOActor", "MultiAgentRolloutBuffer", "MAPPOLearner"]
 
@@ -253,15 +253,7 @@ class MultiAgentRolloutBuffer(Buffer):
         """
         if self.cursor != self.num_steps:
             raise RuntimeError(f"buffer holds {self.cursor} of {self.num_steps} steps")
-        advantages = torch.zeros_like(self.rewards)
-        gae = torch.zeros(self.num_envs, self.num_agents, device=self.rewards.device)
-        next_value = last_value.to(self.rewards.device)
-        for t in reversed(range(self.num_steps)):
-            nonterminal = 1.0 - self.dones[:, t].unsqueeze(-1)  # an episode ends for all its agents at once
-            delta = self.rewards[:, t] + self.gamma * next_value * nonterminal - self.values[:, t]
-            gae = delta + self.gamma * self.gae_lambda * nonterminal * gae
-            advantages[:, t] = gae
-            next_value = self.values[:, t]
+        advantages = gae(self.rewards, self.values, self.dones, last_value, self.gamma, self.gae_lambda)  # agents end together
         self.cursor = 0
         return {
             "obs": self.obs.clone(),

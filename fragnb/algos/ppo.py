@@ -341,15 +341,7 @@ class RolloutBuffer(Buffer):
         """
         if self.cursor != self.num_steps:
             raise RuntimeError(f"buffer holds {self.cursor} of {self.num_steps} steps")
-        advantages = torch.zeros_like(self.rewards)
-        gae = torch.zeros(self.num_envs, device=self.rewards.device)
-        next_value = last_value.to(self.rewards.device)
-        for t in reversed(range(self.num_steps)):
-            nonterminal = 1.0 - self.dones[:, t]
-            delta = self.rewards[:, t] + self.gamma * next_value * nonterminal - self.values[:, t]
-            gae = delta + self.gamma * self.gae_lambda * nonterminal * gae
-            advantages[:, t] = gae
-            next_value = self.values[:, t]
+        advantages = gae(self.rewards, self.values, self.dones, last_value, self.gamma, self.gae_lambda)
         self.cursor = 0
         return {
             "rewards": self.rewards.clone(),  # with dones and last_value: what V-trace needs (PPOConfig.vtrace)
@@ -362,6 +354,23 @@ class RolloutBuffer(Buffer):
             "advantages": advantages,
             "returns": advantages + self.values,
         }
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_value: torch.Tensor,
+        gamma: float, gae_lambda: float) -> torch.Tensor:
+    """Generalised advantage estimates of a rollout of ``(num_envs, num_steps, ...)`` rewards and values;
+    ``dones`` is ``(num_envs, num_steps)``: further axes (a multi-agent rollout's agents) share their
+    environment's end."""
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(values[:, 0])
+    next_value = last_value.to(rewards.device)
+    for t in reversed(range(rewards.shape[1])):
+        nonterminal = (1.0 - dones[:, t]).reshape(-1, *[1] * (values.dim() - 2))
+        delta = rewards[:, t] + gamma * next_value * nonterminal - values[:, t]
+        running = delta + gamma * gae_lambda * nonterminal * running
+        advantages[:, t] = running
+        next_value = values[:, t]
+    return advantages
 
 
 def _adam(params: list[nn.Parameter], lr: float) -> torch.optim.Adam:
