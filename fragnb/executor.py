@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cloudpickle
 
@@ -59,38 +59,59 @@ class Outcome:
     dropped: int
     unconsumed: int
     queue_depth: list[int]
+    #: Why each restart happened (a lost worker), in order.
+    lost: list[str] = field(default_factory=list)
 
 
 def run_distributed(placement: Placement, cluster, live, until=None, stop: threading.Event | None = None, dashboard: bool = True,
-                    check: Callable[[], float] | None = None) -> Outcome:
+                    check: Callable[[], float] | None = None, restarts: int = 0) -> Outcome:
     """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would.
     ``live(total, title)`` gives the LiveProgress that shows it; ``until(curve, iterations, env_steps)``
     ends the run after the first iteration where it holds, as does setting ``stop``. ``check`` (the
-    safety net; returns its seconds) runs once the objects are known to travel, before any worker starts."""
+    safety net; returns its seconds) runs once the objects are known to travel, before any worker starts.
+
+    A synchronous run that loses a worker starts again from its beginning, on fresh workers, up to
+    ``restarts`` times: the notebook's objects are untouched until the run ends and every random draw
+    is counter-based, so it ends with the weights an uninterrupted run would have.
+    """
     graph = placement.graph
     script = Script.of(placement, until=until)
     payloads = {g: _payload(placement, script, g) for g in placement.groups}  # what cannot travel fails here, before any worker
     checked = check() if check else 0.0
-    client, owned = connect(cluster, len(_tasks(placement, script)), dashboard)
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
-    run = _Run(placement, script, client, payloads)
-    try:
-        run.start()
-        view = live(_length(graph), f"{graph.name} ({placement.policy.name})")
-        if link := dashboard_link(client):
-            view.show_link(link)
-        finals = run.watch(view, stop or threading.Event())
-    except BaseException as e:
-        run.abort(f"the run stopped: {type(e).__name__}")
-        if owned:
-            shutdown()  # a replica may be stuck in a collective or the user's own code: end its process
-        else:
-            run.forget()
-        raise _without_dask_frames(e) from None
+    lost: list[str] = []
+    while True:
+        client, owned = connect(cluster, len(_tasks(placement, script)), dashboard)
+        run = _Run(placement, script, client, payloads)
+        try:
+            run.start()
+            view = live(_length(graph), f"{graph.name} ({placement.policy.name})")
+            if link := dashboard_link(client):
+                view.show_link(link)
+            finals = run.watch(view, stop or threading.Event())
+            break
+        except BaseException as e:
+            run.abort(f"the run stopped: {type(e).__name__}")
+            if owned:
+                shutdown()  # a replica may be stuck in a collective or the user's own code: end its process
+            else:
+                run.forget()
+            if isinstance(e, LostWorker) and len(lost) < restarts and not placement.policy.decoupled:
+                lost.append(str(e))
+                print(f"fragnb: {e}. Starting the run again from its beginning on fresh workers "
+                      f"(restart {len(lost)} of at most {restarts}); the notebook is as it was before the run", file=sys.stderr)
+                continue
+            raise _without_dask_frames(e) from None
     run.forget()
     merge(placement, script, finals)
-    return _outcome(finals, run.start_wall, run.client_bytes, script, checked)
+    outcome = _outcome(finals, run.start_wall, run.client_bytes, script, checked)
+    outcome.lost = lost
+    return outcome
+
+
+class LostWorker(ClusterError):
+    """A worker holding replicas of the run died (out of memory, killed, its machine gone)."""
 
 
 class _Run:
@@ -224,10 +245,10 @@ class _Run:
                 gone.setdefault(w, []).append(name)
         lost = [f"replica{'s' if len(names) > 1 else ''} {', '.join(names)} on {w}" for w, names in gone.items()]
         if lost:
-            reason = (f"lost the worker of {'; '.join(lost)} during the run; its state is gone, so the run stops "
+            reason = (f"lost the worker of {'; '.join(lost)} during the run; its state is gone, so this run stops "
                       "(a worker can die when it runs out of memory)")
             self.abort(reason)
-            raise ClusterError(reason)
+            raise LostWorker(reason)
 
     def failure(self) -> BaseException:
         """The error that ended the run: the replica that failed first, not the peers it stopped."""

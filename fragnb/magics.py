@@ -35,6 +35,8 @@ class FragmentMagics(Magics):
     @argument("--explore", action="store_true", help="show the policy explorer (choose, compare and run policies) instead of the drawing")
     @argument("--no-progress", action="store_true", help="no progress bar during --run")
     @argument("--no-plot", action="store_true", help="no live dashboard during --run")
+    @argument("--restarts", type=int, default=2, metavar="N",
+              help="synchronous policies: start again from the beginning up to N times when a worker is lost (default 2)")
     @argument("--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run")
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
     @argument("--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)")
@@ -93,7 +95,7 @@ class FragmentMagics(Magics):
         if args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
             print(run(graph, policy, cluster=cluster, progress=not args.no_progress, plot=not args.no_plot,
-                      check=not args.no_check, until=until, dashboard=not args.no_dashboard, **params))
+                      check=not args.no_check, until=until, dashboard=not args.no_dashboard, restarts=args.restarts, **params))
 
 
 def _cluster(name: str | None, ns: dict):

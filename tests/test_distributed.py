@@ -296,7 +296,7 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
     clusters.shutdown()  # a fresh cluster has exactly the workers the run uses
     ns = ppo_ns(200)
     with pytest.raises(ClusterError, match=r"lost the worker of replicas? \w+\[\d\](, \w+\[\d\])* on tls://127.0.0.1:\d+ during the run"):
-        run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
+        run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, restarts=0, **PARAMS[policy])
     assert killed and time.monotonic() - killed[0] < 10
     assert "stats" not in ns
     wait_for_no_workers()
@@ -356,7 +356,7 @@ def test_a_worker_killed_at_any_moment_is_named_within_10_s(canonical, ppo_ns, m
     clusters.shutdown()
     ns = ppo_ns(400)
     with pytest.raises(ClusterError, match=r"lost the worker of replicas? \w+\[\d\]"):
-        run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
+        run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, restarts=0, **PARAMS[policy])
     assert killed and time.monotonic() - killed[0] < 10
     wait_for_no_workers()
 
@@ -458,3 +458,27 @@ def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canoni
         run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
     assert "buffer.add(" in str(info.value) and info.value.lineno is not None
     assert not worker_processes() and "local" not in clusters._EMBEDDED
+
+
+@pytest.mark.parametrize("policy", ["coarse", "fine", "multi_learner"])
+def test_a_run_that_loses_a_worker_starts_again_and_ends_with_the_uninterrupted_weights(canonical, ppo_ns, monkeypatch, policy):
+    reference = {"multi_learner": ("multi_learner", PARAMS["multi_learner"])}.get(policy, ("single", {}))
+    uninterrupted, _ = _run(canonical, ppo_ns, reference[0], iterations=4, **reference[1])
+    clusters.shutdown()  # a fresh cluster has exactly the workers the run uses: the one killed holds a replica
+    killed = []
+    update = live.LiveProgress.update
+
+    def kill_once(self, *args, **kwargs):
+        if not killed:
+            victim = max(worker_processes(), key=lambda p: p.pid)
+            victim.kill()  # as the kernel's OOM killer would
+            killed.append(victim.pid)
+        update(self, *args, **kwargs)
+
+    monkeypatch.setattr(live.LiveProgress, "update", kill_once)
+    ns, result = _run(canonical, ppo_ns, policy, iterations=4, **PARAMS[policy])
+    assert killed and len(result.lost_workers) == 1 and "lost the worker of replica" in result.lost_workers[0]
+    assert result.iterations == 4 and "restarted from the beginning" in str(result)
+    for key, value in _weights(uninterrupted).items():
+        torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
+    assert ns["returns"] == uninterrupted["returns"]

@@ -72,7 +72,7 @@ def test_thirty_runs_leave_nothing_behind(canonical, ppo_ns, monkeypatch):
             monkeypatch.setattr(live.LiveProgress, "update", kill)
             ns["iterations"] = 200
             with pytest.raises(ClusterError, match="lost the worker"):
-                run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, actors=2)
+                run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, restarts=0, actors=2)
             monkeypatch.setattr(live.LiveProgress, "update", update)
         elif i == 27:  # refused before anything starts
             what = "refused"
