@@ -59,6 +59,7 @@ bench: setup
 	$(PY) benchmarks/architectures.py
 	$(PY) benchmarks/capture_time.py
 	$(PY) benchmarks/explorer.py
+	$(PY) benchmarks/algorithms.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache
