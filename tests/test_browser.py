@@ -79,14 +79,28 @@ def _open(browser, lab, notebook: str):
     return page
 
 
+PROMPTS = "[...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]"
+
+
 def _run_all(page, timeout_s: float = 600) -> float:
-    """Run every cell (Run > Run All Cells) and wait until none is pending; seconds it took."""
+    """Run every cell (Run > Run All Cells) and wait until none is pending; seconds it took. A click
+    that comes before the kernel's session is connected can be lost: then it is made again."""
+    page.get_by_text(re.compile(r"\| Idle")).first.wait_for(timeout=120_000)  # the status bar: kernel connected and idle
     start = time.monotonic()
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name=re.compile("^Run All Cells")).first.click()
+    for attempt in range(3):
+        page.keyboard.press("Escape")
+        page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})  # the notebook is the active widget
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile("^Run All Cells")).first.click()
+        try:
+            page.wait_for_function(f"() => {PROMPTS}.some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))", timeout=30_000)
+            break
+        except sync_api.TimeoutError:
+            if attempt == 2:
+                raise
     page.wait_for_function(
-        "() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];"
-        " return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }", timeout=timeout_s * 1000)
+        f"() => {{ const p = {PROMPTS}; return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }}",
+        timeout=timeout_s * 1000)
     seconds = time.monotonic() - start
     errors = page.locator(".jp-OutputArea-output", has_text="Traceback")
     assert errors.count() == 0, errors.first.inner_text()
