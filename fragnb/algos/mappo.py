@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..components import Actor, Buffer, Learner, device_of
-from .ppo import _adam, _layer, gae
+from .ppo import _adam, _layer, clipped_loss, gae
 
 __all__ = ["MAPPOConfig", "MultiAgentActorCritic", "MAPPOActor", "MultiAgentRolloutBuffer", "MAPPOLearner"]
 
@@ -309,15 +309,7 @@ class MAPPOLearner(Learner):
             order = torch.randperm(batch_size, generator=self.generator).to(dev)
             for start in range(0, batch_size, mb_size):
                 mb = {k: v[order[start : start + mb_size]] for k, v in b.items()}
-                newlogprob, entropy = self.policy.log_prob_and_entropy(mb["obs"], mb["actions"])
-                ratio = (newlogprob - mb["logprobs"]).exp()
-                adv = mb["advantages"]
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef)).mean()
-                v_loss = 0.5 * (self.policy.value(mb["obs"]) - mb["returns"]).square().mean()
-                entropy = entropy.mean()
-                loss = pg_loss + c.vf_coef * v_loss - c.ent_coef * entropy
-
+                loss, pg_loss, v_loss, entropy = clipped_loss(self.policy, mb, c)
                 self.optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.policy.actor_parameters(), c.max_grad_norm)

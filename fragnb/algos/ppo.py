@@ -373,6 +373,22 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_v
     return advantages
 
 
+def clipped_loss(policy: nn.Module, mb: dict[str, torch.Tensor], c) -> tuple[torch.Tensor, ...]:
+    """PPO's loss on one minibatch: the clipped surrogate (advantages normalised per minibatch), the
+    value loss and the entropy bonus, weighted by ``c``'s coefficients. Returns the loss and its parts."""
+    newlogprob, entropy = policy.log_prob_and_entropy(mb["obs"], mb["actions"])
+    ratio = (newlogprob - mb["logprobs"]).exp()
+    adv = mb["advantages"]
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef)).mean()
+    v_loss = 0.5 * (policy.value(mb["obs"]) - mb["returns"]).square().mean()
+    entropy = entropy.mean()
+    loss = pg_loss + c.vf_coef * v_loss
+    if c.ent_coef:  # with a zero coefficient the entropy term would still cost a backward pass
+        loss = loss - c.ent_coef * entropy
+    return loss, pg_loss, v_loss, entropy
+
+
 def _adam(params: list[nn.Parameter], lr: float) -> torch.optim.Adam:
     """Adam, fused where torch can: one kernel per step instead of a dozen small ops per parameter,
     about a fifth of a CPU minibatch step for networks this small. Fused CPU kernels arrived in
@@ -419,23 +435,13 @@ class PPOLearner(Learner):
             order = torch.randperm(batch_size, generator=self.generator)
             for start in range(0, batch_size, mb_size):
                 mb = {k: v[order[start : start + mb_size]] for k, v in b.items()}
-                newlogprob, entropy = self.policy.log_prob_and_entropy(mb["obs"], mb["actions"])
-                ratio = (newlogprob - mb["logprobs"]).exp()
-
-                mb_adv = mb["advantages"]
-                mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                pg_loss = torch.max(-mb_adv * ratio, -mb_adv * ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef)).mean()
-                v_loss = 0.5 * (self.policy.value(mb["obs"]) - mb["returns"]).square().mean()
-                loss = pg_loss + c.vf_coef * v_loss
-                if c.ent_coef:  # with a zero coefficient the entropy term would still cost a backward pass
-                    loss = loss - c.ent_coef * entropy.mean()
-
+                loss, pg_loss, v_loss, entropy = clipped_loss(self.policy, mb, c)
                 self.optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
                 self.optimizer.step()
         self.updates += 1
-        return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy.mean().item()}
+        return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy.item()}
 
     @torch.no_grad()
     def vtrace(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
