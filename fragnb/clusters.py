@@ -114,6 +114,18 @@ def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Cli
                        "scheduler address, or a distributed.Client)")
 
 
+def named(value: str | None, namespace: dict):
+    """A cluster as a user writes it (``--cluster``, the explorer's box): ``None``, ``"local"``, ``"cuda"``
+    and addresses as they are; any other word names a ``distributed.Client`` held in ``namespace``."""
+    if value is None or "://" in value or value in ("local", "cuda"):
+        return value
+    held = namespace.get(value)
+    if not isinstance(held, Client):
+        raise ClusterError(f"--cluster {value}: no variable of that name holds a distributed.Client; use local, cuda, "
+                           "tcp://host:port, tls://host:port or the name of a Client")
+    return held
+
+
 def dashboard(client: Client) -> str | None:
     """The address of the cluster's Dask dashboard (task stream, worker CPU and memory), if it serves one.
     (A scheduler lists its HTTP port as "dashboard" even when that serves only health checks: fragnb

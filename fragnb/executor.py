@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import cloudpickle
 
@@ -60,7 +60,7 @@ class Outcome:
     unconsumed: int
     queue_depth: list[int]
     #: Why each restart happened (a lost worker), in order.
-    lost: list[str] = field(default_factory=list)
+    lost: list[str]
 
 
 def run_distributed(placement: Placement, cluster, live, until=None, stop: threading.Event | None = None, dashboard: bool = True,
@@ -105,9 +105,7 @@ def run_distributed(placement: Placement, cluster, live, until=None, stop: threa
             raise _without_dask_frames(e) from None
     run.forget()
     merge(placement, script, finals)
-    outcome = _outcome(finals, run.start_wall, run.client_bytes, script, checked)
-    outcome.lost = lost
-    return outcome
+    return _outcome(finals, run.start_wall, run.client_bytes, script, checked, lost)
 
 
 class LostWorker(ClusterError):
@@ -385,7 +383,7 @@ def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None
         _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
 
 
-def _outcome(finals: dict[str, dict], start: float, client_bytes: int, script: Script, check_seconds: float) -> Outcome:
+def _outcome(finals: dict[str, dict], start: float, client_bytes: int, script: Script, check_seconds: float, lost: list[str]) -> Outcome:
     """Times are wall-clock times the replicas took (comparable across machines), relative to ``start``."""
     episodes = sorted((e for f in finals.values() for e in f["episodes"]), key=arrival_order if script.decoupled else plain_order)
     leader = script.leader
@@ -396,6 +394,7 @@ def _outcome(finals: dict[str, dict], start: float, client_bytes: int, script: S
     fragments = {name for f in finals.values() for name in f["seconds"]}
     return Outcome(
         check_seconds=check_seconds,
+        lost=lost,
         iterations=iterations,
         seconds=end - start,
         env_steps=sum(f["steps"] for f in finals.values()),

@@ -100,13 +100,14 @@ class FragmentMagics(Magics):
 
 def _cluster(name: str | None, ns: dict):
     """``--cluster``'s value as ``run`` takes it: a name of the notebook's is the Client it holds."""
-    if name is None or "://" in name or name in ("local", "cuda"):
-        return name
-    held = ns.get(name)
-    if type(held).__name__ != "Client":
-        raise UsageError(f"--cluster {name}: no variable of that name holds a distributed.Client; use local, cuda, "
-                         "tcp://host:port, tls://host:port or the name of a Client")
-    return held
+    if name is None:
+        return None  # Dask is imported only when a distributed run needs it
+    from .clusters import ClusterError, named
+
+    try:
+        return named(name, ns)
+    except ClusterError as e:
+        raise UsageError(str(e)) from None
 
 
 def _mean_return_reaches(threshold: float):

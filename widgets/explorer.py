@@ -281,7 +281,13 @@ class Explorer:
         if self.running:
             return
         policy, params = self.current()
-        cluster = self._cluster()
+        from fragnb.clusters import ClusterError
+
+        try:
+            cluster = self._cluster()
+        except ClusterError as e:  # a name that holds no Client
+            self.status.value = _error(e)
+            return
         self.result = self.error = None
         self._stop = threading.Event()
         self._active = True
@@ -322,13 +328,12 @@ class Explorer:
 
     def _cluster(self):
         """The cluster box's value as ``run`` takes it; a name in the notebook holding a Client is that client."""
+        from fragnb.clusters import named
+
         value = self.cluster.value.strip() or "local"
         if self._client is not None and value == self._client.scheduler.address:
             return self._client
-        held = self.graph.namespace.get(value)
-        if type(held).__name__ == "Client":
-            return held
-        return None if value == "local" else value
+        return None if value == "local" else named(value, self.graph.namespace)
 
 
 class _WidgetView(LiveProgress):
