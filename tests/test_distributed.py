@@ -199,6 +199,9 @@ def test_a_second_keyboard_interrupt_aborts_the_run_and_its_workers(canonical, p
         raise KeyboardInterrupt
 
     monkeypatch.setattr("fragnb.live.LiveProgress.update", interrupt)
+    # The replicas do not hear the first interrupt's stop request, so a second interrupt surely
+    # comes with the next progress event (heard, a short run could end before one arrives).
+    monkeypatch.setattr("fragnb.executor._Run.request_stop", lambda self: None)
     ns = ppo_ns(20)
     with pytest.raises(KeyboardInterrupt):
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
