@@ -59,53 +59,84 @@ class Outcome:
     dropped: int
     unconsumed: int
     queue_depth: list[int]
-    #: Why each restart happened (a lost worker), in order.
+    #: Why each restart happened (a lost worker), and where it resumed from, in order.
     lost: list[str]
+    checkpoint_every: int
+    #: Seconds the replicas took to keep their checkpoints (the slowest replica) plus the notebook's to fetch them.
+    checkpoint_seconds: float
+    #: Bytes of the last checkpoint the notebook holds (all replicas).
+    checkpoint_bytes: int
 
 
 def run_distributed(placement: Placement, cluster, live, until=None, stop: threading.Event | None = None, dashboard: bool = True,
-                    check: Callable[[], float] | None = None, restarts: int = 0) -> Outcome:
+                    check: Callable[[], float] | None = None, restarts: int = 0, checkpoint_every: int = 0) -> Outcome:
     """Run ``placement`` on ``cluster``; leave the notebook namespace as plain execution would.
     ``live(total, title)`` gives the LiveProgress that shows it; ``until(curve, iterations, env_steps)``
     ends the run after the first iteration where it holds, as does setting ``stop``. ``check`` (the
     safety net; returns its seconds) runs once the objects are known to travel, before any worker starts.
 
-    A synchronous run that loses a worker starts again from its beginning, on fresh workers, up to
-    ``restarts`` times: the notebook's objects are untouched until the run ends and every random draw
-    is counter-based, so it ends with the weights an uninterrupted run would have.
+    A synchronous run keeps every replica's state after every ``checkpoint_every`` iterations in the
+    notebook. One that loses a worker starts again on fresh workers from the last checkpoint (or its
+    beginning), up to ``restarts`` times; every random draw is counter-based, so it ends with the
+    weights an uninterrupted run would have. When it cannot go on, the notebook takes the last checkpoint.
     """
     graph = placement.graph
-    script = Script.of(placement, until=until)
+    script = Script.of(placement, until=until, checkpoint_every=checkpoint_every)
     payloads = {g: _payload(placement, script, g) for g in placement.groups}  # what cannot travel fails here, before any worker
     checked = check() if check else 0.0
     filename = f"<fragment {graph.name}>"
     linecache.cache[filename] = (len(graph.source), None, graph.source.splitlines(True), filename)
     lost: list[str] = []
+    saved: tuple[int, dict[str, bytes]] | None = None  # the last checkpoint: (iteration, state of each replica)
+    began, fetch_seconds = None, 0.0
     while True:
-        client, owned = connect(cluster, len(_tasks(placement, script)), dashboard)
-        run = _Run(placement, script, client, payloads)
+        run = None
         try:
+            client, owned = connect(cluster, len(_tasks(placement, script)), dashboard)
+            run = _Run(placement, script, client, payloads, saved, wait_s=30.0 if lost else 0.0)
             run.start()
+            began = began or run.start_wall
             view = live(_length(graph), f"{graph.name} ({placement.policy.name})")
             if link := dashboard_link(client):
                 view.show_link(link)
             finals = run.watch(view, stop or threading.Event())
             break
         except BaseException as e:
-            run.abort(f"the run stopped: {type(e).__name__}")
-            if owned:
-                shutdown()  # a replica may be stuck in a collective or the user's own code: end its process
-            else:
-                run.forget()
+            if run is not None:
+                saved, fetch_seconds = run.saved, fetch_seconds + run.fetch_seconds
+                run.abort(f"the run stopped: {type(e).__name__}")
+                if owned:
+                    shutdown()  # a replica may be stuck in a collective or the user's own code: end its process
+                else:
+                    run.forget()
             if isinstance(e, LostWorker) and len(lost) < restarts and not placement.policy.decoupled:
-                lost.append(str(e))
-                print(f"fragnb: {e}. Starting the run again from its beginning on fresh workers "
+                where = f"the checkpoint after iteration {saved[0]}" if saved else "its beginning"
+                lost.append(f"{e}; resumed from {where}")
+                print(f"fragnb: {e}. Starting the run again from {where} on fresh workers "
                       f"(restart {len(lost)} of at most {restarts}); the notebook is as it was before the run", file=sys.stderr)
                 continue
+            if saved and isinstance(e, ClusterError):  # it cannot go on: keep what it had done
+                merge(placement, script, _checkpoint_finals(script, saved[1]))
+                e.add_note(f"The notebook now holds the state after iteration {saved[0]} (the last checkpoint), "
+                           f"as plain Python would after {saved[0]} iterations.")
             raise _without_dask_frames(e) from None
     run.forget()
     merge(placement, script, finals)
-    return _outcome(finals, run.start_wall, run.client_bytes, script, checked, lost)
+    kept = sum(map(len, run.saved[1].values())) if run.saved else 0
+    return _outcome(finals, began, run.client_bytes, script, checked, lost, (fetch_seconds + run.fetch_seconds, kept))
+
+
+def _checkpoint_finals(script: Script, blobs: dict[str, bytes]) -> dict[str, dict]:
+    """What the notebook merges, from every replica's checkpoint."""
+    from .walker import held
+
+    held_by = _held(script)
+    finals = {}
+    for name, blob in blobs.items():
+        state = pickle.loads(blob)
+        group = name.split("[")[0]
+        finals[name] = {**held(script, group, state["ns"], held_by[group]), **{k: state["walker"][k] for k in ("scalars", "last_writer")}}
+    return finals
 
 
 class LostWorker(ClusterError):
@@ -115,8 +146,13 @@ class LostWorker(ClusterError):
 class _Run:
     """One run's replicas on a Dask cluster."""
 
-    def __init__(self, placement: Placement, script: Script, client, payloads: dict[str, tuple]):
+    def __init__(self, placement: Placement, script: Script, client, payloads: dict[str, tuple],
+                 saved: tuple[int, dict[str, bytes]] | None = None, wait_s: float = 0.0):
         self.placement, self.script, self.client, self.payloads = placement, script, client, payloads
+        self.saved, self.wait_s = saved, wait_s  # the checkpoint it starts from, and how long to wait for workers
+        self.resume = saved[1] if saved else {}
+        self.reported: dict[int, set[str]] = {}  # iteration -> replicas that kept a checkpoint after it
+        self.fetch_seconds = 0.0
         self.run_id = uuid.uuid4().hex[:12]
         self.topic = f"fragnb-{self.run_id}"
         self.slots: dict[str, str] = {}  # replica -> worker address
@@ -128,8 +164,8 @@ class _Run:
     def start(self) -> None:
         """Place every replica on a worker thread of its own, ship it its objects and code, open
         its channel inbox, and start its program."""
-        placement, client, script = self.placement, self.client, self.script
-        self.slots = _slots(placement, script, workers(client))
+        placement, script = self.placement, self.script
+        self.slots = self.place()
         setup = {}
         key = secrets.token_bytes(32)  # signs the run's channel messages; travels only through Dask
         for g, (n, device) in placement.groups.items():
@@ -138,7 +174,7 @@ class _Run:
             for i in range(n):
                 name = f"{g}[{i}]"
                 setup[name] = self.submit(name, replica.init_replica, self.run_id, g, i, n, device, payload, codes, sharded, source,
-                                          _host(self.slots[name]), key, placement.policy.fused)
+                                          _host(self.slots[name]), key, placement.policy.fused, self.resume.get(name))
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
         if placement.policy.collectives:
             self.join_process_groups()
@@ -147,6 +183,20 @@ class _Run:
         self.start_wall = time.time()
         self.futures = {task[0]: self.submit(task[0], replica.run_program, self.run_id, task, addresses, blob, held, self.topic)
                         for task in _tasks(placement, script)}
+
+    def place(self) -> dict[str, str]:
+        """A worker thread for each replica's program; a restart waits ``wait_s`` for the cluster to
+        replace a lost worker (a nanny restarts it, an adaptive cluster adds one)."""
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                return _slots(self.placement, self.script, workers(self.client))
+            except ClusterError as e:
+                if time.monotonic() > deadline:
+                    if self.wait_s:
+                        raise ClusterError(f"no spare capacity to resume the run: {e}") from None
+                    raise
+                time.sleep(0.5)
 
     def join_process_groups(self) -> None:
         for g, (n, device) in self.placement.groups.items():
@@ -218,8 +268,25 @@ class _Run:
         except queue.Empty:
             return False
         self.client_bytes += len(pickle.dumps(msg))
-        progress.add(msg)
+        if "checkpoint" in msg:
+            self.kept(msg["replica"], msg["checkpoint"])
+        else:
+            progress.add(msg)
         return True
+
+    def kept(self, name: str, iteration: int) -> None:
+        """A replica kept its state after ``iteration``: once all have, fetch them into the notebook,
+        where they survive any worker."""
+        self.reported.setdefault(iteration, set()).add(name)
+        if len(self.reported[iteration]) < len(self.slots):
+            return
+        del self.reported[iteration]
+        start = time.perf_counter()
+        per_worker = self.client.run(replica.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore")
+        blobs = {name: blob for got in per_worker.values() if isinstance(got, dict) for name, blob in got.items()}
+        if blobs.keys() == self.slots.keys():  # else a worker died meanwhile: the last whole checkpoint stays
+            self.saved = (iteration, blobs)
+        self.fetch_seconds += time.perf_counter() - start
 
     def drain(self, events: queue.Queue, progress: _Progress, iterations: dict[str, int], timeout: float = 2.0) -> None:
         """Progress events still on their way once every replica has ended (they travel through the
@@ -383,7 +450,8 @@ def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None
         _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
 
 
-def _outcome(finals: dict[str, dict], start: float, client_bytes: int, script: Script, check_seconds: float, lost: list[str]) -> Outcome:
+def _outcome(finals: dict[str, dict], start: float, client_bytes: int, script: Script, check_seconds: float, lost: list[str],
+             checkpoints: tuple[float, int]) -> Outcome:
     """Times are wall-clock times the replicas took (comparable across machines), relative to ``start``."""
     episodes = sorted((e for f in finals.values() for e in f["episodes"]), key=arrival_order if script.decoupled else plain_order)
     leader = script.leader
@@ -395,6 +463,9 @@ def _outcome(finals: dict[str, dict], start: float, client_bytes: int, script: S
     return Outcome(
         check_seconds=check_seconds,
         lost=lost,
+        checkpoint_every=script.checkpoint_every,
+        checkpoint_seconds=max(f["checkpoint_seconds"] for f in finals.values()) + checkpoints[0],
+        checkpoint_bytes=checkpoints[1],
         iterations=iterations,
         seconds=end - start,
         env_steps=sum(f["steps"] for f in finals.values()),

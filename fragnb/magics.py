@@ -11,7 +11,7 @@ from . import policies
 from .capture import capture
 from .graph import FragmentGraph
 from .measure import measure
-from .runtime import run
+from .runtime import CHECKPOINT_EVERY, run
 
 __all__ = ["FragmentMagics"]
 
@@ -36,7 +36,9 @@ class FragmentMagics(Magics):
     @argument("--no-progress", action="store_true", help="no progress bar during --run")
     @argument("--no-plot", action="store_true", help="no live dashboard during --run")
     @argument("--restarts", type=int, default=2, metavar="N",
-              help="synchronous policies: start again from the beginning up to N times when a worker is lost (default 2)")
+              help="synchronous policies: start again from the last checkpoint up to N times when a worker is lost (default 2)")
+    @argument("--checkpoint-every", type=int, default=CHECKPOINT_EVERY, metavar="K",
+              help=f"synchronous policies: keep the replicas' state in the notebook every K iterations (0: never; default {CHECKPOINT_EVERY})")
     @argument("--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run")
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
     @argument("--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)")
@@ -95,7 +97,8 @@ class FragmentMagics(Magics):
         if args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
             print(run(graph, policy, cluster=cluster, progress=not args.no_progress, plot=not args.no_plot,
-                      check=not args.no_check, until=until, dashboard=not args.no_dashboard, restarts=args.restarts, **params))
+                      check=not args.no_check, until=until, dashboard=not args.no_dashboard, restarts=args.restarts,
+                      checkpoint_every=args.checkpoint_every, **params))
 
 
 def _cluster(name: str | None, ns: dict):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .channels import Channels
     from .walker import Script
 
-__all__ = ["Replica", "init_replica", "play", "run_program", "request_stop", "abort_run", "drop_run"]
+__all__ = ["Replica", "init_replica", "play", "run_program", "checkpoint_of", "request_stop", "abort_run", "drop_run"]
 
 _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
 
@@ -52,6 +52,14 @@ class Replica:
     intervals: list = field(default_factory=list)  # its timeline: (fragment or wait, "busy"/"wait", start, end)
     records: dict[str, list] = field(default_factory=dict)  # key -> values recorded for another group, step by step
     replays: dict[str, list] = field(default_factory=dict)  # key -> another group's recorded values, to replay
+    checkpoints: dict[int, bytes] = field(default_factory=dict)  # iteration -> its state then, until the notebook has it
+    resumed: dict | None = None  # the walker's bookkeeping at the checkpoint this replica started from
+
+    def keep(self, iteration: int, blob: bytes) -> None:
+        """Hold a checkpoint for the notebook; two at most (the notebook may still be fetching the older)."""
+        self.checkpoints[iteration] = blob
+        for old in sorted(self.checkpoints)[:-2]:
+            self.checkpoints.pop(old, None)
 
     def record(self, key: str, names: tuple[str, ...]) -> None:
         """Keep the values another group's statement reads here, as they are at its place in the loop."""
@@ -87,26 +95,31 @@ def _snapshot(value):
 
 
 def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: bytes, codes: bytes,
-                 sharded: list[str], source: tuple[str, str], host: str | None = None, key: bytes = b"", fused: bool = False) -> dict | None:
+                 sharded: list[str], source: tuple[str, str], host: str | None = None, key: bytes = b"", fused: bool = False,
+                 resume: bytes | None = None) -> dict | None:
     """Unpickle the notebook's objects, shard the components in ``sharded``, move them to ``device``
-    (environments too if ``fused``), and keep them here.
-    With ``host``, open this replica's channel inbox there (taking messages signed with ``key``)
-    and return its address."""
+    (environments too if ``fused``), and keep them here; or take them as they were at the checkpoint
+    ``resume``. With ``host``, open this replica's channel inbox there (taking messages signed with
+    ``key``) and return its address."""
     import torch._dynamo  # noqa: F401  torch.optim imports it on a first step: 1 s a worker, paid here, not in the loop
 
     filename, text = source
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    ns = pickle.loads(payload)
-    ns["print"] = distributed.print  # the cell's prints reach the notebook, not only this worker's log
-    for name in sharded:
-        ns[name] = ns[name].shard(index, count)
-    if device != "cpu":  # environments stay on the CPU (actors answer them there) unless fused with them on the device
-        for comp in (v for v in ns.values() if isinstance(v, Component) and (fused or not isinstance(v, Env))):
-            comp.to(device)
     compiled = {i: compile(module, filename, "exec") for i, module in pickle.loads(codes).items()}
-    rep = Replica(group, index, count, device, ns, compiled)
-    rep.seen = {name: len(env.episodes) for name, env in rep.envs().items()}
-    rep.steps0 = {name: env.env_steps for name, env in rep.envs().items()}
+    if resume is None:
+        ns = pickle.loads(payload)
+        for name in sharded:
+            ns[name] = ns[name].shard(index, count)
+        if device != "cpu":  # environments stay on the CPU (actors answer them there) unless fused with them on the device
+            for comp in (v for v in ns.values() if isinstance(v, Component) and (fused or not isinstance(v, Env))):
+                comp.to(device)
+        rep = Replica(group, index, count, device, ns, compiled)
+        rep.seen = {name: len(env.episodes) for name, env in rep.envs().items()}
+        rep.steps0 = {name: env.env_steps for name, env in rep.envs().items()}
+    else:
+        state = pickle.loads(resume)
+        rep = Replica(group, index, count, device, state["ns"], compiled, resumed=state["walker"], **state["replica"])
+    rep.ns["print"] = distributed.print  # the cell's prints reach the notebook, not only this worker's log
     _REPLICAS[(run_id, group, index)] = rep
     if host is None:
         return None
@@ -117,9 +130,11 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
 
 
 def play(rep: Replica, script: Script, channels: Channels, components: list[str], events=None) -> dict:
-    """Walk ``script`` as ``rep``; return what the notebook merges. A failure tells every peer, so
-    that none waits for this replica."""
+    """Walk ``script`` as ``rep`` (from where its checkpoint left off, if it resumes one); return what
+    the notebook merges. A failure tells every peer, so that none waits for this replica."""
     walker = (FreeWalker if script.decoupled else Walker)(rep, script, channels, events)
+    if rep.resumed is not None:
+        walker.restore(rep.resumed)
     try:
         walker.run()
         return walker.finals(components)
@@ -166,6 +181,18 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
 
         raise next((e for e in errors if not isinstance(e, ChannelError)), errors[0])
     return results
+
+
+def checkpoint_of(run_id: str, iteration: int) -> dict[str, bytes]:
+    """The checkpoints this worker's replicas of ``run_id`` kept after ``iteration``, by replica
+    (read by the notebook, which then holds them); older ones are dropped."""
+    out = {}
+    for (rid, group, index), rep in list(_REPLICAS.items()):
+        if rid == run_id and iteration in rep.checkpoints:
+            out[f"{group}[{index}]"] = rep.checkpoints[iteration]
+            for old in [k for k in rep.checkpoints if k <= iteration]:
+                rep.checkpoints.pop(old, None)
+    return out
 
 
 def request_stop(run_id: str) -> int:

@@ -28,6 +28,11 @@ __all__ = ["run", "RunResult", "first_solved"]
 
 
 
+#: Iterations between checkpoints of synchronous distributed runs. Keeping and fetching one costs about
+#: as much as one iteration of notebook 01's loop (benchmarks/checkpoints.py): every 10 iterations costs
+#: a few per cent, and a lost worker costs at most 10 iterations.
+CHECKPOINT_EVERY = 10
+
 @dataclass
 class RunResult:
     """What a run did.
@@ -82,8 +87,13 @@ class RunResult:
     queue_depth: list[int] = field(default_factory=list, repr=False)
     #: Environments one inference call serves (each replica of the actor fragments, e.g. srl's policy workers).
     inference_batch: int | None = None
-    #: Workers the run lost, each of which made it start again from its beginning (``run(restarts=...)``).
+    #: Workers the run lost, each of which made it start again (``run(restarts=...)``), and from where.
     lost_workers: list[str] = field(default_factory=list, repr=False)
+    #: Synchronous distributed runs: iterations between checkpoints (0: none), the seconds they cost
+    #: (the slowest replica keeping its own, plus the notebook fetching them all), and the last one's bytes.
+    checkpoint_every: int = 0
+    checkpoint_seconds: float = 0.0
+    checkpoint_bytes: int = 0
 
     @property
     def env_steps_per_s(self) -> float:
@@ -130,7 +140,7 @@ class RunResult:
         if self.stopped:
             lines.append(f"  stopped: {self.stopped}")
         for lost in self.lost_workers:
-            lines.append(f"  restarted from the beginning: {lost}")
+            lines.append(f"  restarted: {lost}")
         if self.staleness:
             ages = [a for per in self.staleness for a in per]
             lines.append(f"  staleness: mean {sum(ages) / len(ages):.2f}, max {max(ages)} versions over {len(ages)} trajectories; "
@@ -158,7 +168,8 @@ def first_solved(returns: list[float], threshold: float = 475.0, window: int = 2
 
 def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool | LiveProgress = True, plot: bool = True,
         check: bool = True, until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None,
-        threads: int | None = 1, dashboard: bool = True, restarts: int = 2, **params) -> RunResult:
+        threads: int | None = 1, dashboard: bool = True, restarts: int = 2, checkpoint_every: int = CHECKPOINT_EVERY,
+        **params) -> RunResult:
     """Run a captured training loop under a distribution policy.
 
     Parameters
@@ -190,12 +201,15 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool |
     stop : threading.Event, optional
         Setting it (from another thread: the explorer's Stop button) ends the run after the current
         iteration, as ``until`` and a first Ctrl-C do.
-    restarts : int
-        Synchronous distributed policies: how many times a run that loses a worker (killed, out of
-        memory) starts again from its beginning on fresh workers before giving up. The notebook is
-        untouched until a run ends and every random draw is counter-based, so the result is the
-        uninterrupted run's, weight for weight; ``RunResult.lost_workers`` says what was lost.
-        Decoupled policies (async, srl) stop with the error.
+    restarts, checkpoint_every : int
+        Synchronous distributed policies keep every replica's state in this process after every
+        ``checkpoint_every`` iterations (0: never; ``RunResult.checkpoint_seconds`` is what it cost). A
+        run that loses a worker (killed, out of memory) starts again on fresh workers from the last
+        checkpoint, up to ``restarts`` times; every random draw is counter-based, so the result is the
+        uninterrupted run's, weight for weight, and ``RunResult.lost_workers`` says what was lost. When
+        it cannot go on (no restarts left, no workers to replace the lost one), the error says so and
+        the namespace holds the last checkpoint: plain Python's state after that many iterations.
+        Decoupled policies (async, srl) stop with the error, the namespace untouched.
     dashboard : bool
         Whether fragnb's own cluster serves Dask's dashboard (bokeh: task stream, workers' CPU and
         memory) on a free 127.0.0.1 port. Without it the scheduler still answers Dask's health checks
@@ -219,7 +233,7 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool |
     """
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
     with _torch_threads(threads):
-        return _run(graph, placement, cluster, _live(progress, plot), check, until, stop, dashboard, restarts)
+        return _run(graph, placement, cluster, _live(progress, plot), check, until, stop, dashboard, restarts, checkpoint_every)
 
 
 @contextlib.contextmanager
@@ -240,7 +254,8 @@ def _live(progress: bool | LiveProgress, plot: bool) -> Callable[[int | None, st
     return lambda total, title: LiveProgress(total, title, progress, plot)
 
 
-def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, stop, dashboard: bool, restarts: int) -> RunResult:
+def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, stop, dashboard: bool, restarts: int,
+         checkpoint_every: int) -> RunResult:
     if placement.policy.name == "single":
         if cluster is not None:
             raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
@@ -260,10 +275,11 @@ def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, sto
 
             safety_net = functools.partial(check_first_iteration, placement)
         o = run_distributed(placement, cluster, live, _on_curve(until, graph.name, placement.policy.name), stop, dashboard, safety_net,
-                            restarts)
+                            restarts, checkpoint_every)
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
                                    o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, o.check_seconds, o.intervals, o.messages,
-                                   o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth, placement.inference_batch, o.lost)
+                                   o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth, placement.inference_batch, o.lost,
+                                   o.checkpoint_every, o.checkpoint_seconds, o.checkpoint_bytes)
     return graph.last_run
 
 

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+import cloudpickle
+
 from .edges import combine, to_device
 from .program import DRIVER, DrivenLoop, Program, Segment, note, plan, segments_of
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from .policies import Placement
     from .replica import Replica
 
-__all__ = ["Script", "Weights", "Walker", "bind", "plain_order", "arrival_order"]
+__all__ = ["Script", "Weights", "Walker", "bind", "held", "plain_order", "arrival_order"]
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,12 @@ class Script:
     #: Decoupled policies (fragnb.decoupled): groups other than the leader's run free of it.
     decoupled: bool = False
     max_staleness: int = 0
+    #: Synchronous Dask runs: every replica keeps its state after every this many iterations, for the
+    #: notebook to fetch; a run that loses a worker resumes from the last one all replicas kept (0: never).
+    checkpoint_every: int = 0
 
     @classmethod
-    def of(cls, placement: Placement, limit: int | None = None, until=None) -> Script:
+    def of(cls, placement: Placement, limit: int | None = None, until=None, checkpoint_every: int = 0) -> Script:
         from .components import Env
         from .program import graph_writes
 
@@ -98,7 +103,8 @@ class Script:
             last = placement.home
         return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
                    env.num_envs if env else None, list(graph.stop_flags), placement.exact and not placement.policy.decoupled, limit, sorted(graph_writes(graph)), until,
-                   f"{last}[0]", placement.policy.decoupled, placement.params.get("max_staleness", 0))
+                   f"{last}[0]", placement.policy.decoupled, placement.params.get("max_staleness", 0),
+                   0 if placement.policy.decoupled else checkpoint_every)
 
     @property
     def filename(self) -> str:
@@ -139,16 +145,22 @@ class Walker:
         self.headers: dict[int, Any] = {}
         self.stopped = ""  # why the iteration loop ended early, if it did
         self.everyone: list[list] = []  # the deciding replica's record of all episodes, for the stop condition
+        self.at = (0, 0)  # where the walk is: (item of the program's top level, values its loop has taken)
+        self.resume = (0, 0)  # where a run restored from a checkpoint starts again
+        self.checkpoint_seconds = 0.0
 
     # -- walking --------------------------------------------------------------------------------
     def run(self) -> None:
         self.walk(self.script.program.items, top=True)
 
     def walk(self, items: list, top: bool = False) -> None:
-        for item in items:
+        for index, item in enumerate(items):
+            if top and index < self.resume[0]:
+                continue  # done before the checkpoint this run resumes from
             if isinstance(item, Segment):
                 self.segment(item)
             elif top:
+                self.at = (index, self.resume[1] if index == self.resume[0] else 0)
                 self.iterate(item, self.iterable(item.node))
             else:
                 for value in self.iterable(item.node):
@@ -157,16 +169,40 @@ class Walker:
 
     def iterate(self, loop: DrivenLoop, iterable) -> None:
         """The iteration loop: after each iteration, report progress and decide whether to go on."""
-        if self.script.limit is not None:
-            iterable = itertools.islice(iterable, self.script.limit)
+        iterable = itertools.islice(iterable, self.at[1], self.script.limit)  # a resumed run skips what its checkpoint holds
         for value in iterable:
             if self.flagged():
                 break
             bind(loop.node.target, value, self.scalars)
             self.walk(loop.body)
             self.iterations += 1
+            self.at = (self.at[0], self.at[1] + 1)
             if self.decide(self.progress()):
                 break
+            if self.script.checkpoint_every and self.iterations % self.script.checkpoint_every == 0 and self.events:
+                self.checkpoint()
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    _STATE = ("latest", "loaded", "last_writer", "scalars", "iterations", "episodes", "ticks", "everyone", "at")
+
+    def checkpoint(self) -> None:
+        """Keep this replica's state at this iteration boundary (every replica has received all it
+        was sent in the iteration, and agreed to go on), and tell the notebook, which fetches it."""
+        start = time.perf_counter()
+        rep = self.rep
+        state = {"ns": {k: v for k, v in rep.ns.items() if k not in ("__builtins__", "print")},
+                 "replica": {"seen": rep.seen, "steps0": rep.steps0, "records": rep.records, "replays": rep.replays, "seconds": rep.seconds},
+                 "walker": {k: getattr(self, k) for k in self._STATE}}
+        blob = cloudpickle.dumps(state)
+        rep.keep(self.iterations, blob)
+        self.checkpoint_seconds += time.perf_counter() - start
+        self.events({"replica": self.name, "checkpoint": self.iterations, "bytes": len(blob)})
+
+    def restore(self, state: dict) -> None:
+        """Go on from a checkpoint (the replica holds its namespace then): its bookkeeping as it was."""
+        for key, value in state.items():
+            setattr(self, key, value)
+        self.resume = self.at
 
     def iterable(self, loop: ast.For):
         """The loop's iterable, evaluated alike on every replica: names the cell assigns come from
@@ -373,11 +409,8 @@ class Walker:
     def finals(self, components: list[str]) -> dict:
         """What the notebook merges: the variables this group assigned last, its components, and the run's record."""
         rep = self.rep
-        written = {v for s in self.script.program.segments if s.group == rep.group for v in s.writes}
-        mine = [v for v in self.script.variables if v in written]
         return {
-            "variables": to_device({v: rep.ns[v] for v in mine if v in rep.ns}, "cpu"),
-            "components": {c: rep.ns[c].to("cpu") for c in components if c in rep.ns},  # the notebook may have no GPU
+            **held(self.script, rep.group, rep.ns, components),
             "scalars": dict(self.scalars),
             "last_writer": dict(self.last_writer),
             "iterations": self.iterations,
@@ -389,7 +422,15 @@ class Walker:
             "intervals": [(label, kind, a + self.clock, b + self.clock) for label, kind, a, b in rep.intervals],
             "bytes_sent": self.ch.bytes_sent,
             "messages_sent": self.ch.messages_sent,
+            "checkpoint_seconds": self.checkpoint_seconds,
         }
+
+
+def held(script: Script, group: str, ns: dict, components: list[str]) -> dict:
+    """A replica's part of what the notebook merges: the variables its group assigned last, and its components."""
+    written = {v for s in script.program.segments if s.group == group for v in s.writes}
+    return {"variables": to_device({v: ns[v] for v in script.variables if v in written and v in ns}, "cpu"),
+            "components": {c: ns[c].to("cpu") for c in components if c in ns}}  # the notebook may have no GPU
 
 
 def where(error: BaseException, replica: str) -> str:

@@ -463,25 +463,49 @@ def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canoni
     assert not worker_processes() and "local" not in clusters._EMBEDDED
 
 
-@pytest.mark.parametrize("policy", ["coarse", "fine", "multi_learner"])
-def test_a_run_that_loses_a_worker_starts_again_and_ends_with_the_uninterrupted_weights(canonical, ppo_ns, monkeypatch, policy):
-    reference = {"multi_learner": ("multi_learner", PARAMS["multi_learner"])}.get(policy, ("single", {}))
-    uninterrupted, _ = _run(canonical, ppo_ns, reference[0], iterations=4, **reference[1])
-    clusters.shutdown()  # a fresh cluster has exactly the workers the run uses: the one killed holds a replica
-    killed = []
+def _kill_a_worker_at_update(monkeypatch, at: int) -> list:
+    """Kill the newest worker process when the notebook shows iteration ``at`` (as the OOM killer would)."""
+    killed, shown = [], []
     update = live.LiveProgress.update
 
-    def kill_once(self, *args, **kwargs):
-        if not killed:
+    def kill(self, *args, **kwargs):
+        shown.append(1)
+        if len(shown) == at and not killed:
             victim = max(worker_processes(), key=lambda p: p.pid)
-            victim.kill()  # as the kernel's OOM killer would
+            victim.kill()
             killed.append(victim.pid)
         update(self, *args, **kwargs)
 
-    monkeypatch.setattr(live.LiveProgress, "update", kill_once)
-    ns, result = _run(canonical, ppo_ns, policy, iterations=4, **PARAMS[policy])
+    monkeypatch.setattr(live.LiveProgress, "update", kill)
+    return killed
+
+
+@pytest.mark.parametrize("policy", ["coarse", "fine", "multi_learner"])
+def test_a_run_that_loses_a_worker_resumes_from_its_checkpoint_with_the_uninterrupted_weights(canonical, ppo_ns, monkeypatch, policy):
+    reference = {"multi_learner": ("multi_learner", PARAMS["multi_learner"])}.get(policy, ("single", {}))
+    uninterrupted, _ = _run(canonical, ppo_ns, reference[0], iterations=7, **reference[1])
+    clusters.shutdown()  # a fresh cluster has exactly the workers the run uses: the one killed holds a replica
+    # By the time the notebook shows iteration 5, every replica's checkpoint after iteration 4 is in the notebook.
+    killed = _kill_a_worker_at_update(monkeypatch, 5)
+    ns, result = _run(canonical, ppo_ns, policy, iterations=7, checkpoint_every=2, **PARAMS[policy])
     assert killed and len(result.lost_workers) == 1 and "lost the worker of replica" in result.lost_workers[0]
-    assert result.iterations == 4 and "restarted from the beginning" in str(result)
+    assert "resumed from the checkpoint after iteration 4" in str(result), str(result)
+    assert result.iterations == 7 and result.env_steps == 7 * 32 * 32 and result.checkpoint_every == 2
+    assert result.checkpoint_bytes > 0 and result.checkpoint_seconds > 0
     for key, value in _weights(uninterrupted).items():
         torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
-    assert ns["returns"] == uninterrupted["returns"]
+    assert ns["returns"] == uninterrupted["returns"] and ns["it"] == uninterrupted["it"]
+
+
+def test_a_run_that_cannot_resume_leaves_the_notebook_at_its_last_checkpoint(canonical, ppo_ns, monkeypatch):
+    at_4, _ = _run(canonical, ppo_ns, "single", iterations=4)
+    clusters.shutdown()
+    killed = _kill_a_worker_at_update(monkeypatch, 5)
+    ns = ppo_ns(7)
+    with pytest.raises(ClusterError, match="lost the worker") as info:
+        run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, restarts=0, checkpoint_every=2, actors=2)
+    assert killed and "the notebook now holds the state after iteration 4" in "\n".join(info.value.__notes__).lower()
+    assert ns["it"] == at_4["it"] == 3 and ns["returns"] == at_4["returns"]
+    for key, value in _weights(at_4).items():
+        torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
+    wait_for_no_workers()

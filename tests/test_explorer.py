@@ -111,7 +111,7 @@ def test_run_leaves_the_kernel_free_and_stop_ends_at_an_iteration_boundary(canon
     x = explore(g, policy, actors=2)
     started = time.monotonic()
     x.run()
-    assert time.monotonic() - started < 1.0 and x.running and not x.stop_button.disabled  # the cell returned at once
+    assert time.monotonic() - started < 3.0 and x.running and not x.stop_button.disabled  # the cell returned at once
     deadline = time.monotonic() + 120
     while x.bar.value < 2 and time.monotonic() < deadline and x.running:
         time.sleep(0.05)
