@@ -1,5 +1,6 @@
 """Distribution policies running for real on Dask workers (an embedded LocalCluster on 127.0.0.1)."""
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -65,22 +66,34 @@ def test_trajectories_and_weights_move_between_workers_not_through_the_notebook(
     assert result.client_bytes < result.transfer_bytes / 10, (result.transfer_bytes, result.client_bytes)
 
 
-def test_separate_scheduler_and_worker_processes_on_loopback(canonical, ppo_ns, tmp_path):
+@contextlib.contextmanager
+def dask_processes(protocol: str = "tcp", tls: tuple[str, ...] = (), security=None):
+    """`dask scheduler` and `dask worker --nworkers 3` (a nanny each) on loopback, as a user starts
+    them; the scheduler's address once the workers are there. Ended, and fragnb's client to them
+    closed, on the way out."""
+    from distributed import Client
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    address = f"tcp://127.0.0.1:{port}"
-    dask = [sys.executable, "-m", "distributed.cli"]
+    address = f"{protocol}://127.0.0.1:{port}"
     scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                  "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  "--protocol", protocol, "--no-dashboard", *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "3", "--nthreads", "1",
-                               "--host", "127.0.0.1", "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    del dask
+                               "--host", "127.0.0.1", "--no-dashboard", *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        from distributed import Client
-
-        with Client(address, timeout="30s") as client:
+        with Client(address, timeout="30s", security=security, set_as_default=False) as client:
             client.wait_for_workers(3, timeout=60)
+        yield address
+    finally:
+        clusters.shutdown()
+        for proc in (worker, scheduler):
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_separate_scheduler_and_worker_processes_on_loopback(canonical, ppo_ns, tmp_path):
+    with dask_processes() as address:
         single, _ = _run(canonical, ppo_ns, "single", iterations=1)
         ns, result = _run(canonical, ppo_ns, "coarse", iterations=1, actors=2, cluster=address)
         for key, value in _weights(single).items():
@@ -88,11 +101,6 @@ def test_separate_scheduler_and_worker_processes_on_loopback(canonical, ppo_ns, 
         _run(canonical, ppo_ns, "fine", iterations=1, actors=2, cluster=address)
         clients = clusters._REMOTE[address].run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.clients))
         assert len(clients) == 2, clients  # after two runs, one client of fragnb's (and the scheduler's own fire-and-forget)
-    finally:
-        clusters.shutdown()
-        for proc in (worker, scheduler):
-            proc.terminate()
-            proc.wait(30)
 
 
 def test_a_remote_cluster_over_tls_with_certificates_made_here(canonical, ppo_ns, tmp_path, shell):
@@ -105,20 +113,9 @@ def test_a_remote_cluster_over_tls_with_certificates_made_here(canonical, ppo_ns
     for name, text in pem.items():
         (tmp_path / f"{name}.pem").write_text(text)
     ca, cert, key = (str(tmp_path / f"{name}.pem") for name in pem)
-    tls = ["--tls-ca-file", ca, "--tls-cert", cert, "--tls-key", key]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    address = f"tls://127.0.0.1:{port}"
-    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                  "--protocol", "tls", "--no-dashboard", *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "3", "--nthreads", "1",
-                               "--host", "127.0.0.1", "--no-dashboard", *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tls = ("--tls-ca-file", ca, "--tls-cert", cert, "--tls-key", key)
     security = Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
-    client = None
-    try:
-        client = Client(address, security=security, timeout="30s", set_as_default=False)
-        client.wait_for_workers(3, timeout=60)
+    with dask_processes("tls", tls, security) as address, Client(address, security=security, timeout="30s", set_as_default=False) as client:
         with pytest.raises(ClusterError, match="speaks TLS, and Dask's configuration names no certificates"):
             _run(canonical, ppo_ns, "coarse", iterations=1, actors=2, cluster=address)
         with dask.config.set({"distributed.comm.tls.ca-file": ca, "distributed.comm.tls.client.cert": cert,
@@ -130,13 +127,6 @@ def test_a_remote_cluster_over_tls_with_certificates_made_here(canonical, ppo_ns
         shell.user_ns.update(iterations=1, mine=client)
         shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --cluster mine --run --no-progress --no-plot", canonical.body)
         assert shell.user_ns["ppo"].last_run.iterations == 1
-    finally:
-        clusters.shutdown()
-        if client is not None:
-            client.close()
-        for proc in (worker, scheduler):
-            proc.terminate()
-            proc.wait(30)
 
 
 def test_the_magic_refuses_a_cluster_name_that_holds_no_client(shell, canonical):
@@ -495,6 +485,17 @@ def test_a_run_that_loses_a_worker_resumes_from_its_checkpoint_with_the_uninterr
     for key, value in _weights(uninterrupted).items():
         torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
     assert ns["returns"] == uninterrupted["returns"] and ns["it"] == uninterrupted["it"]
+
+
+def test_a_run_on_dask_worker_processes_resumes_on_the_worker_its_nanny_starts_again(canonical, ppo_ns, monkeypatch):
+    uninterrupted, _ = _run(canonical, ppo_ns, "single", iterations=7)
+    with dask_processes() as address:
+        killed = _kill_a_worker_at_update(monkeypatch, 5)  # the newest process: one of the nannies' workers
+        ns, result = _run(canonical, ppo_ns, "coarse", iterations=7, checkpoint_every=2, actors=2, cluster=address)
+        assert killed and "resumed from the checkpoint after iteration 4" in str(result), str(result)
+        for key, value in _weights(uninterrupted).items():
+            torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
+        assert ns["returns"] == uninterrupted["returns"]
 
 
 def test_a_run_that_cannot_resume_leaves_the_notebook_at_its_last_checkpoint(canonical, ppo_ns, monkeypatch):
