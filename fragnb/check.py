@@ -67,10 +67,16 @@ def _differs(placement: Placement, iterations: int, name: str, diff: str) -> Fra
     if replicated:
         frag = placement.fragments[graph.fragment_of(culprit).name]
         where = f" (assigned or used by each of the {frag.replicas} replicas of {frag.group!r})"
+    rounding = ""
+    if "largest difference" in diff:
+        rounding = (". If values differ only slightly, this can also be floating-point rounding: replicas run networks on "
+                    "fewer environments at a time, torch's kernels may round a batch of another size differently in the last "
+                    "bit, and chaotic dynamics (MuJoCo) amplify that over a rollout; such a run learns alike, not to the same "
+                    "weights")
     return FragmentError(
         f"under this policy the cell would not leave what plain Python leaves: after {iterations} iteration(s) "
         f"`{name}`{where} differs: {diff}. Nothing ran on the cluster. Rewrite the line so that it reads values, "
-        "not one replica's share of a component (README: values across replicas), or run with check=False "
+        f"not one replica's share of a component (README: values across replicas){rounding}. Or run with check=False "
         "(--no-check) to run anyway",
         culprit.lineno if culprit else None, culprit.source.splitlines()[0] if culprit else None)
 
@@ -84,8 +90,12 @@ def _difference(a, b, path: str) -> str | None:
     if isinstance(a, torch.Tensor):
         if a.shape != b.shape:
             return f"{path} has shape {tuple(a.shape)} in plain Python, {tuple(b.shape)} here"
-        same = torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-5) if a.is_floating_point() else torch.equal(a, b)
-        return None if same else f"{path} holds other values"
+        if not a.is_floating_point():
+            return None if torch.equal(a, b) else f"{path} holds other values"
+        a, b = a.double(), b.double()
+        if torch.allclose(a, b, atol=1e-5, rtol=1e-5):
+            return None
+        return f"{path} holds other values (largest difference {(a - b).abs().nan_to_num().max().item():.2g}, of values up to {a.abs().nan_to_num().max().item():.2g})"
     if isinstance(a, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
         return _difference(a.state_dict(), b.state_dict(), path)
     if isinstance(a, torch.Generator):

@@ -160,16 +160,23 @@ class FreeWalker(Walker):
         """The newest weights the learner has sent for this segment; waits while they are more than
         ``max_staleness`` versions behind this replica's iteration."""
         learner = self.script.leader
-        need = self.iterations - self.script.max_staleness
         best: tuple[int, dict] | None = None
         while True:
             while (got := self.ch.find(learner, lambda t: t.startswith(tag + "@"))) is not None:
                 best = (_iteration(got[0]), got[1])  # messages from one peer arrive in order: the last is the newest
             if best and best[0] > self.version:
                 self.version = best[0]
-            if self.version >= need:
+            if self.version >= self.pace() - self.script.max_staleness:
                 return [best[1]] if best else []
             self.idle(learner)
+
+    def pace(self) -> int:
+        """The learner's version this replica's iteration stands for: its iteration, while every replica
+        of its group delivers one trajectory per learner iteration; fewer once peers' workers died (the
+        survivors make up for them)."""
+        count = self.script.groups[self.rep.group]
+        alive = count - sum(p.startswith(f"{self.rep.group}[") for p in self.rep.gone)
+        return self.iterations * alive // count
 
     def assign(self, group: str) -> list[tuple[str, int, int]]:
         """This iteration's trajectories from ``group``: (replica, its iteration, version) per replica slot."""
@@ -185,12 +192,13 @@ class FreeWalker(Walker):
 
     def first_arrivals(self, group: str) -> list[tuple[str, int, int]]:
         """async: the first trajectories to arrive, whichever replicas they come from, dropping those
-        more than ``max_staleness`` versions old."""
+        more than ``max_staleness`` versions old. Only whole ones: an actor whose worker dies mid-trajectory
+        then never holds the learner up (the others fill the slots) and loses only what was in flight."""
         chosen: list[tuple[str, int, int]] = []
         while len(chosen) < self.script.groups[group]:
             waiting = []
             for peer in peers(group, self.script.groups[group]):
-                seq, version = self.arrival(peer, self.cursor[peer])
+                seq, version = self.arrival(peer, self.cursor[peer], whole=True)
                 if seq is not None:
                     waiting.append((seq, peer, self.cursor[peer], version))
             if not waiting:
@@ -226,9 +234,22 @@ class FreeWalker(Walker):
             self.cursor[peer] = self.next_round
         return [(peer, self.round, self.arrived_version(peer, self.round)) for peer in peers(group, self.script.groups[group])]
 
-    def arrival(self, peer: str, it: int) -> tuple[int | None, int | None]:
-        """(arrival number, version) of the first message ``peer`` sent this replica in its iteration ``it``, if it has arrived."""
-        return next(((seq, _version(t)) for seq, t in self.ch.arrived(peer) if t.startswith("segment:") and _iteration(t) == it), (None, None))
+    def arrival(self, peer: str, it: int, whole: bool = False) -> tuple[int | None, int | None]:
+        """(arrival number, version) of the first message ``peer`` sent this replica in its iteration ``it``,
+        if it has arrived (and, if ``whole``, the iteration's news too: the peer sends it last)."""
+        arrived = self.ch.arrived(peer)
+        if whole and not any(t == f"control:news@{it}" for _, t in arrived):
+            return None, None
+        return next(((seq, _version(t)) for seq, t in arrived if t.startswith("segment:") and _iteration(t) == it), (None, None))
+
+    def produced(self) -> dict[str, int]:
+        """Leader: how many whole trajectories each free replica has delivered (taken, dropped or waiting)."""
+        self.ch.poll()
+        out = dict(self.cursor)
+        for peer in out:
+            its = [_iteration(t) + 1 for _, t in self.ch.arrived(peer) if t.startswith("control:news@")]
+            out[peer] = max([out[peer], *its])
+        return out
 
     def arrived_version(self, peer: str, it: int) -> int:
         """The version ``peer`` acted with in its iteration ``it``, waiting for its first message of it."""
@@ -270,7 +291,8 @@ class FreeWalker(Walker):
         out = super().finals(components)
         streams = {p for g in self.streams for p in peers(g, self.script.groups[g])}
         taken = {p: n for p, n in self.cursor.items() if p in streams}  # trajectories it consumed or dropped, per replica
-        out.update(staleness=self.staleness, dropped=self.dropped, depth=self.depth, taken=taken)
+        out.update(staleness=self.staleness, dropped=self.dropped, depth=self.depth, taken=taken,
+                   produced=self.produced() if not self.free else {})
         return out
 
 

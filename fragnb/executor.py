@@ -59,8 +59,10 @@ class Outcome:
     dropped: int
     unconsumed: int
     queue_depth: list[int]
-    #: Why each restart happened (a lost worker), and where it resumed from, in order.
+    #: Why each restart happened (a lost worker), and where it resumed from, in order; async: the actors it went on without.
     lost: list[str]
+    #: async: trajectories lost with their actor's worker (the one each was producing).
+    lost_trajectories: int
     checkpoint_every: int
     #: Seconds the replicas took to keep their checkpoints (the slowest replica) plus the notebook's to fetch them.
     checkpoint_seconds: float
@@ -123,7 +125,7 @@ def run_distributed(placement: Placement, cluster, live, until=None, stop: threa
     run.forget()
     merge(placement, script, finals)
     kept = sum(map(len, run.saved[1].values())) if run.saved else 0
-    return _outcome(finals, began, run.client_bytes, script, checked, lost, (fetch_seconds + run.fetch_seconds, kept))
+    return _outcome(finals, began, run.client_bytes, script, checked, lost + run.lost, (fetch_seconds + run.fetch_seconds, kept))
 
 
 def _checkpoint_finals(script: Script, blobs: dict[str, bytes]) -> dict[str, dict]:
@@ -153,6 +155,8 @@ class _Run:
         self.resume = saved[1] if saved else {}
         self.reported: dict[int, set[str]] = {}  # iteration -> replicas that kept a checkpoint after it
         self.fetch_seconds = 0.0
+        self.forsaken: list[str] = []  # replicas whose worker died and the run went on without (async's actors)
+        self.lost: list[str] = []  # why
         self.run_id = uuid.uuid4().hex[:12]
         self.topic = f"fragnb-{self.run_id}"
         self.slots: dict[str, str] = {}  # replica -> worker address
@@ -241,6 +245,7 @@ class _Run:
                     print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
                     self.request_stop()
             finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}
+            finals.update({name: self.stand_in(name, progress) for name in self.forsaken})
             self.drain(events, progress, {name: f["iterations"] for name, f in finals.items()})
         finally:
             self.client.unsubscribe_topic(self.topic)
@@ -259,6 +264,8 @@ class _Run:
         if time.monotonic() - self.checked > LIVENESS_S:
             self.checked = time.monotonic()
             self.check_alive()
+            for name in self.forsaken:
+                progress.done.pop(name, None)  # the live view no longer waits for its iterations
         return False
 
     def take(self, events: queue.Queue, progress: _Progress) -> bool:
@@ -306,14 +313,46 @@ class _Run:
         alive = set(workers(self.client))
         gone: dict[str, list[str]] = {}
         for name, w in self.slots.items():
-            if w not in alive:
+            if w not in alive and name not in self.forsaken:
                 gone.setdefault(w, []).append(name)
         lost = [f"replica{'s' if len(names) > 1 else ''} {', '.join(names)} on {w}" for w, names in gone.items()]
+        if lost and self.futures and self.goes_on_without([n for names in gone.values() for n in names]):
+            self.forsaken += [n for names in gone.values() for n in names]
+            self.lost.append(f"lost the worker of {'; '.join(lost)}; the run went on with the other actors")
+            print(f"fragnb: {self.lost[-1]} (the trajectory it was producing is lost)", file=sys.stderr)
+            for name in (n for names in gone.values() for n in names):
+                self.futures.pop(name, None)
+            survivors = sorted({self.slots[n] for n in self.futures} & alive)
+            self.client.run(replica.forsake, self.run_id, self.forsaken, workers=survivors, on_error="ignore")
+            return
         if lost:
             reason = (f"lost the worker of {'; '.join(lost)} during the run; its state is gone, so this run stops "
                       "(a worker can die when it runs out of memory)")
             self.abort(reason)
             raise LostWorker(reason)
+
+    def goes_on_without(self, names: list[str]) -> bool:
+        """Whether the run can go on without these replicas: under ``async`` the learner takes whole
+        trajectories from whichever actors deliver them, so it can lose actors, but not all of them.
+        (``srl``'s actor and policy workers wait for each other every step: they cannot.)"""
+        script = self.script
+        home = script.leader.split("[")[0]
+        free = [g for g in script.groups if g != home]
+        if not script.decoupled or len(free) != 1:
+            return False
+        survivors = [p for p in script.replicas() if p.startswith(f"{free[0]}[") and p not in self.forsaken + names]
+        return all(n.startswith(f"{free[0]}[") for n in names) and bool(survivors)
+
+    def stand_in(self, name: str, progress: _Progress) -> dict:
+        """What the notebook merges for a replica whose worker died (async's actors): the episodes and
+        steps it reported, and its components as they were before the run (their state died with it)."""
+        group, index = name.split("[")[0], int(name.split("[")[1][:-1])
+        ns, (_, _, sharded) = self.placement.graph.namespace, self.payloads[group]
+        n = self.script.groups[group]
+        return {"lost": True, "variables": {}, "iterations": progress.done.get(name, 0), "steps": progress.steps.get(name, 0),
+                "components": {c: ns[c].shard(index, n) if c in sharded else ns[c] for c in _held(self.script)[group]},
+                "episodes": progress.by_replica.get(name, []), "ticks": [], "intervals": [], "seconds": {},
+                "bytes_sent": 0, "messages_sent": 0, "checkpoint_seconds": 0.0}
 
     def failure(self) -> BaseException:
         """The error that ended the run: the replica that failed first, not the peers it stopped."""
@@ -352,14 +391,18 @@ class _Progress:
         self.live, self.order = live, order
         self.done = dict.fromkeys(replicas, 0)
         self.episodes: list = []
+        self.by_replica: dict[str, list] = {}
         self.steps: dict[str, int] = {}
         self.shown = 0
         self.staleness: list[float] = []  # decoupled policies: the learner's mean per iteration
         self.seconds: dict[str, dict[str, float]] = {}  # replica -> fragment -> seconds so far
 
     def add(self, msg: dict) -> None:
+        if msg["replica"] not in self.done:
+            return  # a replica whose worker died, and the run went on without (async)
         self.done[msg["replica"]] = msg["iteration"]
         self.episodes += msg["episodes"]
+        self.by_replica.setdefault(msg["replica"], []).extend(msg["episodes"])
         self.steps[msg["replica"]] = msg["steps"]
         self.seconds[msg["replica"]] = msg["seconds"]
         if msg.get("staleness"):
@@ -437,6 +480,8 @@ def merge(placement: Placement, script: Script, finals: dict[str, dict]) -> None
     for var in script.variables:
         if var in last_writer:
             g = last_writer[var]
+            if any(finals[f"{g}[{i}]"].get("lost") for i in range(script.groups[g])):
+                continue  # a replica's part died with its worker: the notebook keeps its value
             if var not in finals[f"{g}[0]"]["variables"]:
                 ns.pop(var, None)  # the cell deleted it (`del`)
                 continue
@@ -479,7 +524,8 @@ def _outcome(finals: dict[str, dict], start: float, client_bytes: int, script: S
         stopped=lead["stopped"],
         staleness=lead.get("staleness", []),
         dropped=lead.get("dropped", 0),
-        unconsumed=sum(finals[peer]["iterations"] - taken for peer, taken in lead.get("taken", {}).items()),
+        unconsumed=sum(finals[peer]["iterations"] - taken for peer, taken in lead.get("taken", {}).items() if not finals[peer].get("lost")),
+        lost_trajectories=sum(1 for f in finals.values() if f.get("lost")),
         queue_depth=lead.get("depth", []),
     )
 

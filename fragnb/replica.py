@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .channels import Channels
     from .walker import Script
 
-__all__ = ["Replica", "init_replica", "play", "run_program", "checkpoint_of", "request_stop", "abort_run", "drop_run"]
+__all__ = ["Replica", "init_replica", "play", "run_program", "checkpoint_of", "forsake", "request_stop", "abort_run", "drop_run"]
 
 _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
 
@@ -54,6 +54,7 @@ class Replica:
     replays: dict[str, list] = field(default_factory=dict)  # key -> another group's recorded values, to replay
     checkpoints: dict[int, bytes] = field(default_factory=dict)  # iteration -> its state then, until the notebook has it
     resumed: dict | None = None  # the walker's bookkeeping at the checkpoint this replica started from
+    gone: set[str] = field(default_factory=set)  # peers whose worker died, that the run goes on without (async)
 
     def keep(self, iteration: int, blob: bytes) -> None:
         """Hold a checkpoint for the notebook; two at most (the notebook may still be fetching the older)."""
@@ -193,6 +194,14 @@ def checkpoint_of(run_id: str, iteration: int) -> dict[str, bytes]:
             for old in [k for k in rep.checkpoints if k <= iteration]:
                 rep.checkpoints.pop(old, None)
     return out
+
+
+def forsake(run_id: str, names: list[str]) -> int:
+    """Tell this worker's replicas of ``run_id`` that the run goes on without ``names`` (their worker died)."""
+    reps = [r for (rid, _, _), r in list(_REPLICAS.items()) if rid == run_id]
+    for rep in reps:
+        rep.gone.update(names)
+    return len(reps)
 
 
 def request_stop(run_id: str) -> int:

@@ -95,6 +95,9 @@ class RunResult:
     checkpoint_every: int = 0
     checkpoint_seconds: float = 0.0
     checkpoint_bytes: int = 0
+    #: ``async``: trajectories lost with an actor's worker (the one each lost actor was producing; the
+    #: run goes on with the other actors, see ``lost_workers``).
+    lost_trajectories: int = 0
 
     @property
     def env_steps_per_s(self) -> float:
@@ -141,7 +144,9 @@ class RunResult:
         if self.stopped:
             lines.append(f"  stopped: {self.stopped}")
         for lost in self.lost_workers:
-            lines.append(f"  restarted: {lost}")
+            lines.append(f"  {lost}")
+        if self.lost_trajectories:
+            lines.append(f"  trajectories lost in flight with their actors' workers: {self.lost_trajectories}")
         if self.staleness:
             ages = [a for per in self.staleness for a in per]
             lines.append(f"  staleness: mean {sum(ages) / len(ages):.2f}, max {max(ages)} versions over {len(ages)} trajectories; "
@@ -210,7 +215,9 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress: bool |
         uninterrupted run's, weight for weight, and ``RunResult.lost_workers`` says what was lost. When
         it cannot go on (no restarts left, no workers to replace the lost one), the error says so and
         the namespace holds the last checkpoint: plain Python's state after that many iterations.
-        Decoupled policies (async, srl) stop with the error, the namespace untouched.
+        ``async`` goes on without an actor whose worker died, losing the trajectory it was producing
+        (``RunResult.lost_trajectories``); losing its learner, or any worker under ``srl``, stops
+        the run with the error, the namespace untouched.
     dashboard : bool
         Whether fragnb's own cluster serves Dask's dashboard (bokeh: task stream, workers' CPU and
         memory) on a free 127.0.0.1 port. Without it the scheduler still answers Dask's health checks
@@ -280,7 +287,7 @@ def _run(graph: FragmentGraph, placement, cluster, live, check: bool, until, sto
         graph.last_run = RunResult(graph.name, placement.policy.name, o.iterations, o.seconds, o.env_steps, o.fragment_seconds,
                                    o.curve, o.client_bytes, o.transfer_bytes, o.iteration_seconds, o.check_seconds, o.intervals, o.messages,
                                    o.stopped, o.staleness, o.dropped, o.unconsumed, o.queue_depth, placement.inference_batch, o.lost,
-                                   o.checkpoint_every, o.checkpoint_seconds, o.checkpoint_bytes)
+                                   o.checkpoint_every, o.checkpoint_seconds, o.checkpoint_bytes, o.lost_trajectories)
     return graph.last_run
 
 

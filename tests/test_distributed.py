@@ -1,6 +1,7 @@
 """Distribution policies running for real on Dask workers (an embedded LocalCluster on 127.0.0.1)."""
 
 import contextlib
+import re
 import socket
 import subprocess
 import sys
@@ -273,15 +274,29 @@ def test_a_users_own_policy_runs_on_dask_like_a_builtin(canonical, ppo_ns):
         POLICIES.pop("actors_with_buffer")
 
 
+def _victim(policy: str) -> psutil.Process:
+    """The worker process to kill: the newest; under async the learner's (async goes on without an actor)."""
+    if policy != "async":
+        return max(worker_processes(), key=lambda p: p.pid)
+    return psutil.Process(_pid_of_worker_holding("learner"))
+
+
+def _pid_of_worker_holding(group: str) -> int:
+    import os
+
+    from fragnb import replica
+
+    held = clusters._EMBEDDED["local"][1].run(lambda: (os.getpid(), sorted({g for _, g, _ in replica._REPLICAS})), on_error="ignore")
+    return next(got[0] for got in held.values() if isinstance(got, tuple) and group in got[1])
+
+
 @pytest.mark.parametrize("policy", PARAMS)
 def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(canonical, ppo_ns, monkeypatch, policy):
-
-
     killed = []
 
     def kill_a_worker(self, *args, **kwargs):
         if not killed:
-            victim = max(worker_processes(), key=lambda p: p.pid)  # the newest worker process
+            victim = _victim(policy)
             victim.kill()  # as the kernel's OOM killer would
             killed.append(time.monotonic())
 
@@ -293,6 +308,30 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
     assert killed and time.monotonic() - killed[0] < 10
     assert "stats" not in ns
     wait_for_no_workers()
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.02])
+def test_async_goes_on_without_an_actor_whose_worker_died_losing_only_its_trajectory_in_flight(canonical, ppo_ns, monkeypatch, delay):
+    import threading
+
+    clusters.shutdown()
+    killed, shown = [], []
+    update = live.LiveProgress.update
+
+    def kill_an_actor(self, *args, **kwargs):
+        shown.append(1)
+        if len(shown) == 3:
+            victim = psutil.Process(_pid_of_worker_holding("actors"))
+            threading.Timer(delay, lambda: (victim.kill(), killed.append(victim.pid))).start()
+        update(self, *args, **kwargs)
+
+    monkeypatch.setattr(live.LiveProgress, "update", kill_an_actor)
+    ns, result = _run(canonical, ppo_ns, "async", iterations=12, actors=2)
+    assert killed and result.iterations == 12 and result.lost_trajectories == 1, str(result)
+    assert len(result.lost_workers) == 1 and re.match(r"lost the worker of replica actors\[\d\] .*went on with the other actors",
+                                                      result.lost_workers[0])
+    assert "went on" in str(result) and "stats" in ns and len(ns["returns"]) > 0
+    assert result.env_steps >= 12 * 32 * 32 / 2  # the learner's 12 iterations took 2 trajectories each, 16 environments each
 
 
 def test_a_stop_condition_ends_every_policy_after_the_same_iteration_as_plain_python(canonical, ppo_ns):
@@ -330,17 +369,16 @@ def test_a_worker_killed_at_any_moment_is_named_within_10_s(canonical, ppo_ns, m
     """Killed a little after an iteration ends: mid-rollout, mid-update or mid-broadcast, by chance."""
     import threading
 
-
-
     killed = []
 
     def kill_later(self, *args, **kwargs):
-        def kill():
-            victim = max(worker_processes(), key=lambda p: p.pid)
-            victim.kill()
-            killed.append(time.monotonic())
-
         if not killed and not getattr(live, "_timer", None):
+            victim = _victim(policy)
+
+            def kill():
+                victim.kill()
+                killed.append(time.monotonic())
+
             live._timer = threading.Timer(delay, kill)
             live._timer.start()
 

@@ -14,6 +14,9 @@ __all__ = ["GymnasiumEnv"]
 class GymnasiumEnv(Env):
     """``num_envs`` copies of a Gymnasium environment, stepped one after another in this process.
 
+    Discrete spaces take integer actions; a ``Box`` takes float actions of ``action_shape``, clipped
+    to its bounds (the policy's sample, unclipped, is what the buffer keeps).
+
     Environment ``i`` is seeded from ``(seed, i)`` on its first reset and then follows its own
     generator, so a shard reproduces exactly what its environments do in the full batch. The
     environments are created on first reset, so an unstarted batch pickles cheaply to a worker.
@@ -46,6 +49,7 @@ class GymnasiumEnv(Env):
         probe.close()
         self.obs_shape = tuple(self.observation_space.shape)
         self.num_actions = int(self.action_space.n) if isinstance(self.action_space, gym.spaces.Discrete) else 0
+        self.action_shape = () if self.num_actions else tuple(self.action_space.shape)
         self.envs: list[gym.Env | None] = [None] * self.num_envs
 
     def _reset(self, mask: torch.Tensor) -> torch.Tensor:
@@ -61,8 +65,11 @@ class GymnasiumEnv(Env):
 
     def _step(self, actions: torch.Tensor):
         discrete = self.num_actions > 0
+        if not discrete:  # a Gaussian policy's actions are unbounded: clip them to the Box, as Stable-Baselines3 does
+            low, high = self.action_space.low, self.action_space.high
+            actions = actions.cpu().numpy().clip(low, high).astype(self.action_space.dtype)
         results = [
-            env.step(int(a) if discrete else a.numpy()) for env, a in zip(self.envs, actions.cpu(), strict=True)
+            env.step(int(a) if discrete else a) for env, a in zip(self.envs, actions if not discrete else actions.cpu(), strict=True)
         ]
         obs, reward, terminated, truncated, _ = zip(*results, strict=True)
         return (
