@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -44,6 +46,7 @@ class GymnasiumEnv(Env):
     def __init__(self, env_id: str, num_envs: int, seed: int = 0, **make_kwargs):
         super().__init__(num_envs, seed)
         self.env_id, self.make_kwargs = env_id, make_kwargs
+        _mujoco_warnings_to_python(env_id)
         probe = gym.make(env_id, **make_kwargs)  # fails here, in the notebook, for an unknown id
         self.observation_space, self.action_space = probe.observation_space, probe.action_space
         probe.close()
@@ -56,6 +59,7 @@ class GymnasiumEnv(Env):
         obs = []
         for i in mask.nonzero().flatten().tolist():
             if self.envs[i] is None:
+                _mujoco_warnings_to_python(self.env_id)
                 self.envs[i] = gym.make(self.env_id, **self.make_kwargs)
                 seed = int(np.random.SeedSequence([self.seed, int(self.env_ids[i])]).generate_state(1)[0])
                 obs.append(self.envs[i].reset(seed=seed)[0])
@@ -84,3 +88,14 @@ class GymnasiumEnv(Env):
         for env in self.envs:
             if env is not None:
                 env.close()
+
+
+def _mujoco_warnings_to_python(env_id: str) -> None:
+    """MuJoCo writes its warnings (e.g. a deprecated attribute in Gymnasium's own model files) to a
+    MUJOCO_LOG.TXT in the working directory, the notebook's folder: show them as Python warnings."""
+    if "mujoco" not in str(gym.spec(env_id).entry_point):
+        return
+    import mujoco
+
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(lambda message: warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2))
