@@ -150,17 +150,7 @@ def dqn_cartpole(seed: int, budget: int) -> tuple[str, dict]:
 def ppo_pendulum(seed: int, budget: int) -> tuple[str, dict]:
     config = PPOConfig.pendulum()
     torch.manual_seed(seed)
-    env = Pendulum(num_envs=config.num_envs, seed=seed)
-    policy = GaussianActorCritic(obs_dim=3, action_dim=1, hidden=config.hidden)
-    return ROLLOUT_CELL, {
-        "config": config,
-        "env": env,
-        "actor": GaussianPPOActor(policy, num_envs=config.num_envs, seed=seed),
-        "buffer": RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda,
-                                action_shape=env.action_shape),
-        "learner": PPOLearner(policy, config, seed=seed),
-        "iterations": _iterations(budget, config.num_envs * config.num_steps),
-    }
+    return _gaussian_ppo(config, Pendulum(num_envs=config.num_envs, seed=seed), seed, budget)
 
 
 def ppo_halfcheetah(seed: int, budget: int) -> tuple[str, dict]:
@@ -168,7 +158,10 @@ def ppo_halfcheetah(seed: int, budget: int) -> tuple[str, dict]:
     (no observation or reward normalisation: the loop stays the same as Pendulum's)."""
     config = PPOConfig.pendulum(num_envs=8, num_steps=256, gamma=0.99, learning_rate=3e-4, num_minibatches=32)
     torch.manual_seed(seed)
-    env = GymnasiumEnv("HalfCheetah-v5", num_envs=config.num_envs, seed=seed)
+    return _gaussian_ppo(config, GymnasiumEnv("HalfCheetah-v5", num_envs=config.num_envs, seed=seed), seed, budget)
+
+
+def _gaussian_ppo(config: PPOConfig, env, seed: int, budget: int) -> tuple[str, dict]:
     policy = GaussianActorCritic(obs_dim=env.obs_shape[0], action_dim=env.action_shape[0], hidden=config.hidden)
     return ROLLOUT_CELL, {
         "config": config,

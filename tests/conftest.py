@@ -12,6 +12,8 @@ from fragnb.notebook import load_canonical
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_01 = ROOT / "notebooks" / "01_first_fragment_graph.ipynb"
+#: Notebook 01's training loop, which other algorithms' tests run unchanged with their own components.
+NOTEBOOK_01_LOOP = load_canonical(NOTEBOOK_01).body
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from corpus.compare import compare_namespaces, run_like_plain
 from fragnb import clusters
 from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
 from fragnb.envs import Pendulum
+from conftest import NOTEBOOK_01_LOOP
 
 SETUP = """
 import torch
@@ -27,20 +28,7 @@ learner = PPOLearner(policy, config, seed=0)
 """
 
 # Notebook 01's loop, unchanged: Pendulum clips the unclipped Gaussian actions itself.
-CELL = """
-obs = env.reset()
-returns = []
-for it in range(iterations):
-    for step in range(config.num_steps):
-        action, logprob, value = actor.act(obs)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-        obs = next_obs
-        returns.extend(info["episode_returns"])
-    last_value = actor.value(obs)
-    batch = buffer.batch(last_value)
-    stats = learner.update(batch)
-"""
+CELL = NOTEBOOK_01_LOOP
 
 
 @pytest.fixture(scope="module", autouse=True)

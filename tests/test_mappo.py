@@ -12,22 +12,10 @@ from fragnb import capture, clusters, run
 from fragnb.algos.mappo import MAPPOActor, MAPPOConfig, MAPPOLearner, MultiAgentActorCritic, MultiAgentRolloutBuffer
 from fragnb.components import shard_slice
 from fragnb.envs import SimpleSpread
+from conftest import NOTEBOOK_01_LOOP
 
 #: Notebook 01's PPO loop, character for character: only the components' shapes gain an agent axis.
-CELL = """
-obs = env.reset()
-returns = []
-for it in range(iterations):
-    for step in range(config.num_steps):
-        action, logprob, value = actor.act(obs)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-        obs = next_obs
-        returns.extend(info["episode_returns"])
-    last_value = actor.value(obs)
-    batch = buffer.batch(last_value)
-    stats = learner.update(batch)
-"""
+CELL = NOTEBOOK_01_LOOP
 
 
 def namespace(config: MAPPOConfig, iterations: int, seed: int = 0, N: int = 3, shared_reward: bool = True) -> dict:

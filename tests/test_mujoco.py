@@ -10,23 +10,11 @@ import torch
 from fragnb import FragmentError, capture, run
 from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
 from fragnb.envs import GymnasiumEnv
+from conftest import NOTEBOOK_01_LOOP
 
 pytest.importorskip("mujoco")
 
-CELL = """
-obs = env.reset()
-returns = []
-for it in range(iterations):
-    for step in range(config.num_steps):
-        action, logprob, value = actor.act(obs)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-        obs = next_obs
-        returns.extend(info["episode_returns"])
-    last_value = actor.value(obs)
-    batch = buffer.batch(last_value)
-    stats = learner.update(batch)
-"""
+CELL = NOTEBOOK_01_LOOP  # unchanged: GymnasiumEnv clips the Gaussian actions to the Box
 
 
 def cheetah(iterations: int = 2, seed: int = 0) -> dict:
