@@ -118,9 +118,13 @@ def run_distributed(placement: Placement, cluster, live, until=None, stop: threa
                       f"(restart {len(lost)} of at most {restarts}); the notebook is as it was before the run", file=sys.stderr)
                 continue
             if saved and isinstance(e, ClusterError):  # it cannot go on: keep what it had done
-                merge(placement, script, _checkpoint_finals(script, saved[1]))
-                e.add_note(f"The notebook now holds the state after iteration {saved[0]} (the last checkpoint), "
-                           f"as plain Python would after {saved[0]} iterations.")
+                try:
+                    merge(placement, script, _checkpoint_finals(script, saved[1]))
+                    e.add_note(f"The notebook now holds the state after iteration {saved[0]} (the last checkpoint), "
+                               f"as plain Python would after {saved[0]} iterations.")
+                except Exception as failed:  # e.g. GPU tensors in a notebook without a GPU
+                    e.add_note(f"The last checkpoint (after iteration {saved[0]}) could not be loaded here "
+                               f"({type(failed).__name__}: {failed}); the notebook is as it was before the run.")
             raise _without_dask_frames(e) from None
     run.forget()
     merge(placement, script, finals)

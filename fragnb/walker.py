@@ -136,6 +136,7 @@ class Walker:
         self.name = f"{rep.group}[{rep.index}]"
         self.latest: dict[str, tuple[str, int]] = {}  # exported key -> (group that wrote it last, version)
         self.loaded: dict[tuple[str, str], int] = {}  # (group, weights target) -> version it holds
+        self.received: dict[tuple[str, str], tuple[str, int]] = {}  # (group, variable) -> the version it holds from another group
         self.last_writer: dict[str, str] = {}
         self.scalars: dict[str, Any] = {}  # variables of the loops every replica iterates
         self.iterations = 0
@@ -183,7 +184,7 @@ class Walker:
                 self.checkpoint()
 
     # -- checkpoints ----------------------------------------------------------------------------
-    _STATE = ("latest", "loaded", "last_writer", "scalars", "iterations", "episodes", "ticks", "everyone", "at")
+    _STATE = ("latest", "loaded", "received", "last_writer", "scalars", "iterations", "episodes", "ticks", "everyone", "at")
 
     def checkpoint(self) -> None:
         """Keep this replica's state at this iteration boundary (every replica has received all it
@@ -291,8 +292,11 @@ class Walker:
         """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group."""
         out = []
         for var in sorted(seg.reads):
-            if (w := self.latest.get(var)) and w[0] != seg.group:
+            # A group holds what it received until the sender writes it again: `fine`'s actor side
+            # reads each step's observations twice (to act, to store them) and receives them once.
+            if (w := self.latest.get(var)) and w[0] != seg.group and self.received.get((seg.group, var)) != w:
                 out.append((w[0], var, var))
+                self.received[(seg.group, var)] = w
         for w in self.script.weights:
             v = self.latest.get(w.source)
             if v and w.group == seg.group and w.target_comp in seg.components and self.loaded.get((seg.group, w.target)) != v[1]:
