@@ -60,6 +60,7 @@ bench: setup
 	$(PY) benchmarks/capture_time.py
 	$(PY) benchmarks/explorer.py
 	$(PY) benchmarks/algorithms.py
+	$(PY) benchmarks/checkpoints.py
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache
