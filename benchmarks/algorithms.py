@@ -64,22 +64,10 @@ POLICIES = {"single": {}, "coarse": {"actors": 2}, "fine": {"actors": 2}, "multi
 
 # -- the loops, as a student writes them in a cell (a fixed budget: no `break`, which `async` refuses) --
 
-#: Notebook 01's PPO loop; A2C (tests/test_a2c.py), Gaussian PPO on Pendulum (tests/test_continuous.py)
-#: and MAPPO (tests/test_mappo.py) run it unchanged with their own components.
-ROLLOUT_CELL = """
-obs = env.reset()
-returns = []
-for it in range(iterations):
-    for step in range(config.num_steps):
-        action, logprob, value = actor.act(obs)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-        obs = next_obs
-        returns.extend(info["episode_returns"])
-    last_value = actor.value(obs)
-    batch = buffer.batch(last_value)
-    stats = learner.update(batch)
-"""
+#: Notebook 01's PPO loop, read from the notebook; A2C (tests/test_a2c.py), Gaussian PPO on Pendulum
+#: and HalfCheetah (tests/test_continuous.py, tests/test_mujoco.py) and MAPPO (tests/test_mappo.py) run it
+#: unchanged with their own components.
+ROLLOUT_CELL = load_canonical(NOTEBOOK).body
 
 #: Notebook 08's DQN loop (CleanRL's shape: an update every vector step after ``learning_starts``).
 DQN_CELL = """
