@@ -80,3 +80,22 @@ def wait_for_no_workers(timeout=30.0):
     while worker_processes() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not worker_processes(), [p.cmdline() for p in worker_processes()]
+
+
+def kill_a_worker_when_shown(monkeypatch, at: int) -> list:
+    """Kill the newest worker process when the notebook shows iteration ``at`` (as the OOM killer would)."""
+    from fragnb import live
+
+    killed, shown = [], []
+    update = live.LiveProgress.update
+
+    def kill(self, *args, **kwargs):
+        shown.append(1)
+        if len(shown) == at and not killed:
+            victim = max(worker_processes(), key=lambda p: p.pid)
+            victim.kill()
+            killed.append(victim.pid)
+        update(self, *args, **kwargs)
+
+    monkeypatch.setattr(live.LiveProgress, "update", kill)
+    return killed

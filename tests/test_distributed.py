@@ -15,7 +15,7 @@ import torch
 
 from fragnb import capture, clusters, live, run
 from fragnb.clusters import ClusterError
-from conftest import worker_processes, wait_for_no_workers
+from conftest import kill_a_worker_when_shown, worker_processes, wait_for_no_workers
 
 K = 2  # iterations: enough for a weight broadcast and a second rollout on the new weights
 
@@ -491,30 +491,13 @@ def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canoni
     assert not worker_processes() and "local" not in clusters._EMBEDDED
 
 
-def _kill_a_worker_at_update(monkeypatch, at: int) -> list:
-    """Kill the newest worker process when the notebook shows iteration ``at`` (as the OOM killer would)."""
-    killed, shown = [], []
-    update = live.LiveProgress.update
-
-    def kill(self, *args, **kwargs):
-        shown.append(1)
-        if len(shown) == at and not killed:
-            victim = max(worker_processes(), key=lambda p: p.pid)
-            victim.kill()
-            killed.append(victim.pid)
-        update(self, *args, **kwargs)
-
-    monkeypatch.setattr(live.LiveProgress, "update", kill)
-    return killed
-
-
 @pytest.mark.parametrize("policy", ["coarse", "fine", "multi_learner"])
 def test_a_run_that_loses_a_worker_resumes_from_its_checkpoint_with_the_uninterrupted_weights(canonical, ppo_ns, monkeypatch, policy):
     reference = {"multi_learner": ("multi_learner", PARAMS["multi_learner"])}.get(policy, ("single", {}))
     uninterrupted, _ = _run(canonical, ppo_ns, reference[0], iterations=7, **reference[1])
     clusters.shutdown()  # a fresh cluster has exactly the workers the run uses: the one killed holds a replica
     # By the time the notebook shows iteration 5, every replica's checkpoint after iteration 4 is in the notebook.
-    killed = _kill_a_worker_at_update(monkeypatch, 5)
+    killed = kill_a_worker_when_shown(monkeypatch, 5)
     ns, result = _run(canonical, ppo_ns, policy, iterations=7, checkpoint_every=2, **PARAMS[policy])
     assert killed and len(result.lost_workers) == 1 and "lost the worker of replica" in result.lost_workers[0]
     assert "resumed from the checkpoint after iteration 4" in str(result), str(result)
@@ -528,7 +511,7 @@ def test_a_run_that_loses_a_worker_resumes_from_its_checkpoint_with_the_uninterr
 def test_a_run_on_dask_worker_processes_resumes_on_the_worker_its_nanny_starts_again(canonical, ppo_ns, monkeypatch):
     uninterrupted, _ = _run(canonical, ppo_ns, "single", iterations=7)
     with dask_processes() as address:
-        killed = _kill_a_worker_at_update(monkeypatch, 5)  # the newest process: one of the nannies' workers
+        killed = kill_a_worker_when_shown(monkeypatch, 5)  # the newest process: one of the nannies' workers
         ns, result = _run(canonical, ppo_ns, "coarse", iterations=7, checkpoint_every=2, actors=2, cluster=address)
         assert killed and "resumed from the checkpoint after iteration 4" in str(result), str(result)
         for key, value in _weights(uninterrupted).items():
@@ -539,7 +522,7 @@ def test_a_run_on_dask_worker_processes_resumes_on_the_worker_its_nanny_starts_a
 def test_a_run_that_cannot_resume_leaves_the_notebook_at_its_last_checkpoint(canonical, ppo_ns, monkeypatch):
     at_4, _ = _run(canonical, ppo_ns, "single", iterations=4)
     clusters.shutdown()
-    killed = _kill_a_worker_at_update(monkeypatch, 5)
+    killed = kill_a_worker_when_shown(monkeypatch, 5)
     ns = ppo_ns(7)
     with pytest.raises(ClusterError, match="lost the worker") as info:
         run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, restarts=0, checkpoint_every=2, actors=2)

@@ -11,6 +11,7 @@ from fragnb.algos.dqn import DQNConfig, DQNLearner, EpsilonGreedyActor, QNetwork
 from fragnb.envs import CartPole
 from fragnb.runtime import first_solved
 from corpus.compare import compare_namespaces, run_like_plain
+from conftest import kill_a_worker_when_shown
 
 #: The training loop as a student writes it in a notebook cell (CleanRL's shape: one update per
 #: vector step after ``learning_starts``, a target sync every ``target_every`` steps).
@@ -175,6 +176,20 @@ def test_dqn_loop_under_a_distributed_policy_leaves_what_plain_python_leaves(pol
                        hidden=16, prioritized=prioritized)
     plain, ns = run_like_plain(CELL, lambda: namespace(config, iterations=3, steps_per_iteration=4), policy, actors=2)
     assert plain["learner"].updates == ns["learner"].updates == 10
+    compare_namespaces(plain, ns, CELL)
+
+
+def test_dqn_loop_resumed_from_a_checkpoint_after_a_lost_worker_leaves_what_plain_python_leaves(monkeypatch, capsys):
+    """A replay buffer with priorities, a step counter and a list of losses outlive iterations: the
+    checkpoint must carry them all."""
+    config = DQNConfig(num_envs=4, buffer_size=64, batch_size=8, learning_starts=2, target_every=3, exploration_steps=8,
+                       hidden=16, prioritized=True)
+    clusters.shutdown()  # a fresh cluster has exactly the workers the run uses: the one killed holds a replica
+    killed = kill_a_worker_when_shown(monkeypatch, 5)
+    plain, ns = run_like_plain(CELL, lambda: namespace(config, iterations=7, steps_per_iteration=4), "coarse", actors=2,
+                               checkpoint_every=2)
+    assert killed and "Starting the run again from the checkpoint after iteration 4" in capsys.readouterr().err
+    assert plain["learner"].updates == ns["learner"].updates == 26 and ns["global_step"] == 28
     compare_namespaces(plain, ns, CELL)
 
 
