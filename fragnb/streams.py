@@ -62,6 +62,9 @@ class EnvStreams:
         self.env_ids = torch.as_tensor(env_ids, dtype=torch.int64)
         base = _mix(torch.tensor(self.seed & _MASK) ^ _mix(torch.tensor(zlib.crc32(domain.encode()))))
         self.keys = _mix(base ^ _mix(self.env_ids + _GOLDEN))
+        # Each stream steps by its own odd increment (2 key + 1): with one shared increment, every
+        # stream would be every other one shifted by some number of draws.
+        self.increments = 2 * self.keys + 1
         self.counters = torch.zeros(len(self.env_ids), dtype=torch.int64)
 
     def __len__(self) -> int:
@@ -70,7 +73,7 @@ class EnvStreams:
     def __getitem__(self, index) -> EnvStreams:
         part = object.__new__(EnvStreams)
         part.seed, part.domain = self.seed, self.domain
-        part.env_ids, part.keys = self.env_ids[index], self.keys[index]
+        part.env_ids, part.keys, part.increments = self.env_ids[index], self.keys[index], self.increments[index]
         part.counters = self.counters[index].clone()
         return part
 
@@ -81,6 +84,7 @@ class EnvStreams:
         whole.seed, whole.domain = parts[0].seed, parts[0].domain
         whole.env_ids = torch.cat([p.env_ids for p in parts])
         whole.keys = torch.cat([p.keys for p in parts])
+        whole.increments = torch.cat([p.increments for p in parts])
         whole.counters = torch.cat([p.counters for p in parts])
         return whole
 
@@ -91,12 +95,12 @@ class EnvStreams:
         """
         if mask is not None:
             mask = mask.cpu()  # the streams count on the CPU wherever their environments run
-        keys, counters = (self.keys, self.counters) if mask is None else (self.keys[mask], self.counters[mask])
+        keys, steps, counters = (self.keys, self.increments, self.counters) if mask is None else (
+            self.keys[mask], self.increments[mask], self.counters[mask])
         # One finaliser round per number: the keys are already well mixed, and each draw costs a
-        # dozen tensor ops, which matters because the actor draws at every environment step. Each
-        # stream steps by its own odd increment (2 key + 1): with one shared increment, every
-        # stream would be every other one shifted by some number of draws.
-        draws = _mix((keys + counters * (2 * keys + 1)).unsqueeze(1) + _lanes(n))
+        # dozen tensor ops, which matters because the actor draws at every environment step.
+        x = torch.addcmul(keys, counters, steps).unsqueeze(1)
+        draws = _mix(x if n == 1 else x + _lanes(n))  # the first lane's offset is 0
         self.counters += 1 if mask is None else mask  # adding the bool mask skips two masked indexings
         return draws.to(torch.float64) * 2.0**-32
 

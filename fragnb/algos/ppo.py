@@ -429,18 +429,20 @@ class PPOLearner(Learner):
             self.optimizer.param_groups[0]["lr"] = frac * c.learning_rate
         if c.vtrace:
             batch = {**batch, **self.vtrace(batch)}
-        # Only what the losses read: every key is one more gather per minibatch.
+        # Only what the losses read: every key is one more gather per pass.
         b = {k: batch[k].flatten(0, 1) for k in ("obs", "actions", "logprobs", "advantages", "returns")}
         batch_size = len(b["actions"])
         mb_size = batch_size // c.num_minibatches
+        params = self.optimizer.param_groups[0]["params"]  # policy.parameters() walks the modules each call
         for _ in range(c.update_epochs):
             order = torch.randperm(batch_size, generator=self.generator)
+            shuffled = {k: v[order] for k, v in b.items()}  # one gather per pass; minibatches are views
             for start in range(0, batch_size, mb_size):
-                mb = {k: v[order[start : start + mb_size]] for k, v in b.items()}
+                mb = {k: v[start : start + mb_size] for k, v in shuffled.items()}
                 loss, pg_loss, v_loss, entropy = clipped_loss(self.policy, mb, c)
                 self.optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+                nn.utils.clip_grad_norm_(params, c.max_grad_norm)
                 self.optimizer.step()
         self.updates += 1
         return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy.item()}
