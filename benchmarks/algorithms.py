@@ -61,6 +61,9 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragmen
 #: The policies compared, with small replica counts.
 POLICIES = {"single": {}, "coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learners": 2},
             "async": {"actors": 2, "max_staleness": 1}}
+#: Under these, PPO's learners clip around the proximal policy (``PPOConfig.proximal``), as the docs advise
+#: for trajectories an older policy produced.
+STALE = {"async"}
 
 # -- the loops, as a student writes them in a cell (a fixed budget: no `break`, which `async` refuses) --
 
@@ -274,6 +277,8 @@ def run_fragnb(algo: Algorithm, policy: str, params: dict, seeds: list[int], bud
     row = Row()
     for seed in seeds:
         source, ns = algo.build(seed, budget)
+        if policy in STALE and proximal(ns):
+            ns["learner"].config.proximal = True
         start = time.perf_counter()
         try:
             result = run(capture(source, ns, name=algo.key), policy, progress=False, plot=False, **params)
@@ -288,6 +293,11 @@ def run_fragnb(algo: Algorithm, policy: str, params: dict, seeds: list[int], bud
         row.returns.append(result.mean_return())
         row.rates.append(result.env_steps_per_s)
     return row
+
+
+def proximal(ns: dict) -> bool:
+    """Whether this loop's learner can clip around the proximal policy."""
+    return hasattr(getattr(ns["learner"], "config", None), "proximal")
 
 
 def run_sb3(algo: Algorithm, seeds: list[int], budget: int) -> Row:
@@ -309,16 +319,16 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-HEADER = f"{'algorithm':<24} {'run':<40} {'env steps':>10} {'return':>9} {'steps/s':>9} {'vs single':>9} {'wall s':>7}"
+HEADER = f"{'algorithm':<24} {'run':<50} {'env steps':>10} {'return':>9} {'steps/s':>9} {'vs single':>9} {'wall s':>7}"
 
 
 def print_row(label: str, name: str, row: Row, single_rate: float | None) -> None:
     if row.outcome:
-        print(f"{label:<24} {name:<40} {row.outcome}", flush=True)
+        print(f"{label:<24} {name:<50} {row.outcome}", flush=True)
         return
     rate = median(row.rates)
     ratio = f"{rate / single_rate:>8.2f}x" if single_rate else f"{'':>9}"
-    print(f"{label:<24} {name:<40} {median(row.steps):>10,.0f} {median(row.returns):>9.1f} {rate:>9,.0f} {ratio} "
+    print(f"{label:<24} {name:<50} {median(row.steps):>10,.0f} {median(row.returns):>9.1f} {rate:>9,.0f} {ratio} "
           f"{sum(row.walls):>7.1f}", flush=True)
 
 
@@ -373,9 +383,12 @@ def main() -> int:
             continue
         budget = getattr(args, f"{algo.key}_steps")
         single_rate = single_return = None
+        can_be_proximal = proximal(algo.build(args.seeds[0], 1)[1])
         for policy in args.policies:
             params = POLICIES[policy]
             name = f"fragnb {policy}" + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
+            if policy in STALE and can_be_proximal:
+                name += " proximal"
             row = run_fragnb(algo, policy, params, args.seeds, budget)
             failed |= row.outcome.startswith("FAILED")
             if policy == "single" and not row.outcome:
@@ -383,7 +396,7 @@ def main() -> int:
             print_row(algo.label, name, row, None if policy == "single" else single_rate)
         if algo.sb3 is not None and not args.no_sb3:
             if stable_baselines3 is None:
-                print(f"{algo.label:<24} {'SB3':<40} not installed (pip install 'fragnb[bench]')")
+                print(f"{algo.label:<24} {'SB3':<50} not installed (pip install 'fragnb[bench]')")
                 continue
             row = run_sb3(algo, args.seeds, budget)
             failed |= row.outcome.startswith("FAILED")

@@ -1,5 +1,6 @@
 """Gaussian PPO on the torch Pendulum: the components, the same answer under every policy, and learning."""
 
+import copy
 import math
 
 import pytest
@@ -137,20 +138,61 @@ def test_ppo_pendulum_loop_under_multi_learner_keeps_the_learners_in_step():
     assert ns["learner"].updates == 2
 
 
+def _stale_batch(policy, shift: float) -> dict:
+    """A batch of actions an older policy took: the better half (positive advantages) are now e^shift times
+    likelier than then, the worse half e^shift times less likely."""
+    gen = torch.Generator().manual_seed(2)
+    obs, actions = torch.randn(2, 8, 3, generator=gen), torch.randn(2, 8, 1, generator=gen)
+    advantages = torch.tensor([1.0, -1.0]).repeat(8).view(2, 8)
+    with torch.no_grad():
+        logprobs = policy.log_prob(obs, actions) - shift * advantages
+    return {"obs": obs, "actions": actions, "logprobs": logprobs, "values": torch.zeros(2, 8),
+            "advantages": advantages, "returns": torch.zeros(2, 8)}
+
+
+@pytest.mark.parametrize("proximal", [False, True])
+def test_proximal_ppo_keeps_the_gradient_of_samples_an_older_policy_produced(proximal):
+    """The weights have already moved past the clip from the older policy that took these actions, the
+    way every sample would have it: PPO's ratio to the behaviour policy is clipped for all of them and
+    the policy gets no gradient. Clipped around the proximal policy (the weights now), each sample
+    still counts, weighted by its importance to the behaviour policy."""
+    policy = _policy()
+    config = PPOConfig.pendulum(update_epochs=1, num_minibatches=1, vf_coef=0.0, proximal=proximal)
+    before = [p.detach().clone() for p in policy.actor_mean.parameters()]
+    PPOLearner(policy, config).update(_stale_batch(policy, shift=0.5))
+    moved = any(not torch.equal(b, p) for b, p in zip(before, policy.actor_mean.parameters()))
+    assert moved == proximal
+
+
+def test_proximal_ppo_on_fresh_data_is_ppo():
+    """With the behaviour policy's own log-probabilities, the proximal policy is the behaviour policy."""
+    updated = []
+    for proximal in (False, True):
+        policy = _policy()
+        PPOLearner(policy, PPOConfig.pendulum(update_epochs=2, num_minibatches=2, proximal=proximal)).update(_stale_batch(policy, 0.0))
+        updated.append(torch.cat([p.detach().flatten() for p in policy.parameters()]))
+    torch.testing.assert_close(updated[0], updated[1], atol=1e-6, rtol=0)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])
-def test_gaussian_ppo_swings_up_the_pendulum(seed):
-    """Mean return of the last 20 episodes above -300 within PENDULUM_STEPS steps (random: about -1200)."""
+@pytest.mark.parametrize("seed,stale", [(0, False), (1, False), (0, True)], ids=["seed0", "seed1", "seed0-one-version-stale"])
+def test_gaussian_ppo_swings_up_the_pendulum(seed, stale):
+    """Mean return of the last 20 episodes above -300 within PENDULUM_STEPS steps (random: about -1200).
+
+    ``stale``: the actor samples with the weights from before the learner's last update, as an `async`
+    actor one version behind does, and the learner clips around the proximal policy (without that, this
+    run reaches about -600 at 100k steps)."""
     from fragnb.algos.ppo import PENDULUM_STEPS
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small networks: threads only add overhead on a 2-core machine
     try:
         torch.manual_seed(seed)
-        config = PPOConfig.pendulum()
+        config = PPOConfig.pendulum(proximal=stale)
         env = Pendulum(num_envs=config.num_envs, seed=seed)
         policy = GaussianActorCritic(obs_dim=3, action_dim=1, hidden=config.hidden)
-        actor = GaussianPPOActor(policy, num_envs=config.num_envs, seed=seed)
+        behaviour = copy.deepcopy(policy) if stale else policy
+        actor = GaussianPPOActor(behaviour, num_envs=config.num_envs, seed=seed)
         buffer = RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda,
                                action_shape=env.action_shape)
         learner = PPOLearner(policy, config, seed=seed)
@@ -164,7 +206,10 @@ def test_gaussian_ppo_swings_up_the_pendulum(seed):
                 returns.extend(info["episode_returns"])
                 if len(returns) >= 20:
                     best = max(best, sum(returns[-20:]) / 20)
+            before = copy.deepcopy(policy.state_dict())
             learner.update(buffer.batch(actor.value(obs)))
+            if stale:
+                behaviour.load_state_dict(before)
     finally:
         torch.set_num_threads(threads)
     assert best > -300, f"mean return of the last 20 episodes peaked at {best:.1f} in {env.env_steps} steps"

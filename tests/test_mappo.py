@@ -367,3 +367,21 @@ def test_mappo_loop_trains_under_a_decoupled_policy(policy, params):
     assert result.iterations == 3 and len(result.staleness) == 3
     assert all(per and len(per) % 2 == 0 and max(per) <= 1 for per in result.staleness)
     assert any(not torch.equal(a, b) for a, b in zip(before, ns["learner"].policy.parameters()))
+
+
+def test_proximal_clip_on_fresh_data_is_mappo():
+    """``MAPPOConfig(proximal=True)`` clips around the weights at the start of the update; on data those
+    weights produced, that is the behaviour policy, and the update is MAPPO's."""
+    gen = torch.Generator().manual_seed(1)
+    obs, actions = torch.randn(2, 8, 2, 4, generator=gen), torch.randint(0, 5, (2, 8, 2), generator=gen)
+    advantages, returns = torch.randn(2, 8, 2, generator=gen), torch.randn(2, 8, 2, generator=gen)
+    updated = []
+    for proximal in (False, True):
+        torch.manual_seed(0)
+        policy = MultiAgentActorCritic(4, 2, 5, hidden=8)
+        with torch.no_grad():
+            logprobs = policy.log_prob_and_entropy(obs, actions)[0]
+        batch = {"obs": obs, "actions": actions, "logprobs": logprobs, "advantages": advantages, "returns": returns}
+        MAPPOLearner(policy, MAPPOConfig(update_epochs=2, num_minibatches=2, proximal=proximal)).update(batch)
+        updated.append(torch.cat([p.detach().flatten() for p in policy.parameters()]))
+    torch.testing.assert_close(updated[0], updated[1], atol=1e-6, rtol=0)

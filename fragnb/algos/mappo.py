@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..components import Actor, Buffer, Learner, device_of
-from .ppo import _adam, _layer, clipped_loss, gae
+from .ppo import _adam, _layer, around_proximal, clipped_loss, gae
 
 __all__ = ["MAPPOConfig", "MultiAgentActorCritic", "MAPPOActor", "MultiAgentRolloutBuffer", "MAPPOLearner"]
 
@@ -84,6 +84,9 @@ class MAPPOConfig:
     """anneal both learning rates linearly to zero over this many updates (0: keep them constant)"""
     hidden: int = 64
     """width of the two hidden layers of the actor and of the critic"""
+    proximal: bool = False
+    """clip around the weights at the start of each update, for trajectories an older policy produced
+    (``async``, ``srl``): see :attr:`fragnb.algos.ppo.PPOConfig.proximal`"""
 
 
 class MultiAgentActorCritic(nn.Module):
@@ -303,6 +306,8 @@ class MAPPOLearner(Learner):
                 group["lr"] = frac * lr
         dev = device_of(self.policy)
         b = {k: batch[k].flatten(0, 1).to(dev) for k in ("obs", "actions", "logprobs", "advantages", "returns")}
+        if c.proximal:
+            b = around_proximal(self.policy, b)
         batch_size = len(b["actions"])
         mb_size = max(1, batch_size // c.num_minibatches)
         for _ in range(c.update_epochs):
