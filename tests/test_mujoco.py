@@ -58,3 +58,16 @@ def test_coarse_is_refused_with_the_reason_and_runs_when_asked():
         run(capture(CELL, ns, name="cheetah"), "coarse", actors=2, progress=False, plot=False)
     result = run(capture(CELL, ns, name="cheetah"), "coarse", actors=2, progress=False, plot=False, check=False)
     assert result.iterations == 2 and all(torch.isfinite(p).all() for p in ns["learner"].policy.parameters())
+
+
+@pytest.mark.parametrize("policy,params", [("async", {"actors": 2}), ("srl", {"actors": 2, "policy_workers": 1, "ring": 2})],
+                         ids=["async", "srl"])
+def test_decoupled_policies_train_on_halfcheetah(policy, params):
+    """Actors a version behind, the learner clipping around the proximal policy: every learner iteration
+    takes one trajectory per actor slot within the staleness bound, and the weights change."""
+    ns = cheetah(iterations=3)
+    ns["config"].proximal = True
+    before = [p.detach().clone() for p in ns["learner"].policy.parameters()]
+    result = run(capture(CELL, ns, name="cheetah"), policy, progress=False, plot=False, **params)
+    assert result.iterations == 3 and all(0 <= age <= 1 for per in result.staleness for age in per)
+    assert all(not torch.equal(b, p) for b, p in zip(before, ns["learner"].policy.parameters()))
