@@ -133,6 +133,24 @@ def test_vtrace_targets_are_gae_returns_on_policy():
     torch.testing.assert_close(learner.vtrace(batch)["returns"], batch["returns"], atol=1e-5, rtol=0)
 
 
+def test_vtrace_leaves_the_importance_weight_to_the_proximal_clip():
+    """Under ``PPOConfig.proximal`` the loss weighs each sample by its importance to the behaviour
+    policy itself; V-trace's advantages then come without IMPALA's clipped weight, not with it twice."""
+    torch.manual_seed(0)
+    policy = ActorCritic(4, 2)
+    obs, actions = torch.randn(3, 5, 4), torch.randint(0, 2, (3, 5))
+    with torch.no_grad():
+        current = policy.log_prob(obs.flatten(0, 1), actions.flatten()).view(3, 5)
+    behaviour = current - torch.linspace(-1, 1, 15).view(3, 5)  # some likelier now, some less
+    batch = {"obs": obs, "actions": actions, "logprobs": behaviour, "rewards": torch.rand(3, 5),
+             "dones": torch.zeros(3, 5), "last_value": torch.zeros(3)}
+    learner = PPOLearner(policy)
+    weighted, unweighted = learner.vtrace(batch), learner.vtrace(batch, weighted=False)
+    rho = (current - behaviour).exp().clamp(max=1.0)
+    torch.testing.assert_close(weighted["advantages"], rho * unweighted["advantages"])
+    torch.testing.assert_close(weighted["returns"], unweighted["returns"])
+
+
 def test_srl_learns_cartpole_with_a_ring_of_environment_groups(canonical):
     ns = canonical.namespace()
     graph = capture(canonical.body, ns, name="ppo")

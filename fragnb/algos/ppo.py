@@ -448,7 +448,7 @@ class PPOLearner(Learner):
             frac = max(0.0, 1.0 - self.updates / c.anneal_updates)
             self.optimizer.param_groups[0]["lr"] = frac * c.learning_rate
         if c.vtrace:
-            batch = {**batch, **self.vtrace(batch)}
+            batch = {**batch, **self.vtrace(batch, weighted=not c.proximal)}
         # Only what the losses read: every key is one more gather per pass.
         b = {k: batch[k].flatten(0, 1) for k in ("obs", "actions", "logprobs", "advantages", "returns")}
         if c.proximal:
@@ -470,10 +470,13 @@ class PPOLearner(Learner):
         return {"policy_loss": pg_loss.item(), "value_loss": v_loss.item(), "entropy": entropy.item()}
 
     @torch.no_grad()
-    def vtrace(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def vtrace(self, batch: dict[str, torch.Tensor], weighted: bool = True) -> dict[str, torch.Tensor]:
         """V-trace advantages and value targets (Espeholt et al. 2018) of a batch of ``(num_envs,
         num_steps)`` rollouts under the current weights. The bootstrap after the last step is the
-        behaviour policy's ``last_value``: the batch does not carry the last observation."""
+        behaviour policy's ``last_value``: the batch does not carry the last observation.
+        ``weighted``: the advantages carry IMPALA's clipped importance weights; without, they are for
+        a loss that weighs each sample itself (``PPOConfig.proximal``), which would otherwise count
+        the behaviour policy's lag twice."""
         c = self.config
         num_envs, num_steps = batch["rewards"].shape
         flat = batch["obs"].flatten(0, 1)
@@ -489,5 +492,5 @@ class PPOLearner(Learner):
             acc = deltas[:, t] + c.gamma * c.gae_lambda * rho[:, t] * nonterminal[:, t] * acc
             correction[:, t] = acc
         targets = values + correction
-        advantages = rho * (batch["rewards"] + c.gamma * torch.cat([targets[:, 1:], last], 1) * nonterminal - values)
-        return {"advantages": advantages, "returns": targets}
+        advantages = batch["rewards"] + c.gamma * torch.cat([targets[:, 1:], last], 1) * nonterminal - values
+        return {"advantages": rho * advantages if weighted else advantages, "returns": targets}
