@@ -25,8 +25,8 @@ def _level() -> dict:
 
 
 def _settled(baseline: dict, timeout: float = 60.0) -> dict:
-    """The level once closing connections and ending threads have had a moment, and a worker that its
-    nanny restarts after a kill is back (on a loaded 2-core machine that can take many seconds)."""
+    """The level once closing connections and ending threads have had a moment, and the cluster is back
+    at its size after the killed worker (on a loaded 2-core machine that can take many seconds)."""
     deadline = time.monotonic() + timeout
     while True:
         now = _level()
@@ -47,6 +47,7 @@ def _envelope(seconds: float = 3.0) -> dict:
 
 
 def test_thirty_runs_leave_nothing_behind(canonical, ppo_ns, monkeypatch):
+    clusters.shutdown()  # the baseline is this test's own cluster, not one an earlier test sized
     broken = canonical.body.replace("env.step(action)", "env.step(action[:3])")
     update = live.LiveProgress.update
     outcomes, baseline = [], None
