@@ -266,6 +266,7 @@ class Row:
     rates: list[float] = field(default_factory=list)
     walls: list[float] = field(default_factory=list)
     outcome: str = ""  # "" ran; "refused: ..." or "FAILED: ..." otherwise
+    proximal: bool = False  # the learner clipped around the proximal policy
 
 
 def first_line(error: BaseException) -> str:
@@ -277,8 +278,8 @@ def run_fragnb(algo: Algorithm, policy: str, params: dict, seeds: list[int], bud
     row = Row()
     for seed in seeds:
         source, ns = algo.build(seed, budget)
-        if policy in STALE and proximal(ns):
-            ns["learner"].config.proximal = True
+        if policy in STALE and hasattr(getattr(ns["learner"], "config", None), "proximal"):
+            ns["learner"].config.proximal = row.proximal = True
         start = time.perf_counter()
         try:
             result = run(capture(source, ns, name=algo.key), policy, progress=False, plot=False, **params)
@@ -293,11 +294,6 @@ def run_fragnb(algo: Algorithm, policy: str, params: dict, seeds: list[int], bud
         row.returns.append(result.mean_return())
         row.rates.append(result.env_steps_per_s)
     return row
-
-
-def proximal(ns: dict) -> bool:
-    """Whether this loop's learner can clip around the proximal policy."""
-    return hasattr(getattr(ns["learner"], "config", None), "proximal")
 
 
 def run_sb3(algo: Algorithm, seeds: list[int], budget: int) -> Row:
@@ -383,13 +379,11 @@ def main() -> int:
             continue
         budget = getattr(args, f"{algo.key}_steps")
         single_rate = single_return = None
-        can_be_proximal = proximal(algo.build(args.seeds[0], 1)[1])
         for policy in args.policies:
             params = POLICIES[policy]
             name = f"fragnb {policy}" + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
-            if policy in STALE and can_be_proximal:
-                name += " proximal"
             row = run_fragnb(algo, policy, params, args.seeds, budget)
+            name += " proximal" if row.proximal else ""
             failed |= row.outcome.startswith("FAILED")
             if policy == "single" and not row.outcome:
                 single_rate, single_return = median(row.rates), median(row.returns)
