@@ -4,14 +4,13 @@ place it with a distribution policy and run it.
 >>> %load_ext fragnb                                     # doctest: +SKIP
 """
 
-from . import algos, components, envs
-from .capture import capture
+from . import algos, components, envs, policies
 from .errors import FragmentError
-from .graph import FragmentGraph
-from .measure import measure
-from .runtime import RunResult, run
+from .graph import FragmentGraph, capture
+from .runtime import RunResult, measure, run
 
-__all__ = ["capture", "measure", "run", "explore", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs", "algos"]
+__all__ = ["capture", "measure", "run", "explore", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs",
+           "algos", "policies"]
 __version__ = "0.1.0"
 
 
@@ -28,12 +27,12 @@ def shutdown() -> None:
     """Close the Dask clusters fragnb started in this process (done at exit anyway)."""
     import sys
 
-    if "fragnb.clusters" in sys.modules:  # nothing to close if no distributed run ever started one
-        sys.modules["fragnb.clusters"].shutdown()
+    if "fragnb.runtime.clusters" in sys.modules:  # nothing to close if no distributed run ever started one
+        sys.modules["fragnb.runtime.clusters"].shutdown()
 
 
 def load_ipython_extension(ipython):
     """``%load_ext fragnb``: register the ``%%fragment`` magic."""
-    from .magics import FragmentMagics
+    from .ui.magics import FragmentMagics
 
     ipython.register_magics(FragmentMagics)

@@ -282,13 +282,12 @@ class Learner(Component):
     @classmethod
     def merge(cls, parts: list[Learner]) -> Learner:
         """Replicas that all-reduce their gradients hold the same networks; say so if they do not."""
-        for name, value in vars(parts[0]).items():
-            if isinstance(value, torch.nn.Module):
-                first = value.state_dict()
-                for other in parts[1:]:
-                    if not all(torch.allclose(first[k], v, atol=1e-5) for k, v in getattr(other, name).state_dict().items()):
-                        warnings.warn(f"learner replicas disagree on `{name}`: their updates were not synchronised", RuntimeWarning, stacklevel=2)
-                        break
+        for name, value in modules_of(parts[0]).items():
+            first = value.state_dict()
+            for other in parts[1:]:
+                if not all(torch.allclose(first[k], v, atol=1e-5) for k, v in getattr(other, name).state_dict().items()):
+                    warnings.warn(f"learner replicas disagree on `{name}`: their updates were not synchronised", RuntimeWarning, stacklevel=2)
+                    break
         return parts[0]
 
 
@@ -299,6 +298,12 @@ class Buffer(Component):
 
 
 ROLES = {cls.role: cls for cls in (Env, Actor, Buffer, Learner)}
+
+
+def modules_of(obj: Any) -> dict[str, torch.nn.Module]:
+    """The networks an object holds as attributes, by attribute name: what state edges, weight
+    broadcasts and gradient all-reduce are about."""
+    return {name: value for name, value in vars(obj).items() if isinstance(value, torch.nn.Module)}
 
 
 def role_of(obj: Any) -> str | None:

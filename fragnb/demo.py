@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .capture import capture
+from .graph import capture
 from .notebook import load_canonical
 from .runtime import run
 

@@ -1,6 +1,7 @@
 """Shared fixtures: the canonical PPO cell of notebook 01 and an IPython shell with fragnb loaded."""
 
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def interrupt_once(monkeypatch):
             interrupted.append(True)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr("fragnb.live.LiveProgress.update", update)
+    monkeypatch.setattr("fragnb.ui.live.LiveProgress.update", update)
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def wait_for_no_workers(timeout=30.0):
 
 def kill_a_worker_when_shown(monkeypatch, at: int) -> list:
     """Kill the newest worker process when the notebook shows iteration ``at`` (as the OOM killer would)."""
-    from fragnb import live
+    from fragnb.ui import live
 
     killed, shown = [], []
     update = live.LiveProgress.update
@@ -99,3 +100,20 @@ def kill_a_worker_when_shown(monkeypatch, at: int) -> list:
 
     monkeypatch.setattr(live.LiveProgress, "update", kill)
     return killed
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_embedded_cluster():
+    """Every test module leaves no Dask cluster of fragnb's behind for the next (each starts its own workers)."""
+    yield
+    if "fragnb.runtime.clusters" in sys.modules:
+        sys.modules["fragnb.runtime.clusters"].shutdown()
+
+
+@pytest.fixture
+def one_thread():
+    """Small networks: intra-op threads only add overhead (and contention) on a 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

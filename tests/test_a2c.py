@@ -6,7 +6,6 @@ import time
 import pytest
 import torch
 
-from fragnb import clusters
 from fragnb.algos.a2c import A2CConfig, A2CLearner
 from fragnb.algos.ppo import ActorCritic, PPOActor, RolloutBuffer
 from fragnb.envs import CartPole
@@ -42,21 +41,6 @@ def namespace(config: A2CConfig, iterations: int, seed: int = 0) -> dict:
         "learner": A2CLearner(policy, config),
         "iterations": iterations,
     }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
-
-
-@pytest.fixture
-def one_thread():
-    """Small networks: intra-op threads only add overhead (and contention) on a 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_lambda_one_gives_n_step_returns_bootstrapped_with_the_last_value():

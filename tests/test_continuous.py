@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from corpus.compare import compare_namespaces, run_like_plain
-from fragnb import clusters
 from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
 from fragnb.envs import Pendulum
 from conftest import NOTEBOOK_01_LOOP
@@ -30,12 +29,6 @@ learner = PPOLearner(policy, config, seed=0)
 
 # Notebook 01's loop, unchanged: Pendulum clips the unclipped Gaussian actions itself.
 CELL = NOTEBOOK_01_LOOP
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
 
 
 def _namespace() -> dict:

@@ -9,7 +9,6 @@ setup; the two namespaces must hold the same names and values (tensors within 1e
 import pytest
 
 import fragnb
-from fragnb import clusters
 from corpus.compare import compare_namespaces
 from corpus.loops import LOOPS
 
@@ -24,12 +23,6 @@ REFUSED: dict[tuple[str, str], str] = {
     for loop, var in (("component_attribute_reads", "env_steps"), ("per_step_python_values", "episode_lengths"))
     for policy in ("coarse", "fine")
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
 
 
 def _plain(loop):

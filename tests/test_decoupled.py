@@ -4,16 +4,10 @@ import pytest
 import torch
 
 import fragnb
-from fragnb import capture, clusters, run
+from fragnb import capture, run
 from fragnb.algos.ppo import ActorCritic, PPOLearner, RolloutBuffer
 from fragnb.components import Learner
 from corpus.loops import LOOPS
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
 
 
 def _weights(ns):

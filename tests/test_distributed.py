@@ -13,17 +13,13 @@ import psutil
 import pytest
 import torch
 
-from fragnb import capture, clusters, live, run
-from fragnb.clusters import ClusterError
+from fragnb import capture, run
+from fragnb.runtime import clusters
+from fragnb.ui import live
+from fragnb.runtime.clusters import ClusterError
 from conftest import kill_a_worker_when_shown, worker_processes, wait_for_no_workers
 
 K = 2  # iterations: enough for a weight broadcast and a second rollout on the new weights
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
 
 
 def _run(canonical, ppo_ns, policy, iterations=K, **params):
@@ -189,10 +185,10 @@ def test_a_second_keyboard_interrupt_aborts_the_run_and_its_workers(canonical, p
     def interrupt(self, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("fragnb.live.LiveProgress.update", interrupt)
+    monkeypatch.setattr("fragnb.ui.live.LiveProgress.update", interrupt)
     # The replicas do not hear the first interrupt's stop request, so a second interrupt surely
     # comes with the next progress event (heard, a short run could end before one arrives).
-    monkeypatch.setattr("fragnb.executor._Run.request_stop", lambda self: None)
+    monkeypatch.setattr("fragnb.runtime.plane._Run.request_stop", lambda self: None)
     ns = ppo_ns(20)
     with pytest.raises(KeyboardInterrupt):
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
@@ -284,7 +280,7 @@ def _victim(policy: str) -> psutil.Process:
 def _pid_of_worker_holding(group: str) -> int:
     import os
 
-    from fragnb import replica
+    from fragnb.runtime import replica
 
     held = clusters._EMBEDDED["local"][1].run(lambda: (os.getpid(), sorted({g for _, g, _ in replica._REPLICAS})), on_error="ignore")
     return next(got[0] for got in held.values() if isinstance(got, tuple) and group in got[1])
@@ -445,7 +441,7 @@ def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_pr
 
 @pytest.mark.parametrize("policy", PARAMS)
 def test_every_socket_a_run_listens_on_is_on_loopback(canonical, ppo_ns, monkeypatch, policy):
-    from fragnb.executor import _Run
+    from fragnb.runtime.plane import _Run
 
     listening = set()
     poll = _Run.poll

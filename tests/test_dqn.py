@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from fragnb import clusters
+from fragnb.runtime import clusters
 from fragnb.algos.dqn import DQNConfig, DQNLearner, EpsilonGreedyActor, QNetwork, ReplayBuffer, linear_schedule
 from fragnb.envs import CartPole
 from fragnb.runtime import first_solved
@@ -55,21 +55,6 @@ def namespace(config: DQNConfig, iterations: int, steps_per_iteration: int, seed
         "iterations": iterations,
         "steps_per_iteration": steps_per_iteration,
     }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
-
-
-@pytest.fixture
-def one_thread():
-    """Small networks: intra-op threads only add overhead (and contention) on a 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _fill(buffer: ReplayBuffer, steps: int, num_envs: int) -> list[torch.Tensor]:

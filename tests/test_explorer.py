@@ -8,18 +8,12 @@ import torch
 from conftest import wait_for_no_workers
 from IPython.core.error import UsageError
 
-from fragnb import capture, clusters, explore, policies
-from fragnb.live import dashboard
+from fragnb import capture, explore, policies
+from fragnb.ui.live import dashboard
 from fragnb.widgets import Explorer
 from fragnb.widgets.explorer import _source
 
 pytestmark = pytest.mark.needs_dot
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
 
 
 @pytest.fixture
@@ -141,7 +135,7 @@ def test_a_failed_run_shows_its_error_in_the_explorer(graph):
 
 def test_the_magic_shows_the_explorer(shell, canonical, monkeypatch):
     shown = []
-    monkeypatch.setattr("fragnb.magics.display", shown.append)
+    monkeypatch.setattr("fragnb.ui.magics.display", shown.append)
     shell.run_cell(canonical.setup)
     shell.run_cell_magic("fragment", "ppo --explore --policy fine --actors 4", canonical.body)
     (x,) = shown

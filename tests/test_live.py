@@ -1,6 +1,6 @@
 import pytest
 
-from fragnb import live
+from fragnb.ui import live
 
 
 class _Handle:
@@ -66,7 +66,7 @@ def test_decoupled_runs_show_staleness_below_the_curve_and_on_the_bar():
 def test_figures_show_themselves_in_a_notebook_without_pyplot():
     from IPython.core.formatters import PNGFormatter
 
-    from fragnb.live import learning_curve, timeline
+    from fragnb.ui.live import learning_curve, timeline
 
     for fig in (learning_curve([(10, 1.0), (20, 2.0)], "t"), timeline([("main", "env@step", "busy", 0.0, 1.0)], "t")):
         assert PNGFormatter()(fig).startswith(b"\x89PNG")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from corpus.compare import compare_namespaces, run_like_plain
-from fragnb import capture, clusters, run
+from fragnb import capture, run
 from fragnb.algos.mappo import MAPPOActor, MAPPOConfig, MAPPOLearner, MultiAgentActorCritic, MultiAgentRolloutBuffer
 from fragnb.components import shard_slice
 from fragnb.envs import SimpleSpread
@@ -33,21 +33,6 @@ def namespace(config: MAPPOConfig, iterations: int, seed: int = 0, N: int = 3, s
 
 
 SMALL = MAPPOConfig(num_envs=4, num_steps=25, hidden=16, update_epochs=2, num_minibatches=2)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
-
-
-@pytest.fixture
-def one_thread():
-    """Small networks: intra-op threads only add overhead (and contention) on a 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # -- the environment against MPE2 (the reference package, where it installs) -------------------

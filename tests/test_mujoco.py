@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from fragnb import FragmentError, capture, clusters, run
+from fragnb import FragmentError, capture, run
 from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
 from fragnb.envs import GymnasiumEnv
 from conftest import NOTEBOOK_01_LOOP
@@ -15,12 +15,6 @@ from conftest import NOTEBOOK_01_LOOP
 pytest.importorskip("mujoco")
 
 CELL = NOTEBOOK_01_LOOP  # unchanged: GymnasiumEnv clips the Gaussian actions to the Box
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_embedded_cluster():
-    yield
-    clusters.shutdown()
 
 
 def cheetah(iterations: int = 2, seed: int = 0) -> dict:

@@ -1,5 +1,7 @@
 """The project's files agree with each other, and the layers import one way."""
 
+import ast
+import pathlib
 import re
 import subprocess
 import sys
@@ -32,7 +34,7 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
 
 def test_capture_and_policies_import_no_cluster_or_plotting_library():
     code = (
-        "import sys, fragnb, fragnb.capture, fragnb.policies, fragnb.render; "
+        "import sys, fragnb, fragnb.graph, fragnb.policies, fragnb.plan, fragnb.ui.render; "
         "heavy = [m for m in ('dask', 'distributed', 'matplotlib', 'ipywidgets') if m in sys.modules]; "
         "print(heavy); sys.exit(bool(heavy))"
     )
@@ -40,10 +42,92 @@ def test_capture_and_policies_import_no_cluster_or_plotting_library():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_lower_layers_never_import_upper_ones():
-    order = ["streams", "components", "render", "policies", "graph", "capture", "program", "measure", "live", "replica", "clusters", "executor", "runtime", "magics"]
-    for i, module in enumerate(order):
-        source = (ROOT / "fragnb" / f"{module}.py").read_text()
-        imported = set(re.findall(r"^\s*from \.(\w+) import", source.split("if TYPE_CHECKING:")[0], re.M))
-        later = imported & set(order[i + 1 :])
-        assert not later, f"fragnb/{module}.py imports {later}, a later layer"
+#: The house, in the order data flows: a module may import from its own layer and the ones before it.
+LAYERS = [
+    ("base", ["fragnb.errors", "fragnb.text", "fragnb.streams", "fragnb.components"]),
+    ("reference components", ["fragnb.envs", "fragnb.algos"]),
+    ("capture", ["fragnb.graph"]),
+    ("placement", ["fragnb.policies"]),
+    ("plan", ["fragnb.plan"]),
+    ("execution", ["fragnb.runtime"]),
+    ("results", ["fragnb.ui", "fragnb.widgets"]),
+    ("entry points", ["fragnb.notebook", "fragnb.demo", "fragnb"]),
+]
+#: Facades: a method of a lower layer's object that hands over to a later layer, imported inside it.
+#: Each is the user-facing shortcut the design names (``graph.place``, ``graph.render``, drawings and
+#: plots in a notebook's display, a run's default live view); nothing else may look ahead.
+FACADES = {
+    ("fragnb.graph.model", "fragnb.policies"),  # FragmentGraph.place
+    ("fragnb.graph.model", "fragnb.ui.render"),  # FragmentGraph.render and its notebook display
+    ("fragnb.policies.placement", "fragnb.ui.render"),  # Placement.render and its notebook display
+    ("fragnb.runtime.result", "fragnb.ui.live"),  # RunResult.plot and .timeline
+    ("fragnb.runtime.run", "fragnb.ui.live"),  # run(progress=True): the bar and dashboard in a notebook
+}
+
+
+def _module_files() -> dict[str, pathlib.Path]:
+    files = {}
+    for path in sorted((ROOT / "fragnb").rglob("*.py")) + sorted((ROOT / "widgets").glob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        parts[0] = "fragnb.widgets" if parts[0] == "widgets" else parts[0]
+        if parts[-1] == "__init__":
+            parts.pop()
+        files[".".join(parts)] = path
+    return files
+
+
+def _imports(files: dict[str, pathlib.Path]) -> dict[str, dict[str, bool]]:
+    """Module -> fragnb modules it imports (anywhere in the file, inside functions too) -> whether
+    the import runs (False: only under ``if TYPE_CHECKING:``, for annotations)."""
+    out = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+                       for n in ast.walk(block)}
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: dict[str, bool] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in files else target for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if t in files and t != name:
+                    found[t] = found.get(t, False) or id(node) not in typing_only
+        out[name] = found
+    return out
+
+
+def _layer(module: str) -> int:
+    return max(i for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes if module == p or module.startswith(p + "."))
+
+
+def test_every_module_has_a_layer():
+    for module in _module_files():
+        assert any(module == p or module.startswith(p + ".") for _, prefixes in LAYERS for p in prefixes), module
+
+
+def test_no_module_imports_a_later_layer_but_the_named_facades():
+    upward = sorted((m, t) for m, found in _imports(_module_files()).items() for t in found
+                    if _layer(t) > _layer(m) and (m, t) not in FACADES)
+    assert not upward, "imports from a later layer: " + ", ".join(f"{m} -> {t}" for m, t in upward)
+    imports = _imports(_module_files())
+    stale = sorted(f for f in FACADES if f[1] not in imports.get(f[0], {}))
+    assert not stale, f"facades no longer there: {stale}"
+
+
+def test_no_import_circles():
+    graph = {m: {t for t, runs in found.items() if runs} for m, found in _imports(_module_files()).items()}
+    for start in graph:  # a path from a module back to itself
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph.get(node, ()):
+                assert nxt != start, "import circle: " + " -> ".join(path + [nxt])
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, path + [nxt]))

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from fragnb import capture
-from fragnb.program import DrivenLoop, plan
-from fragnb.edges import combine, gather, scatter
+from fragnb.plan.program import DrivenLoop, plan
+from fragnb.runtime.edges import combine, gather, scatter
 
 
 def test_coarse_rollout_is_split_per_group_not_driven_step_by_step(canonical, ppo_ns):

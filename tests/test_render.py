@@ -1,7 +1,7 @@
 import pytest
 
 from fragnb import capture
-from fragnb.render import DOT_MISSING_HINT, ROLE_COLORS
+from fragnb.ui.render import DOT_MISSING_HINT, ROLE_COLORS
 
 
 @pytest.fixture

@@ -135,7 +135,7 @@ def test_a_first_ctrl_c_ends_the_run_after_the_current_iteration(canonical, ppo_
     import os
     import signal
 
-    from fragnb import live
+    from fragnb.ui import live
 
     update = live.LiveProgress.update
 

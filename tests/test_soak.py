@@ -9,8 +9,10 @@ import psutil
 import pytest
 from conftest import worker_processes
 
-from fragnb import capture, clusters, live, run
-from fragnb.clusters import ClusterError
+from fragnb import capture, run
+from fragnb.runtime import clusters
+from fragnb.ui import live
+from fragnb.runtime.clusters import ClusterError
 
 pytestmark = pytest.mark.slow
 

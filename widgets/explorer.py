@@ -20,11 +20,11 @@ import graphviz
 import ipywidgets as W
 
 from fragnb import policies
-from fragnb.live import LiveProgress, png
-from fragnb.measure import measure
-from fragnb.policies import ROLES, DistributionPolicy, choices, human
-from fragnb.render import DOT_MISSING_HINT
-from fragnb.runtime import run
+from fragnb.policies import ROLES, DistributionPolicy, choices
+from fragnb.runtime import measure, run
+from fragnb.text import human
+from fragnb.ui.live import LiveProgress, png
+from fragnb.ui.render import DOT_MISSING_HINT
 
 __all__ = ["Explorer"]
 
@@ -281,7 +281,7 @@ class Explorer:
         if self.running:
             return
         policy, params = self.current()
-        from fragnb.clusters import ClusterError
+        from fragnb.runtime.clusters import ClusterError
 
         try:
             cluster = self._cluster()
@@ -319,8 +319,8 @@ class Explorer:
             self.error = e
             self.status.value = _error(e)
         finally:
-            if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.clusters" in sys.modules:
-                sys.modules["fragnb.clusters"].shutdown(cluster or "local")  # Stop: no worker process is left
+            if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.runtime.clusters" in sys.modules:
+                sys.modules["fragnb.runtime.clusters"].shutdown(cluster or "local")  # Stop: no worker process is left
                 self.link.value = ""
             self._active = False
             self.run_button.disabled, self.stop_button.disabled = False, True
@@ -328,7 +328,7 @@ class Explorer:
 
     def _cluster(self):
         """The cluster box's value as ``run`` takes it; a name in the notebook holding a Client is that client."""
-        from fragnb.clusters import named
+        from fragnb.runtime.clusters import named
 
         value = self.cluster.value.strip() or "local"
         if self._client is not None and value == self._client.scheduler.address:
@@ -420,5 +420,5 @@ def _source(policy: DistributionPolicy) -> str:
 def _clusters() -> list[str]:
     import torch
 
-    known = list(sys.modules["fragnb.clusters"]._REMOTE) if "fragnb.clusters" in sys.modules else []
+    known = sys.modules["fragnb.runtime.clusters"].remote_addresses() if "fragnb.runtime.clusters" in sys.modules else []
     return [*EMBEDDED[: 2 if torch.cuda.is_available() else 1], *known]

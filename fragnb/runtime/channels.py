@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ChannelError", "Channels", "ZmqChannels", "QueueChannels"]
+__all__ = ["ChannelError", "Channels", "ZmqChannels", "QueueChannels", "root_cause"]
 
 _ABORT = "__abort__"
 _POLL_S = 0.2
@@ -50,6 +50,12 @@ _BIG = 65536  # bytes: larger buffers travel outside the pickle, uncopied
 
 class ChannelError(RuntimeError):
     """A channel cannot deliver: its peer failed or was lost, or the run was aborted."""
+
+
+def root_cause(errors: list[BaseException]) -> BaseException:
+    """The error that ended a run of several replicas: the first that is not a ChannelError (a peer's
+    wait ended by it), else the first."""
+    return next((e for e in errors if not isinstance(e, ChannelError)), errors[0])
 
 
 class _Pickler(pickle.Pickler):
@@ -115,7 +121,7 @@ class Channels:
 
     def take(self, peer: str, tag: str) -> Any:
         """The first message from ``peer`` tagged ``tag``, waiting for it; others stay pending. (Replicas
-        that run free of each other send in different orders: see :mod:`fragnb.decoupled`.)"""
+        that run free of each other send in different orders: see :mod:`fragnb.runtime.decoupled`.)"""
         while (value := self.find(peer, tag.__eq__)) is None:
             self._fill(_POLL_S)
         return value[1]

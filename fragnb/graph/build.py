@@ -19,11 +19,9 @@ import textwrap
 from dataclasses import replace
 from typing import Any, Callable
 
-import torch
-
-from .components import Component, role_of
-from .errors import FragmentError
-from .graph import Edge, Fragment, FragmentGraph, Loop, Statement
+from ..components import Component, modules_of, role_of
+from ..errors import FragmentError
+from .model import Edge, Fragment, FragmentGraph, Loop, Statement
 from .normalize import Normalizer
 
 __all__ = ["capture"]
@@ -514,9 +512,8 @@ class _Capture:
     def modules(self, frag: Fragment) -> dict[int, str]:
         found: dict[int, str] = {}
         for comp in frag.components:
-            for attr, value in vars(self.namespace[comp]).items():
-                if isinstance(value, torch.nn.Module):
-                    found.setdefault(id(value), f"{comp}.{attr}")
+            for attr, value in modules_of(self.namespace[comp]).items():
+                found.setdefault(id(value), f"{comp}.{attr}")
         return found
 
 

@@ -10,17 +10,14 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from .components import Learner
-
 __all__ = ["join", "leave"]
 
 _JOINED: set[str] = set()
 
 
-def join(run_id: str, rank: int, world: int, address: str, backend: str, timeout_s: float = 60.0) -> int:
-    """Join the run's process group, then average gradients of every learner's networks across it."""
-    from .replica import _REPLICAS
-
+def join(run_id: str, rank: int, world: int, address: str, backend: str, modules: list[torch.nn.Module],
+         timeout_s: float = 60.0) -> int:
+    """Join the run's process group, then average the gradients of ``modules`` (the learners' networks) across it."""
     if dist.is_initialized():  # a previous run on this worker did not leave (e.g. it was interrupted)
         dist.destroy_process_group()
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
@@ -34,10 +31,8 @@ def join(run_id: str, rank: int, world: int, address: str, backend: str, timeout
         store = dist.TCPStore(host, int(port), world, False, timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     _JOINED.add(run_id)
-    rep = next(r for (rid, _, i), r in _REPLICAS.items() if rid == run_id and i == rank)
-    for learner in (v for v in rep.ns.values() if isinstance(v, Learner)):
-        for module in (m for m in vars(learner).values() if isinstance(m, torch.nn.Module)):
-            _average_gradients(module)
+    for module in modules:
+        _average_gradients(module)
     return rank
 
 

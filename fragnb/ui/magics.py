@@ -7,11 +7,9 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from . import policies
-from .capture import capture
-from .graph import FragmentGraph
-from .measure import measure
-from .runtime import CHECKPOINT_EVERY, run
+from .. import policies
+from ..graph import FragmentGraph, capture
+from ..runtime import CHECKPOINT_EVERY, measure, run_placement
 
 __all__ = ["FragmentMagics"]
 
@@ -72,7 +70,9 @@ class FragmentMagics(Magics):
             policy = policies.resolve(args.policy)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        params = {k: v for k in ("actors", "learners", "policy_workers", "ring", "max_staleness", "device") if (v := getattr(args, k)) is not None}
+        # every option named like a parameter of a registered policy (DistributionPolicy.parameters); place checks them
+        names = sorted({p for known in policies.POLICIES.values() for p in known.parameters})
+        params = {k: v for k in names if (v := getattr(args, k, None)) is not None}
         ns = self.shell.user_ns
         cluster = _cluster(args.cluster, ns)
         if args.name in ns and not isinstance(ns[args.name], FragmentGraph):
@@ -86,26 +86,25 @@ class FragmentMagics(Magics):
             raise UsageError(str(e)) from None
         ns[args.name] = graph
         if args.explore:
-            from .widgets import Explorer
+            from ..widgets import Explorer
 
             display(Explorer(graph, policy, cluster, **params))
         elif not args.quiet:
             if policy.name != "single":
-                measure(graph)  # one dry iteration on copies, for the bytes on the placement's edges
-                placement = graph.place(policy, **params)
+                placement = placement.measured(measure(graph))  # one dry iteration on copies: bytes on the edges
             display(graph if policy.name == "single" else placement)
         if args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
-            print(run(graph, policy, cluster=cluster, progress=not args.no_progress, plot=not args.no_plot,
-                      check=not args.no_check, until=until, dashboard=not args.no_dashboard, restarts=args.restarts,
-                      checkpoint_every=args.checkpoint_every, **params))
+            print(run_placement(placement, cluster, progress=not args.no_progress, plot=not args.no_plot, check=not args.no_check,
+                                until=until, dashboard=not args.no_dashboard, restarts=args.restarts,
+                                checkpoint_every=args.checkpoint_every))
 
 
 def _cluster(name: str | None, ns: dict):
     """``--cluster``'s value as ``run`` takes it: a name of the notebook's is the Client it holds."""
     if name is None:
         return None  # Dask is imported only when a distributed run needs it
-    from .clusters import ClusterError, named
+    from ..runtime.clusters import ClusterError, named
 
     try:
         return named(name, ns)

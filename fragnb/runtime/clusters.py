@@ -18,7 +18,7 @@ from distributed.security import Security
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol import dask_deserialize, dask_serialize
 
-__all__ = ["ClusterError", "connect", "shutdown", "workers", "register_torch_serializer"]
+__all__ = ["ClusterError", "connect", "shutdown", "workers", "named", "dashboard", "remote_addresses", "register_torch_serializer"]
 
 
 class ClusterError(RuntimeError):
@@ -112,6 +112,11 @@ def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Cli
         return client, False
     raise ClusterError(f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' or 'tls://host:port' "
                        "scheduler address, or a distributed.Client)")
+
+
+def remote_addresses() -> list[str]:
+    """The schedulers this kernel holds a client of, by address."""
+    return list(_REMOTE)
 
 
 def named(value: str | None, namespace: dict):

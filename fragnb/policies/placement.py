@@ -1,22 +1,23 @@
-"""Distribution policies: graph + parameters --> Placement (replicas, devices, edge operators).
+"""Placement: graph + policy + parameters --> Placement (replicas, devices, edge operators).
 
-A policy is mostly data: which worker group each role's fragments go to, and how many replicas each
-group has. Placing is a pure function: it imports no cluster library and starts no worker, so every
-parameter error surfaces before anything runs.
+Placing is a pure function: it imports no cluster library and starts no worker, so every parameter
+error surfaces before anything runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # graphs place themselves through this module, so it cannot import them
-    from .graph import Edge, FragmentGraph
+from ..components import Env
+from ..errors import FragmentError
+from ..text import human, workers
+from .policy import DistributionPolicy, resolve
 
-__all__ = ["DistributionPolicy", "Placement", "FragmentPlacement", "EdgePlacement", "POLICIES", "register", "resolve", "place", "choices"]
+if TYPE_CHECKING:
+    from ..graph import Edge, FragmentGraph
 
-
-ROLES = ("env", "actor", "buffer", "learner", "driver")
+__all__ = ["Placement", "FragmentPlacement", "EdgePlacement", "place", "choices"]
 
 
 @dataclass(frozen=True)
@@ -55,153 +56,6 @@ class EdgePlacement:
         """``operator: names (size/iteration)``, with the variables shown as ``names``."""
         size = "" if self.bytes_per_iteration is None else f" ({human(self.bytes_per_iteration)}/iteration)"
         return f"{self.operator}: {names}{size}"
-
-
-@dataclass(frozen=True)
-class DistributionPolicy:
-    """Where fragments run, how many copies run, and what each crossing edge becomes.
-
-    Parameters
-    ----------
-    name, mirrors, description : str
-        Shown in errors, the README table and placements.
-    tradeoff : str
-        What the policy gains and what it pays for it, in a sentence (the explorer shows it).
-    groups : dict
-        Role (``"env"``, ``"actor"``, ``"buffer"``, ``"learner"``, ``"driver"``) to worker group.
-    replicas : dict
-        Worker group to its replica count: an int, the name of a parameter (``"actors"``), or two
-        names ``(workers, per_worker)``: that many worker processes, each running ``per_worker``
-        replicas as threads (``srl``'s ring of environment groups on one actor worker).
-    gpu_groups : tuple of str
-        Groups that run on a GPU when ``device="cuda"`` (or ``"auto"`` and one is present).
-    collectives : tuple of str
-        Communication inside a replicated group (e.g. gradient all-reduce), for the drawing.
-    required_roles : tuple of str
-        Roles the graph must have for the policy to make sense.
-    options : dict
-        Further parameters and their defaults (``max_staleness`` of ``async``).
-    decoupled : bool
-        Whether the groups other than the driver's run free of it (``async``, ``srl``): they stream
-        what they produce to the driver's group and pull its weights by version (:mod:`fragnb.decoupled`).
-    fused : bool
-        Whether environments run on the group's device too (``gpu_only``): with a GPU nothing leaves it.
-
-    Examples
-    --------
-    A user's own policy, defined in a cell: environments and actors on N workers, buffer and learner
-    together on one.
-
-    >>> mine = register(DistributionPolicy(
-    ...     "my_policy", "a user's own", "actors with their envs on N workers; buffer with the learner",
-    ...     groups={"env": "actors", "actor": "actors", "buffer": "learner", "learner": "learner", "driver": "learner"},
-    ...     replicas={"actors": "actors", "learner": 1}, required_roles=("actor", "learner")))
-    >>> sorted(mine.parameters)
-    ['actors', 'device']
-    """
-
-    name: str
-    mirrors: str
-    description: str
-    groups: dict[str, str] = field(default_factory=lambda: dict.fromkeys(ROLES, "main"))
-    replicas: dict[str, int | str | tuple[str, str]] = field(default_factory=lambda: {"main": 1})
-    gpu_groups: tuple[str, ...] = ()
-    collectives: tuple[str, ...] = ()
-    required_roles: tuple[str, ...] = ()
-    options: dict[str, Any] = field(default_factory=dict)
-    decoupled: bool = False
-    fused: bool = False
-    tradeoff: str = ""
-
-    def __post_init__(self):
-        missing = [r for r in ROLES if r not in self.groups]
-        if missing:
-            raise ValueError(f"policy {self.name!r}: groups must give every role a worker group; {missing} have none "
-                             f"(roles: {list(ROLES)})")
-        unknown = sorted(set(self.groups) - set(ROLES))
-        if unknown:
-            raise ValueError(f"policy {self.name!r}: {unknown} are not roles (roles: {list(ROLES)})")
-        uncounted = sorted(set(self.groups.values()) - set(self.replicas))
-        if uncounted:
-            raise ValueError(f"policy {self.name!r}: replicas gives no count for the worker groups {uncounted}; "
-                             "give each an int or the name of a parameter, e.g. replicas={'actors': 'actors', 'learner': 1}")
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        """Parameters the policy takes, with their defaults."""
-        counts = {n if isinstance(n, str) else n[0]: 1 for n in self.replicas.values() if not isinstance(n, int)}
-        return {**counts, **({"device": "auto"} if self.gpu_groups or counts else {}), **self.options}
-
-
-POLICIES: dict[str, DistributionPolicy] = {}
-
-
-def register(policy: DistributionPolicy) -> DistributionPolicy:
-    """Add ``policy`` to the registry under its name (replacing one of the same name)."""
-    POLICIES[policy.name] = policy
-    return policy
-
-
-def resolve(policy: str | DistributionPolicy) -> DistributionPolicy:
-    """The registered policy of that name, or ``policy`` itself; an unknown name lists the known ones."""
-    if isinstance(policy, DistributionPolicy):
-        return policy
-    try:
-        return POLICIES[policy]
-    except KeyError:
-        raise ValueError(f"unknown distribution policy: {policy!r} (must be one of {sorted(POLICIES)})") from None
-
-
-register(DistributionPolicy("single", "a plain loop (CleanRL)", "every fragment in this process; edges are direct references",
-                            tradeoff="nothing crosses a process and nothing waits; one core does all the work"))
-register(DistributionPolicy(
-    "coarse", "Acme, RLlib sync sampling; MSRL MultiActorSingleLearner",
-    "actor fragments (env + inference + buffer insert) x N on workers; learner x 1 (GPU if any)",
-    groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
-    replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
-    tradeoff="actors step in parallel and only trajectories and weights cross; the learner idles while actors roll out, and they idle while it learns",
-))
-register(DistributionPolicy(
-    "fine", "SEED RL; MSRL SingleActorLearnerMultiEnv",
-    "env fragments x N on CPU workers; inference + buffer + learner x 1 (GPU if any)",
-    groups={"env": "envs", "actor": "learner", "buffer": "learner", "learner": "learner", "driver": "learner"},
-    replicas={"envs": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("env", "actor"),
-    tradeoff="inference is batched in one place, near the learner; every environment step crosses the network twice (observations in, actions out)",
-))
-register(DistributionPolicy(
-    "multi_learner", "DD-PPO; MSRL hand-written DP3", "the whole loop x N; gradients all-reduced",
-    groups=dict.fromkeys(ROLES, "replicas"), replicas={"replicas": "learners"}, gpu_groups=("replicas",),
-    collectives=("gradients all-reduced (torch.distributed: gloo on CPU, NCCL on GPU)",), required_roles=("learner",),
-    tradeoff="N full copies share the work and exchange only gradients; each update waits for the slowest copy's all-reduce",
-))
-register(DistributionPolicy(
-    "async", "IMPALA / A3C; MSRL AsyncMultiActorSingleLearner",
-    "actor fragments x N run free, streaming trajectories; learner x 1 consumes them as they arrive",
-    groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
-    replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
-    options={"max_staleness": 1}, decoupled=True,
-    tradeoff="nobody waits for a whole round: actors keep rolling out while the learner learns; it trains on trajectories up to max_staleness versions old",
-))
-
-
-register(DistributionPolicy(
-    "srl", "SRL (actor / policy / trainer workers)",
-    "actor workers x N each step a ring of env groups; batched policy workers x M serve their inference; one trainer",
-    groups={"env": "actors", "actor": "policy", "buffer": "actors", "learner": "trainer", "driver": "trainer"},
-    replicas={"actors": ("actors", "ring"), "policy": ("policy_workers", "ring"), "trainer": 1}, gpu_groups=("policy", "trainer"),
-    required_roles=("env", "actor", "learner"), options={"ring": 2, "max_staleness": 1}, decoupled=True,
-    tradeoff="each actor worker steps one env group while another waits for its batched actions; more processes and messages, which pays off only with cores to spare",
-))
-
-
-register(DistributionPolicy(
-    "gpu_only", "Podracer Anakin, WarpDrive; MSRL fused GPU fragments",
-    "every fragment fused in one process per device, environments vectorised on it; x N devices, gradients all-reduced",
-    groups=dict.fromkeys(ROLES, "device"), replicas={"device": "learners"}, gpu_groups=("device",),
-    collectives=("gradients all-reduced (torch.distributed: NCCL on GPUs, gloo on CPU)",), required_roles=("env", "learner"),
-    fused=True,
-    tradeoff="no copies between host and device, no network; the environment must be written in torch, and one device holds everything",
-))
 
 
 @dataclass
@@ -253,23 +107,26 @@ class Placement:
             moved.append((e, None if size is None else size * (self.fragments[e.dst].replicas if e.operator in whole else 1)))
         return moved
 
+    def measured(self, sizes: dict[tuple[str, str, str], int]) -> Placement:
+        """This placement with each edge labelled with its bytes per iteration (from :func:`fragnb.measure`)."""
+        edges = [replace(e, bytes_per_iteration=sizes.get((e.src, e.dst, e.kind))) for e in self.edges]
+        return replace(self, edges=edges)
+
     def render(self):
         """One cluster per worker group, with replica counts; edges labelled operator: variables."""
-        from .render import render_placement
+        from ..ui.render import render_placement
 
         return render_placement(self)
 
     @property
     def inference_batch(self) -> int | None:
         """Environments each replica of the actor fragments serves per inference call."""
-        from .components import Env
-
         env = next((v for v in map(self.graph.namespace.get, self.graph.components) if isinstance(v, Env)), None)
         actor = next((p for f, p in self.fragments.items() if self.graph.fragment(f).role == "actor"), None)
         return env.num_envs // actor.replicas if env and actor else None
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from .render import mimebundle
+        from ..ui.render import mimebundle
 
         return mimebundle(self.render(), include, exclude)
 
@@ -405,8 +262,6 @@ def _shardwise(component, method: str) -> bool:
 
 def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
     """A component used from two worker groups would have two diverging copies: refuse."""
-    from .errors import FragmentError
-
     where: dict[str, dict[str, int]] = {}
     for frag in graph.fragments:
         for s in frag.statements:
@@ -445,20 +300,6 @@ def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacemen
                 divisors = [d for d in range(1, num_envs + 1) if num_envs % d == 0]
                 raise ValueError(f"`{comp}` has num_envs={num_envs}, which {n} replicas of {frag.name!r} under "
                                  f"{policy.name!r} cannot split evenly; choose one of {divisors}")
-
-
-def workers(n: int) -> str:
-    """``n worker(s)``, for drawings and reprs."""
-    return f"{n} worker{'s' if n != 1 else ''}"
-
-
-def human(n: int) -> str:
-    """``n`` bytes, e.g. ``49 kB``."""
-    for unit in ("B", "kB", "MB"):
-        if n < 1000:
-            return f"{n:.0f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, size: int | None, home: str | None) -> EdgePlacement:

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from ..text import workers
+
 if TYPE_CHECKING:  # graphs and placements draw themselves through this module, so it cannot import them
-    from .graph import FragmentGraph, Loop
-    from .policies import Placement
+    from ..graph import FragmentGraph, Loop
+    from ..policies import Placement
 
 __all__ = ["ROLE_COLORS", "render_graph", "render_placement", "mimebundle", "DOT_MISSING_HINT"]
 
@@ -61,8 +63,6 @@ def render_graph(graph: FragmentGraph) -> graphviz.Digraph:
 
 def render_placement(placement: Placement) -> graphviz.Digraph:
     """Draw one cluster per worker group (replicas x device), fragments inside, edges as operators."""
-    from .policies import workers
-
     graph = placement.graph
     title = f"{graph.name} under {placement.policy.name!r}"
     dot = graphviz.Digraph(name=f"{graph.name}_{placement.policy.name}", graph_attr={"fontname": "Helvetica", "label": title, "labelloc": "t", "size": FIT})

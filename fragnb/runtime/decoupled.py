@@ -28,22 +28,22 @@ iteration, as under a synchronous policy; the learner then takes whole *rounds* 
 every free replica) instead of first arrivals, so that an actor worker's samples and the actions its
 policy worker sent it stay together.
 
-What such a run cannot reproduce, it refuses before any worker starts (:func:`refuse`): free groups
-must need nothing but weights from the learner inside the loop.
+What such a run cannot reproduce is refused before any worker starts (:func:`fragnb.plan.decoupled.refuse`):
+free groups must need nothing but weights from the learner inside the loop.
 """
 
 from __future__ import annotations
 
-import ast
 import itertools
 import time
 from typing import Any
 
-from .errors import FragmentError
-from .program import DrivenLoop, Program, header_names, note, segments_of
-from .walker import Walker, bind, peers
+from ..plan.program import DrivenLoop
+from ..plan.script import ReplicaId, peers
+from .timing import note
+from .walker import Walker, bind
 
-__all__ = ["FreeWalker", "refuse"]
+__all__ = ["FreeWalker"]
 
 HALT = "control:halt"
 _POLL_S = 0.05
@@ -59,7 +59,7 @@ class FreeWalker(Walker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         script = self.script
-        self.home = script.leader.split("[")[0]
+        self.home = ReplicaId.parse(script.leader).group
         self.free = self.rep.group != self.home
         self.looping = False  # inside the iteration loop: exchanges are tagged by iteration
         self.version = 0  # free: the version of the weights it acts with
@@ -125,7 +125,7 @@ class FreeWalker(Walker):
     def halt(self, reason: str) -> None:
         if not self.halted:
             self.halted = True
-            others = [p for p in self.script.replicas() if p != self.name and (not self.free or p.split("[")[0] not in (self.rep.group, self.home))]
+            others = [p for p in self.script.replicas() if p != self.name and (not self.free or ReplicaId.parse(p).group not in (self.rep.group, self.home))]
             self.ch.send(others, HALT, reason)
 
     def check_halt(self) -> bool:
@@ -175,7 +175,7 @@ class FreeWalker(Walker):
         of its group delivers one trajectory per learner iteration; fewer once peers' workers died (the
         survivors make up for them)."""
         count = self.script.groups[self.rep.group]
-        alive = count - sum(p.startswith(f"{self.rep.group}[") for p in self.rep.gone)
+        alive = count - sum(ReplicaId.parse(p).group == self.rep.group for p in self.rep.gone)
         return self.iterations * alive // count
 
     def assign(self, group: str) -> list[tuple[str, int, int]]:
@@ -185,7 +185,7 @@ class FreeWalker(Walker):
             chosen = self.round_of(group) if self.lockstep else self.first_arrivals(group)
             # In replica order, not arrival order: with max_staleness=0 every iteration then holds one
             # trajectory of each replica in the order 'coarse' gathers them, and the run is coarse's.
-            chosen.sort(key=lambda c: (int(c[0].split("[")[1][:-1]), c[1]))
+            chosen.sort(key=lambda c: (ReplicaId.parse(c[0]).index, c[1]))
             self.ages += [self.iterations - v for _, _, v in chosen]
             self.slots[group] = chosen
         return self.slots[group]
@@ -270,7 +270,7 @@ class FreeWalker(Walker):
             raise _Halted
         start = time.perf_counter()
         self.ch.poll(_POLL_S)
-        note(self.rep.intervals, f"waits for {whom.split('[')[0]}", "wait", start, time.perf_counter())
+        note(self.rep.intervals, f"waits for {whom if whom in self.script.groups else ReplicaId.parse(whom).group}", "wait", start, time.perf_counter())
 
     def recv(self, peer: str, tag: str) -> Any:
         return self.wait(peer, tag.__eq__)  # peers' messages interleave differently from run to run
@@ -304,49 +304,3 @@ def _iteration(tag: str) -> int:
 def _version(tag: str) -> int:
     """The version of the weights a free replica acted with, in a tag ``segment:K@ITERATION/VERSION``."""
     return int(tag.rsplit("/", 1)[1])
-
-
-def refuse(placement, program: Program) -> None:
-    """Raise FragmentError, before any worker starts, for a loop a decoupled policy cannot run: free
-    groups may take nothing but weights from the learner inside the loop, since they do not wait for it."""
-    graph = placement.graph
-    policy = placement.policy.name
-    loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
-    lines = graph.source.splitlines()
-
-    def error(message: str, lineno: int) -> FragmentError:
-        return FragmentError(message, lineno, lines[lineno - 1] if 0 < lineno <= len(lines) else None)
-
-    if loop is None:
-        raise FragmentError(f"policy {policy!r} needs an iteration loop (`for it in range(n):`) around the cell's work")
-    if not (isinstance(loop.node.iter, ast.Call) and isinstance(loop.node.iter.func, ast.Name) and loop.node.iter.func.id == "range"):
-        raise error(f"policy {policy!r} runs the actors free of the learner, each counting its own iterations: the "
-                    "iteration loop must be `for NAME in range(...)`", loop.node.lineno)
-    if graph.stop_flags:
-        raise error(f"policy {policy!r} runs the actors free of the learner: a loop that ends on its own condition (`break`, "
-                    "`while`) would need every actor to wait for it each iteration. Use a stop condition instead "
-                    "(fragnb.run(..., until=...) or --until-return), or a synchronous policy such as 'coarse'", loop.node.lineno)
-    home = placement.home
-    if placement.groups[home][0] != 1:
-        raise FragmentError(f"policy {policy!r} needs one learner replica")
-    inside = segments_of(loop.body)
-    written = {v: s for s in inside if s.group == home for v in s.writes}
-    for seg in inside:
-        if seg.group == home:
-            continue
-        names = (seg.reads | header_names(loop.body)) & written.keys()
-        if names:
-            name = sorted(names)[0]
-            line = next((n.lineno for n in seg.nodes for x in ast.walk(n) if isinstance(x, ast.Name) and x.id == name), seg.nodes[0].lineno)
-            raise error(f"under {policy!r} the {seg.group} run free of the learner, but this line reads `{name}`, which the "
-                        f"learner's side assigns inside the loop ({written[name].group!r}, line {written[name].nodes[0].lineno}): "
-                        "they would have to wait for it every iteration. Only the weights travel that way; compute "
-                        f"`{name}` on the {seg.group}' side, or use a synchronous policy such as 'coarse'", line)
-    after = program.items[program.items.index(loop) + 1:]
-    for seg in segments_of(after):
-        if seg.group != home or seg.reads & {v for s in program.segments if s.group != home for v in s.writes}:
-            raise error(f"under {policy!r} the actors stop wherever they are when the learner ends the run, so statements "
-                        "after the loop may only use what the learner's side holds; move this line into the loop or "
-                        "run it in a cell of its own afterwards", seg.nodes[0].lineno)
-
-

@@ -10,47 +10,17 @@ Pure: no cluster library is imported here.
 from __future__ import annotations
 
 import ast
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..components import modules_of, role_of
+from .instrument import DRIVER, instrument
+
 if TYPE_CHECKING:
-    from .graph import FragmentGraph
-    from .policies import Placement
+    from ..graph import FragmentGraph
+    from ..policies import Placement
 
-__all__ = ["DRIVER", "Timer", "note", "Segment", "DrivenLoop", "Program", "plan", "instrument"]
-
-DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while code of a run executes
-
-
-class Timer:
-    """Adds the wall-clock time of a ``with`` block to ``seconds[name]`` (what ``timer(name)`` returns),
-    and the block to ``intervals`` (a timeline) when given."""
-
-    __slots__ = ("seconds", "name", "start", "intervals")
-
-    def __init__(self, seconds: dict[str, float], name: str, intervals: list | None = None):
-        self.seconds, self.name, self.intervals = seconds, name, intervals
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc):
-        end = time.perf_counter()
-        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + end - self.start
-        if self.intervals is not None:
-            note(self.intervals, self.name, "busy", self.start, end)
-
-
-def note(intervals: list, label: str, kind: str, start: float, end: float) -> None:
-    """Add ``(label, kind, start, end)`` to a timeline, extending the last interval instead when it
-    is the same activity and ended less than a millisecond before (a rollout is one bar, not 128)."""
-    if intervals:
-        last = intervals[-1]
-        if last[0] == label and last[1] == kind and start - last[3] < 1e-3:
-            intervals[-1] = (label, kind, last[2], end)
-            return
-    intervals.append((label, kind, start, end))
+__all__ = ["Segment", "DrivenLoop", "Program", "plan", "segments_of", "header_names", "graph_writes"]
 
 
 @dataclass
@@ -91,42 +61,6 @@ class Program:
     segments: list[Segment]
     kinds: dict[str, str]
     origin: dict[str, str]
-
-
-def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None) -> list[ast.stmt]:
-    """``body`` with each run of consecutive statements of one fragment timed by
-    ``__fragnb_run__.timer(fragment)``; with ``hook_loop`` the top-level loop iterates through
-    ``__fragnb_run__.iterate`` (progress); with ``trace`` (node id -> statement index) every statement
-    is followed by ``__fragnb_run__.done(index)``."""
-
-    def call(method: str, *args: ast.expr) -> ast.Call:
-        return ast.Call(ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), list(args), [])
-
-    def timed(name: str, run: list[ast.stmt]) -> ast.With:
-        return ast.copy_location(ast.With([ast.withitem(call("timer", ast.Constant(name)))], run), run[0])
-
-    def build(nodes: list[ast.stmt], top: bool) -> list[ast.stmt]:
-        out: list[ast.stmt] = []
-        run: list[ast.stmt] = []
-        current = None
-        for node in nodes:
-            name = None if isinstance(node, ast.For) else owner[id(node)]
-            if run and name != current:
-                out.append(timed(current, run))
-                run = []
-            current = name
-            if isinstance(node, ast.For):
-                it = ast.copy_location(call("iterate", node.iter), node.iter) if top and hook_loop else node.iter
-                out.append(ast.copy_location(ast.For(node.target, it, build(node.body, False), [], None), node))
-            else:
-                run.append(node)
-                if trace is not None:
-                    run.append(ast.copy_location(ast.Expr(call("done", ast.Constant(trace[id(node)]))), node))
-        if run:
-            out.append(timed(current, run))
-        return out
-
-    return build(body, True)
 
 
 def plan(placement: Placement) -> Program:
@@ -227,10 +161,8 @@ def _regroup(items: list, ns: dict) -> list:
 
 
 def _independent(earlier: Segment, later: Segment, ns: dict) -> bool:
-    import torch
-
     def modules(seg: Segment) -> set[int]:
-        return {id(v) for c in seg.components for v in vars(ns[c]).values() if isinstance(v, torch.nn.Module)}
+        return {id(v) for c in seg.components for v in modules_of(ns[c]).values()}
 
     return not (earlier.writes & later.reads or later.writes & earlier.reads or earlier.writes & later.writes
                 or set(earlier.records) & set(later.replays) or modules(earlier) & modules(later))
@@ -276,15 +208,11 @@ def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict,
 
 def _weight_flows(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict) -> set[tuple[str, str]]:
     """Within ``loop``, a learner whose network another group's component holds sends it weights."""
-    import torch
-
-    from .components import role_of
-
     used: dict[str, set[str]] = {}
     for n in _leaves(loop):
         s = stmt_of[id(n)]
         used.setdefault(group_of[s.index], set()).update(s.components)
-    modules = {g: {id(v) for c in comps for v in vars(graph.namespace[c]).values() if isinstance(v, torch.nn.Module)} for g, comps in used.items()}
+    modules = {g: {id(v) for c in comps for v in modules_of(graph.namespace[c]).values()} for g, comps in used.items()}
     flows = set()
     for g, comps in used.items():
         if any(role_of(graph.namespace[c]) == "learner" for c in comps):

@@ -18,110 +18,22 @@ import ast
 import itertools
 import linecache
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import cloudpickle
 
+from ..plan.instrument import DRIVER
+from ..plan.program import DrivenLoop, Segment
+from ..plan.script import ReplicaId, Script, overlap, peers
 from .edges import combine, to_device
-from .program import DRIVER, DrivenLoop, Program, Segment, note, plan, segments_of
+from .result import arrival_order, plain_order
+from .timing import note
 
 if TYPE_CHECKING:
     from .channels import Channels
-    from .policies import Placement
     from .replica import Replica
 
-__all__ = ["Script", "Weights", "Walker", "bind", "held", "plain_order", "arrival_order"]
-
-
-@dataclass(frozen=True)
-class Weights:
-    """A network held by components in two groups: ``source`` (in the owner group) is sent to
-    ``target`` (a component of ``group``) before that group next uses it, when it has changed."""
-
-    source: str  # "weights:learner:policy"
-    owner: str
-    owner_comp: str
-    target: str  # "weights:actor:policy"
-    group: str
-    target_comp: str
-
-
-
-def plain_order(episode: list) -> tuple[int, int]:
-    """Sort key of episodes (time, environment, env steps, return) in plain Python's order: by step,
-    then environment, not by arrival; every synchronous policy then sees the same curve (and ``until``
-    the same returns)."""
-    return episode[2], episode[1]
-
-
-def arrival_order(episode: list) -> tuple[float, int]:
-    """Sort key of episodes by when they ended: decoupled actors' steps are not one sequence."""
-    return episode[0], episode[1]
-
-
-@dataclass
-class Script:
-    """What every replica of a run walks; pickled once and sent to each."""
-
-    name: str
-    program: Program
-    groups: dict[str, int]  # group -> replica count
-    weights: list[Weights]
-    num_envs: int | None
-    stop_flags: list[str]
-    strict: bool  # values that cannot be combined are an error (else replica 0's is taken)
-    limit: int | None = None  # iterations of the iteration loop to run (the safety net runs one or two)
-    variables: list[str] = field(default_factory=list)  # what the cell assigns: sent back at the end
-    #: A stop condition checked after every iteration: ``until(curve, iterations, env_steps)`` with the
-    #: curve as (env steps, return) per finished episode, in plain Python's order.
-    until: Callable[[list, int, int], bool] | None = None
-    #: The replica that decides after each iteration whether the run ends: the first of the group
-    #: whose segment ends the iteration (a learner), so the others hear it with what they wait for anyway.
-    leader: str = ""
-    #: Decoupled policies (fragnb.decoupled): groups other than the leader's run free of it.
-    decoupled: bool = False
-    max_staleness: int = 0
-    #: Synchronous Dask runs: every replica keeps its state after every this many iterations, for the
-    #: notebook to fetch; a run that loses a worker resumes from the last one all replicas kept (0: never).
-    checkpoint_every: int = 0
-
-    @classmethod
-    def of(cls, placement: Placement, limit: int | None = None, until=None, checkpoint_every: int = 0) -> Script:
-        from .components import Env
-        from .program import graph_writes
-
-        graph = placement.graph
-        program = plan(placement)
-        env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
-        loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
-        last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
-        if placement.policy.decoupled:
-            from .decoupled import refuse
-
-            refuse(placement, program)
-            last = placement.home
-        return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
-                   env.num_envs if env else None, list(graph.stop_flags), placement.exact and not placement.policy.decoupled, limit, sorted(graph_writes(graph)), until,
-                   f"{last}[0]", placement.policy.decoupled, placement.params.get("max_staleness", 0),
-                   0 if placement.policy.decoupled else checkpoint_every)
-
-    @property
-    def filename(self) -> str:
-        return f"<fragment {self.name}>"
-
-    def replicas(self) -> list[str]:
-        return [name for g, n in self.groups.items() for name in peers(g, n)]
-
-
-def peers(group: str, count: int) -> list[str]:
-    return [f"{group}[{i}]" for i in range(count)]
-
-
-def overlap(index: int, count: int, other: int) -> list[int]:
-    """The replicas of an ``other``-replica group whose environments overlap those of replica
-    ``index`` of ``count`` (one count divides the other; shares are contiguous and even)."""
-    return list(range(index * (other // count), (index + 1) * (other // count))) if count <= other else [index // (count // other)]
+__all__ = ["Walker", "bind", "held"]
 
 
 class Walker:
@@ -133,7 +45,7 @@ class Walker:
 
     def __init__(self, rep: Replica, script: Script, channels: Channels, events: Callable[[dict], Any] | None = None):
         self.rep, self.script, self.ch, self.events = rep, script, channels, events
-        self.name = f"{rep.group}[{rep.index}]"
+        self.name = str(ReplicaId(rep.group, rep.index))
         self.latest: dict[str, tuple[str, int]] = {}  # exported key -> (group that wrote it last, version)
         self.loaded: dict[tuple[str, str], int] = {}  # (group, weights target) -> version it holds
         self.received: dict[tuple[str, str], tuple[str, int]] = {}  # (group, variable) -> the version it holds from another group
@@ -327,7 +239,7 @@ class Walker:
         mine, theirs = self.script.groups[self.rep.group], self.script.groups[group]
         pair = (self.rep.group, group) if self.rep.group != group else None
         if pair and (self.routed(*pair, keys) or self.routed(group, self.rep.group, keys)):
-            return [f"{group}[{j}]" for j in overlap(self.rep.index, mine, theirs)]
+            return [str(ReplicaId(group, j)) for j in overlap(self.rep.index, mine, theirs)]
         return peers(group, theirs)
 
     def share(self, sender: str, keys: list[str]) -> tuple[int, int, int | None]:
@@ -344,7 +256,7 @@ class Walker:
         start = time.perf_counter()
         value = self.ch.recv(peer, tag)
         end = time.perf_counter()
-        note(self.rep.intervals, f"waits for {peer.split('[')[0]}", "wait", start, end)
+        note(self.rep.intervals, f"waits for {ReplicaId.parse(peer).group}", "wait", start, end)
         return value
 
     def export(self, key: str) -> Any:
@@ -470,23 +382,3 @@ def bind(target: ast.expr, value, scalars: dict) -> None:
     assign = ast.Module([ast.Assign([target], ast.Name("_value", ast.Load()), lineno=1, col_offset=0)], [])
     exec(compile(ast.fix_missing_locations(assign), "<fragnb>", "exec"), {"_value": value}, names)
     scalars.update(names)
-
-
-def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weights]:
-    """Networks held by components in two groups; the group of a learner holding one owns it."""
-    import torch
-
-    from .components import role_of
-
-    ns = placement.graph.namespace
-    holders: dict[int, list[tuple[str, str, str]]] = {}
-    for seg in segments:
-        for comp in sorted(seg.components):
-            for attr, value in vars(ns[comp]).items():
-                if isinstance(value, torch.nn.Module) and (comp, attr, seg.group) not in holders.setdefault(id(value), []):
-                    holders[id(value)].append((comp, attr, seg.group))
-    out = []
-    for entries in holders.values():
-        comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), entries[0])
-        out += [Weights(f"weights:{comp}:{attr}", owner, comp, f"weights:{c}:{a}", g, c) for c, a, g in entries if g != owner]
-    return out

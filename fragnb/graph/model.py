@@ -150,15 +150,24 @@ class FragmentGraph:
     def fragment_of(self, statement: Statement) -> Fragment:
         return self._fragment_of[statement.index]
 
+    def owners(self) -> dict[int, str]:
+        """The fragment of each statement, by the id of its AST node (what instrumented code times)."""
+        return {id(s.node): self._fragment_of[s.index].name for s in self.statements}
+
+    @property
+    def filename(self) -> str:
+        """The name the cell's code is compiled under: tracebacks and timelines show its lines."""
+        return f"<fragment {self.name}>"
+
     def render(self):
         """The graph as a ``graphviz.Digraph``: fragments coloured by role, loops as clusters."""
-        from .render import render_graph
+        from ..ui.render import render_graph
 
         return render_graph(self)
 
     def place(self, policy="single", **params):
         """Place the graph under a distribution policy; see :func:`fragnb.policies.place`."""
-        from .policies import place
+        from ..policies import place
 
         return place(self, policy, **params)
 
@@ -168,7 +177,7 @@ class FragmentGraph:
         return self.render().source
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from .render import mimebundle
+        from ..ui.render import mimebundle
 
         return mimebundle(self.render(), include, exclude)
 

@@ -16,43 +16,42 @@ import time
 
 import torch
 
-from .components import Component, Episode
-from .errors import FragmentError
-from .measure import _copies, run_plain
-from .policies import Placement
-from .program import graph_writes
-from .streams import EnvStreams
+from ..components import Component, Episode
+from ..errors import FragmentError
+from ..plan.program import graph_writes
+from ..streams import EnvStreams
+from .job import Job
+from .local import copies, run_plain
+from .threads import InThreads
 
-__all__ = ["check"]
+__all__ = ["check", "difference"]
 
 
-def check(placement: Placement, iterations: tuple[int, ...] = (1, 2)) -> float:
+def check(placement, script, iterations: tuple[int, ...] = (1, 2)) -> float:
     """Run the first iterations both ways on copies, once for each count in ``iterations`` (the first
     iteration alone names where a difference starts; the second catches weights that did not
-    travel); raise FragmentError on the first difference. Returns the seconds it took."""
+    travel); raise FragmentError on the first difference. ``script`` is the run's own plan.
+    Returns the seconds it took."""
     start = time.perf_counter()
     if placement.policy.decoupled:  # from the second iteration on, actors may act on older weights than plain Python's
         iterations = (1,)
     for count in iterations:
-        _compare(placement, count)
+        _compare(placement, dataclasses.replace(script, limit=count, until=None, checkpoint_every=0))
     return time.perf_counter() - start
 
 
-def _compare(placement: Placement, iterations: int) -> None:
-    graph = placement.graph
-    plain, simulated = _copies(graph), _copies(graph)
+def _compare(placement, script) -> None:
+    graph, iterations = placement.graph, script.limit
+    plain, simulated = copies(graph), copies(graph)
     state = torch.get_rng_state()  # both copies draw what the run will draw; the notebook's stream is untouched
     with contextlib.redirect_stdout(io.StringIO()), torch.random.fork_rng(devices=[]):
         run_plain(graph, plain, iterations)
         torch.set_rng_state(state)
-        from .executor import simulate
-
-        copy = dataclasses.replace(graph, namespace=simulated, last_run=None)
-        simulate(copy.place(placement.policy, **placement.params), iterations)
+        InThreads().execute(Job(placement, script, simulated, live=None))
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
         if (name in plain) != (name in simulated):
             raise _differs(placement, iterations, name, "exists only in one of them")
-        if name in plain and (diff := _difference(plain[name], simulated[name], name)):
+        if name in plain and (diff := difference(plain[name], simulated[name], name)):
             raise _differs(placement, iterations, name, diff)
 
 
@@ -81,8 +80,9 @@ def _differs(placement: Placement, iterations: int, name: str, diff: str) -> Fra
         culprit.lineno if culprit else None, culprit.source.splitlines()[0] if culprit else None)
 
 
-def _difference(a, b, path: str) -> str | None:
-    """A description of the first place where ``a`` and ``b`` differ, or ``None``."""
+def difference(a, b, path: str) -> str | None:
+    """A description of the first place where ``a`` (plain Python's) and ``b`` differ, or ``None``:
+    tensors within 1e-5, floats within 1e-5 relative, containers item by item, components by their state."""
     if isinstance(a, Episode) and isinstance(b, Episode):  # when an episode ended is wall-clock time
         a, b = a._replace(time=0.0), b._replace(time=0.0)
     if type(a) is not type(b):
@@ -97,21 +97,21 @@ def _difference(a, b, path: str) -> str | None:
             return None
         return f"{path} holds other values (largest difference {(a - b).abs().nan_to_num().max().item():.2g}, of values up to {a.abs().nan_to_num().max().item():.2g})"
     if isinstance(a, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
-        return _difference(a.state_dict(), b.state_dict(), path)
+        return difference(a.state_dict(), b.state_dict(), path)
     if isinstance(a, torch.Generator):
         return None if torch.equal(a.get_state(), b.get_state()) else f"{path} is in another state"
     if isinstance(a, dict):
         if a.keys() != b.keys():
             return f"{path} has keys {sorted(map(str, a))} in plain Python, {sorted(map(str, b))} here"
-        return next((d for k in a if (d := _difference(a[k], b[k], f"{path}[{k!r}]"))), None)
+        return next((d for k in a if (d := difference(a[k], b[k], f"{path}[{k!r}]"))), None)
     if isinstance(a, (list, tuple)):
         if len(a) != len(b):
             return f"{path} has {len(a)} items in plain Python, {len(b)} here"
-        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := _difference(x, y, f"{path}[{i}]"))), None)
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := difference(x, y, f"{path}[{i}]"))), None)
     if isinstance(a, float):
         return None if math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) or (math.isnan(a) and math.isnan(b)) else f"{path} is {a!r} in plain Python, {b!r} here"
     if isinstance(a, Component):
-        return _difference(vars(a), vars(b), path)
+        return difference(vars(a), vars(b), path)
     if type(a).__eq__ is object.__eq__:
         return None  # no value equality (e.g. a Gymnasium env object): its state shows elsewhere
     try:

@@ -1,7 +1,7 @@
 """Replica: one replica of one worker group, living in a Dask worker (or a thread, for the safety net).
 
 A replica holds its own namespace (its shard of the components and the loop's variables) and
-walks the whole program in one long-lived task (:mod:`fragnb.walker`), so heavy state stays put
+walks the whole program in one long-lived task (:mod:`fragnb.runtime.walker`), so heavy state stays put
 and only the values an edge carries move, worker to worker over channels. Values crossing an
 edge are combined here, on the receiving side: ``gather`` concatenates the senders' parts along
 the environment axis, ``scatter`` takes this replica's slice of one sender's value, ``broadcast``
@@ -10,7 +10,6 @@ takes it whole.
 
 from __future__ import annotations
 
-import linecache
 import pickle
 import threading
 from dataclasses import dataclass, field
@@ -18,16 +17,22 @@ from typing import TYPE_CHECKING, Any
 
 import distributed
 
-from .components import Component, Env
-from .program import Timer
+from ..components import Component, Env, Learner, modules_of
+from ..plan.instrument import remember_source
+from ..plan.script import ReplicaId
+from . import collectives
+from .channels import ZmqChannels, root_cause
 from .decoupled import FreeWalker
+from .payload import Payload
+from .timing import Timer
 from .walker import Walker
 
 if TYPE_CHECKING:
+    from ..plan.script import Script
     from .channels import Channels
-    from .walker import Script
 
-__all__ = ["Replica", "init_replica", "play", "run_program", "checkpoint_of", "forsake", "request_stop", "abort_run", "drop_run"]
+__all__ = ["Replica", "init_replica", "open_replica", "play", "run_program", "join_process_group", "checkpoint_of", "forsake",
+           "request_stop", "abort_run", "drop_run"]
 
 _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
 
@@ -95,21 +100,19 @@ def _snapshot(value):
     return type(value)(value) if type(value) in (list, dict, set) else value
 
 
-def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: bytes, codes: bytes,
-                 sharded: list[str], source: tuple[str, str], host: str | None = None, key: bytes = b"", fused: bool = False,
-                 resume: bytes | None = None) -> dict | None:
-    """Unpickle the notebook's objects, shard the components in ``sharded``, move them to ``device``
+def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: Payload, source: tuple[str, str],
+                 fused: bool = False, resume: bytes | None = None) -> Replica:
+    """Unpickle the notebook's objects, shard the components the payload names, move them to ``device``
     (environments too if ``fused``), and keep them here; or take them as they were at the checkpoint
-    ``resume``. With ``host``, open this replica's channel inbox there (taking messages signed with
-    ``key``) and return its address."""
+    ``resume``."""
     import torch._dynamo  # noqa: F401  torch.optim imports it on a first step: 1 s a worker, paid here, not in the loop
 
     filename, text = source
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    compiled = {i: compile(module, filename, "exec") for i, module in pickle.loads(codes).items()}
+    remember_source(filename, text)
+    compiled = {i: compile(module, filename, "exec") for i, module in pickle.loads(payload.codes).items()}
     if resume is None:
-        ns = pickle.loads(payload)
-        for name in sharded:
+        ns = pickle.loads(payload.objects)
+        for name in payload.sharded:
             ns[name] = ns[name].shard(index, count)
         if device != "cpu":  # environments stay on the CPU (actors answer them there) unless fused with them on the device
             for comp in (v for v in ns.values() if isinstance(v, Component) and (fused or not isinstance(v, Env))):
@@ -122,11 +125,15 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
         rep = Replica(group, index, count, device, state["ns"], compiled, resumed=state["walker"], **state["replica"])
     rep.ns["print"] = distributed.print  # the cell's prints reach the notebook, not only this worker's log
     _REPLICAS[(run_id, group, index)] = rep
-    if host is None:
-        return None
-    from .channels import ZmqChannels
+    return rep
 
-    rep.channels = ZmqChannels(f"{group}[{index}]", host, key)
+
+def open_replica(run_id: str, group: str, index: int, count: int, device: str, payload: Payload, source: tuple[str, str],
+                 host: str, key: bytes, fused: bool = False, resume: bytes | None = None) -> dict:
+    """On a worker: :func:`init_replica`, then open the replica's channel inbox on ``host`` (taking
+    messages signed with ``key``); returns its address."""
+    rep = init_replica(run_id, group, index, count, device, payload, source, fused, resume)
+    rep.channels = ZmqChannels(str(ReplicaId(group, index)), host, key)
     return rep.channels.address
 
 
@@ -153,7 +160,7 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
     plan = pickle.loads(script)
 
     def one(name: str) -> dict:
-        group, index = name.split("[")[0], int(name.split("[")[1][:-1])
+        group, index = ReplicaId.parse(name)
         rep = _REPLICAS[(run_id, group, index)]
         rep.channels.connect(addresses)
         try:
@@ -178,10 +185,16 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
     for t in threads:
         t.join()
     if errors:
-        from .channels import ChannelError
-
-        raise next((e for e in errors if not isinstance(e, ChannelError)), errors[0])
+        raise root_cause(errors)
     return results
+
+
+def join_process_group(run_id: str, rank: int, world: int, address: str, backend: str) -> int:
+    """Join the run's torch.distributed group as replica ``rank`` of this worker; every learner's
+    networks then average their gradients across the group."""
+    rep = next(r for (rid, _, i), r in _REPLICAS.items() if rid == run_id and i == rank)
+    learners = [v for v in rep.ns.values() if isinstance(v, Learner)]
+    return collectives.join(run_id, rank, world, address, backend, [m for learner in learners for m in modules_of(learner).values()])
 
 
 def checkpoint_of(run_id: str, iteration: int) -> dict[str, bytes]:
@@ -190,7 +203,7 @@ def checkpoint_of(run_id: str, iteration: int) -> dict[str, bytes]:
     out = {}
     for (rid, group, index), rep in list(_REPLICAS.items()):
         if rid == run_id and iteration in rep.checkpoints:
-            out[f"{group}[{index}]"] = rep.checkpoints[iteration]
+            out[str(ReplicaId(group, index))] = rep.checkpoints[iteration]
             for old in [k for k in rep.checkpoints if k <= iteration]:
                 rep.checkpoints.pop(old, None)
     return out
@@ -227,8 +240,6 @@ def drop_run(run_id: str) -> int:
         rep = _REPLICAS.pop(key)
         if rep.channels is not None:  # a run that ended before its program started
             rep.channels.close()
-    from . import collectives
-
     collectives.leave(run_id)
     return len(keys)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .errors import FragmentError
+from ..errors import FragmentError
 
 __all__ = ["Mismatch", "gather", "scatter", "combine", "to_device"]
 

@@ -1,0 +1,61 @@
+"""Instrumenting the cell's code: fragment timers, the iteration hook and statement traces.
+
+Every way of running a cell (in the notebook, dry on copies, a replica's segments) executes code
+rewritten here; it calls the one name fragnb puts in a namespace while it runs, ``DRIVER``.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+
+__all__ = ["DRIVER", "instrument", "compile_cell", "remember_source"]
+
+DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while code of a run executes
+
+
+def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None) -> list[ast.stmt]:
+    """``body`` with each run of consecutive statements of one fragment timed by
+    ``__fragnb_run__.timer(fragment)``; with ``hook_loop`` the top-level loop iterates through
+    ``__fragnb_run__.iterate`` (progress); with ``trace`` (node id -> statement index) every statement
+    is followed by ``__fragnb_run__.done(index)``."""
+
+    def call(method: str, *args: ast.expr) -> ast.Call:
+        return ast.Call(ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), list(args), [])
+
+    def timed(name: str, run: list[ast.stmt]) -> ast.With:
+        return ast.copy_location(ast.With([ast.withitem(call("timer", ast.Constant(name)))], run), run[0])
+
+    def build(nodes: list[ast.stmt], top: bool) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        run: list[ast.stmt] = []
+        current = None
+        for node in nodes:
+            name = None if isinstance(node, ast.For) else owner[id(node)]
+            if run and name != current:
+                out.append(timed(current, run))
+                run = []
+            current = name
+            if isinstance(node, ast.For):
+                it = ast.copy_location(call("iterate", node.iter), node.iter) if top and hook_loop else node.iter
+                out.append(ast.copy_location(ast.For(node.target, it, build(node.body, False), [], None), node))
+            else:
+                run.append(node)
+                if trace is not None:
+                    run.append(ast.copy_location(ast.Expr(call("done", ast.Constant(trace[id(node)]))), node))
+        if run:
+            out.append(timed(current, run))
+        return out
+
+    return build(body, True)
+
+
+def remember_source(filename: str, source: str) -> None:
+    """Let tracebacks of code compiled under ``filename`` show the user's cell lines (in this process)."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+
+
+def compile_cell(filename: str, source: str, body: list[ast.stmt]):
+    """Compile instrumented statements of a cell under ``filename``; errors and tracebacks name its lines."""
+    remember_source(filename, source)
+    return compile(ast.fix_missing_locations(ast.Module(body, [])), filename, "exec")

@@ -1,0 +1,129 @@
+"""Script: a placement planned as what every replica of a run walks.
+
+One Script per run, built once from the Placement: the program (segments and driven loops), the
+replica counts, the networks shared across groups, the stop rules. It is pickled once and sent to
+every replica; the safety net walks the same Script with a limit on its iterations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, NamedTuple
+
+from ..components import Env, modules_of, role_of
+from .decoupled import refuse
+from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_of
+
+if TYPE_CHECKING:
+    from ..policies import Placement
+
+__all__ = ["Script", "Weights", "ReplicaId", "peers", "overlap"]
+
+
+class ReplicaId(NamedTuple):
+    """Replica ``index`` of worker group ``group``; written ``group[index]`` (channel peers, timelines,
+    results are keyed by that text, which :meth:`parse` reads back)."""
+
+    group: str
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.group}[{self.index}]"
+
+    @classmethod
+    def parse(cls, name: str) -> ReplicaId:
+        group, _, rest = name.rpartition("[")
+        return cls(group, int(rest.rstrip("]")))
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A network held by components in two groups: ``source`` (in the owner group) is sent to
+    ``target`` (a component of ``group``) before that group next uses it, when it has changed."""
+
+    source: str  # "weights:learner:policy"
+    owner: str
+    owner_comp: str
+    target: str  # "weights:actor:policy"
+    group: str
+    target_comp: str
+
+
+@dataclass
+class Script:
+    """What every replica of a run walks; pickled once and sent to each."""
+
+    name: str
+    program: Program
+    groups: dict[str, int]  # group -> replica count
+    weights: list[Weights]
+    num_envs: int | None
+    stop_flags: list[str]
+    strict: bool  # values that cannot be combined are an error (else replica 0's is taken)
+    limit: int | None = None  # iterations of the iteration loop to run (the safety net runs one or two)
+    variables: list[str] = field(default_factory=list)  # what the cell assigns: sent back at the end
+    #: A stop condition checked after every iteration: ``until(curve, iterations, env_steps)`` with the
+    #: curve as (env steps, return) per finished episode, in plain Python's order.
+    until: Callable[[list, int, int], bool] | None = None
+    #: The replica that decides after each iteration whether the run ends: the first of the group
+    #: whose segment ends the iteration (a learner), so the others hear it with what they wait for anyway.
+    leader: str = ""
+    #: Decoupled policies (fragnb.decoupled): groups other than the leader's run free of it.
+    decoupled: bool = False
+    max_staleness: int = 0
+    #: Synchronous Dask runs: every replica keeps its state after every this many iterations, for the
+    #: notebook to fetch; a run that loses a worker resumes from the last one all replicas kept (0: never).
+    checkpoint_every: int = 0
+
+    @classmethod
+    def of(cls, placement: Placement, limit: int | None = None, until=None, checkpoint_every: int = 0) -> Script:
+        graph = placement.graph
+        program = plan(placement)
+        env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
+        loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
+        last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
+        if placement.policy.decoupled:
+            refuse(placement, program)
+            last = placement.home
+        return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
+                   env.num_envs if env else None, list(graph.stop_flags), placement.exact and not placement.policy.decoupled, limit, sorted(graph_writes(graph)), until,
+                   str(ReplicaId(last, 0)), placement.policy.decoupled, placement.params.get("max_staleness", 0),
+                   0 if placement.policy.decoupled else checkpoint_every)
+
+    @property
+    def filename(self) -> str:
+        return f"<fragment {self.name}>"
+
+    def replicas(self) -> list[str]:
+        return [name for g, n in self.groups.items() for name in peers(g, n)]
+
+    def components(self) -> dict[str, list[str]]:
+        """The components each group's statements use: what its replicas send back at the end."""
+        return {g: sorted({c for s in self.program.segments if s.group == g for c in s.components}) for g in self.groups}
+
+
+def peers(group: str, count: int) -> list[str]:
+    """The names of a group's ``count`` replicas."""
+    return [str(ReplicaId(group, i)) for i in range(count)]
+
+
+def overlap(index: int, count: int, other: int) -> list[int]:
+    """The replicas of an ``other``-replica group whose environments overlap those of replica
+    ``index`` of ``count`` (one count divides the other; shares are contiguous and even)."""
+    return list(range(index * (other // count), (index + 1) * (other // count))) if count <= other else [index // (count // other)]
+
+
+def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weights]:
+    """Networks held by components in two groups; the group of a learner holding one owns it."""
+    ns = placement.graph.namespace
+    holders: dict[int, list[tuple[str, str, str]]] = {}
+    for seg in segments:
+        for comp in sorted(seg.components):
+            for attr, value in modules_of(ns[comp]).items():
+                if (comp, attr, seg.group) not in holders.setdefault(id(value), []):
+                    holders[id(value)].append((comp, attr, seg.group))
+    out = []
+    for entries in holders.values():
+        comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), entries[0])
+        out += [Weights(f"weights:{comp}:{attr}", owner, comp, f"weights:{c}:{a}", g, c) for c, a, g in entries if g != owner]
+    return out

@@ -1,0 +1,12 @@
+"""Distribution policies: graph + parameters --> Placement (replicas, devices, edge operators).
+
+``policy`` holds a policy as data and the registry, ``builtin`` the seven policies of the design's
+table, ``placement`` the pure function that applies one to a graph (no cluster library imported).
+"""
+
+from . import builtin  # noqa: F401  registers the built-in policies
+from .placement import EdgePlacement, FragmentPlacement, Placement, choices, place
+from .policy import POLICIES, ROLES, DistributionPolicy, register, resolve
+
+__all__ = ["DistributionPolicy", "Placement", "FragmentPlacement", "EdgePlacement", "POLICIES", "ROLES", "register", "resolve",
+           "place", "choices"]

@@ -1,0 +1,110 @@
+"""A distribution policy as data, and the registry of policies by name.
+
+A policy is mostly data: which worker group each role's fragments go to, and how many replicas each
+group has; :mod:`fragnb.policies.placement` applies one to a graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ROLES", "DistributionPolicy", "POLICIES", "register", "resolve"]
+
+
+ROLES = ("env", "actor", "buffer", "learner", "driver")
+
+
+@dataclass(frozen=True)
+class DistributionPolicy:
+    """Where fragments run, how many copies run, and what each crossing edge becomes.
+
+    Parameters
+    ----------
+    name, mirrors, description : str
+        Shown in errors, the README table and placements.
+    tradeoff : str
+        What the policy gains and what it pays for it, in a sentence (the explorer shows it).
+    groups : dict
+        Role (``"env"``, ``"actor"``, ``"buffer"``, ``"learner"``, ``"driver"``) to worker group.
+    replicas : dict
+        Worker group to its replica count: an int, the name of a parameter (``"actors"``), or two
+        names ``(workers, per_worker)``: that many worker processes, each running ``per_worker``
+        replicas as threads (``srl``'s ring of environment groups on one actor worker).
+    gpu_groups : tuple of str
+        Groups that run on a GPU when ``device="cuda"`` (or ``"auto"`` and one is present).
+    collectives : tuple of str
+        Communication inside a replicated group (e.g. gradient all-reduce), for the drawing.
+    required_roles : tuple of str
+        Roles the graph must have for the policy to make sense.
+    options : dict
+        Further parameters and their defaults (``max_staleness`` of ``async``).
+    decoupled : bool
+        Whether the groups other than the driver's run free of it (``async``, ``srl``): they stream
+        what they produce to the driver's group and pull its weights by version (:mod:`fragnb.decoupled`).
+    fused : bool
+        Whether environments run on the group's device too (``gpu_only``): with a GPU nothing leaves it.
+
+    Examples
+    --------
+    A user's own policy, defined in a cell: environments and actors on N workers, buffer and learner
+    together on one.
+
+    >>> mine = register(DistributionPolicy(
+    ...     "my_policy", "a user's own", "actors with their envs on N workers; buffer with the learner",
+    ...     groups={"env": "actors", "actor": "actors", "buffer": "learner", "learner": "learner", "driver": "learner"},
+    ...     replicas={"actors": "actors", "learner": 1}, required_roles=("actor", "learner")))
+    >>> sorted(mine.parameters)
+    ['actors', 'device']
+    """
+
+    name: str
+    mirrors: str
+    description: str
+    groups: dict[str, str] = field(default_factory=lambda: dict.fromkeys(ROLES, "main"))
+    replicas: dict[str, int | str | tuple[str, str]] = field(default_factory=lambda: {"main": 1})
+    gpu_groups: tuple[str, ...] = ()
+    collectives: tuple[str, ...] = ()
+    required_roles: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    decoupled: bool = False
+    fused: bool = False
+    tradeoff: str = ""
+
+    def __post_init__(self):
+        missing = [r for r in ROLES if r not in self.groups]
+        if missing:
+            raise ValueError(f"policy {self.name!r}: groups must give every role a worker group; {missing} have none "
+                             f"(roles: {list(ROLES)})")
+        unknown = sorted(set(self.groups) - set(ROLES))
+        if unknown:
+            raise ValueError(f"policy {self.name!r}: {unknown} are not roles (roles: {list(ROLES)})")
+        uncounted = sorted(set(self.groups.values()) - set(self.replicas))
+        if uncounted:
+            raise ValueError(f"policy {self.name!r}: replicas gives no count for the worker groups {uncounted}; "
+                             "give each an int or the name of a parameter, e.g. replicas={'actors': 'actors', 'learner': 1}")
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """Parameters the policy takes, with their defaults."""
+        counts = {n if isinstance(n, str) else n[0]: 1 for n in self.replicas.values() if not isinstance(n, int)}
+        return {**counts, **({"device": "auto"} if self.gpu_groups or counts else {}), **self.options}
+
+
+POLICIES: dict[str, DistributionPolicy] = {}
+
+
+def register(policy: DistributionPolicy) -> DistributionPolicy:
+    """Add ``policy`` to the registry under its name (replacing one of the same name)."""
+    POLICIES[policy.name] = policy
+    return policy
+
+
+def resolve(policy: str | DistributionPolicy) -> DistributionPolicy:
+    """The registered policy of that name, or ``policy`` itself; an unknown name lists the known ones."""
+    if isinstance(policy, DistributionPolicy):
+        return policy
+    try:
+        return POLICIES[policy]
+    except KeyError:
+        raise ValueError(f"unknown distribution policy: {policy!r} (must be one of {sorted(POLICIES)})") from None

@@ -1,0 +1,175 @@
+"""Running the cell in this process: a ``single`` run in the notebook's namespace, and dry runs on copies.
+
+A ``single`` run executes the cell's own code, instrumented only by per-fragment timers and a
+progress hook on the iteration loop, so the namespace ends exactly as plain execution of the cell
+would leave it. A dry run (the safety net's plain side, :mod:`fragnb.runtime.measure`) runs the
+first iterations on deep copies of the objects the cell reads, so the notebook's are untouched.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import itertools
+import signal
+import sys
+import threading
+import time
+import types
+
+from ..plan.instrument import DRIVER, compile_cell, instrument
+from .result import RunResult
+from .timing import Timer
+
+__all__ = ["InNotebook", "exec_cell", "copies", "run_plain", "Dry"]
+
+
+def exec_cell(graph, ns: dict, driver, trace: bool = False) -> None:
+    """Execute the cell in ``ns`` with ``driver`` as the instrumentation calls it (timers, the
+    iteration hook; with ``trace``, ``driver.done(statement index)`` after every statement)."""
+    index = {id(s.node): s.index for s in graph.statements} if trace else None
+    code = compile_cell(graph.filename, graph.source, instrument(graph.tree.body, graph.owners(), hook_loop=True, trace=index))
+    ns[DRIVER] = driver
+    try:
+        exec(code, ns)
+    finally:
+        for name in (DRIVER, *graph.temps):  # capture's own names never reach the notebook
+            ns.pop(name, None)
+
+
+def copies(graph) -> dict:
+    """Deep copies (sharing preserved) of the namespace values the cell reads; modules, classes and
+    functions are shared as they are."""
+    keep = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
+    headers = {n.id for loop in ast.walk(graph.tree) if isinstance(loop, ast.For) for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
+    names = {n for s in graph.statements for n in s.reads} | headers
+    values = {n: graph.namespace[n] for n in names if n in graph.namespace}
+    memo = {id(v): v for v in values.values() if isinstance(v, keep)}
+    return {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
+
+
+class Dry:
+    """Driver of a dry run: no timing, the first ``iterations`` iterations only."""
+
+    def __init__(self, graph, ns: dict, iterations: int = 1):
+        self.graph, self.ns, self.iterations = graph, ns, iterations
+
+    def timer(self, name: str):
+        return contextlib.nullcontext()
+
+    def iterate(self, iterable):
+        for item in itertools.islice(iterable, self.iterations):
+            if self.graph.stopped(self.ns):
+                return
+            yield item
+
+    def done(self, index: int) -> None:
+        pass
+
+
+def run_plain(graph, ns: dict, iterations: int) -> None:
+    """Run the cell's first ``iterations`` iterations as plain Python in ``ns``."""
+    exec_cell(graph, ns, Dry(graph, ns, iterations))
+
+
+class _Driver:
+    """What the instrumented cell calls in a ``single`` run: fragment timers and the iteration hook."""
+
+    def __init__(self, graph, ns: dict, live, until=None, stop: threading.Event | None = None):
+        self.graph, self.ns, self.live, self.until = graph, ns, live, until
+        self.stopped = ""
+        self.interrupted = stop or threading.Event()  # Ctrl-C or the explorer's Stop: end after the current iteration
+        self.envs = [ns[c] for c, role in graph.components.items() if role == "env"]
+        self.seen = [len(e.episodes) for e in self.envs]
+        self.steps0 = [e.env_steps for e in self.envs]
+        self.seconds = {f.name: 0.0 for f in graph.fragments}
+        self.intervals: list = []
+        self.timers = {name: Timer(self.seconds, name, self.intervals) for name in self.seconds}
+        self.curve: list[tuple[int, float, float]] = []  # (env steps, return, seconds) per episode
+        self.iterations = 0
+        self.progress = None
+        self.start = time.perf_counter()
+        self.ticks = [self.start]
+
+    def timer(self, name: str) -> Timer:
+        return self.timers[name]
+
+    def iterate(self, iterable):
+        total = len(iterable) if hasattr(iterable, "__len__") else None
+        self.progress = self.live(total, self.graph.name)
+        for item in iterable:
+            if self.graph.stopped(self.ns):  # `break` or a `while` condition: no further iteration
+                self.stopped = "the loop's own condition (`break` or `while`)"
+                break
+            yield item
+            self.iterations += 1
+            self.ticks.append(time.perf_counter())
+            points = self.points()
+            self.progress.update(points, self.env_steps(), seconds=self.seconds)
+            if self.interrupted.is_set():
+                self.stopped = f"interrupted: stopped after iteration {self.iterations}, as asked"
+                break
+            if self.until is not None and self.until(points, self.iterations, self.env_steps()):
+                self.stopped = f"the stop condition held after iteration {self.iterations}"
+                break
+
+    def env_steps(self) -> int:
+        return sum(e.env_steps - s for e, s in zip(self.envs, self.steps0))
+
+    def collect(self) -> list[tuple[int, float, float]]:
+        """Add the episodes finished since the last call to the run's curve (kept in time order)."""
+        new = []
+        for k, (env, steps0) in enumerate(zip(self.envs, self.steps0)):
+            episodes = env.episodes[self.seen[k] :]
+            self.seen[k] += len(episodes)
+            new += [(ep.time, ep.env_id, ep.step * env.num_envs - steps0, ep.ret) for ep in episodes]
+        # in plain Python's order (step, then environment), so that every policy draws the same curve
+        self.curve += [(steps, ret, t - self.start) for t, _, steps, ret in sorted(new, key=lambda e: (e[2], e[1]))]
+        return self.curve
+
+    def points(self) -> list[tuple[int, float]]:
+        return [(s, r) for s, r, _ in self.collect()]
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close(self.points())
+
+
+@contextlib.contextmanager
+def _interrupts_end_the_iteration(driver: _Driver):
+    """While the loop runs, a first Ctrl-C (SIGINT) ends it after the current iteration, as a
+    distributed run does; a second one interrupts at once. Signals reach only the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        if driver.interrupted.is_set():
+            raise KeyboardInterrupt
+        driver.interrupted.set()
+        print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class InNotebook:
+    """Runs a ``single`` placement: the cell itself, in the job's namespace (see the module's docstring)."""
+
+    def execute(self, job) -> RunResult:
+        graph = job.placement.graph
+        driver = _Driver(graph, job.namespace, job.live, job.until, job.stop)
+        try:
+            with _interrupts_end_the_iteration(driver):
+                exec_cell(graph, job.namespace, driver)
+        finally:
+            seconds = time.perf_counter() - driver.start
+            driver.close()
+        ticks = driver.ticks
+        intervals = [("main", label, kind, a - driver.start, b - driver.start) for label, kind, a, b in driver.intervals]
+        return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.collect(),
+                         iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])], intervals=intervals, stopped=driver.stopped)

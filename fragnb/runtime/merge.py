@@ -1,0 +1,64 @@
+"""Merge: what the replicas hold at the end (or at a checkpoint) back into the notebook's namespace."""
+
+from __future__ import annotations
+
+import pickle
+
+import torch
+
+from ..components import Component, role_of
+from ..plan.script import ReplicaId, peers
+from .edges import combine
+from .walker import held
+
+__all__ = ["merge", "checkpoint_finals"]
+
+
+def merge(ns: dict, script, finals: dict[str, dict]) -> None:
+    """Variables from the group that assigned them last (gathered over its replicas); components
+    merged from their shards and loaded in place, learners last so their networks win."""
+    first = finals[script.leader]  # under a decoupled policy, actors count iterations of their own
+    last_writer, scalars = first["last_writer"], first["scalars"]
+    program = script.program
+
+    def parts(g: str, section: str, name: str) -> list:
+        return [finals[p][section][name] for p in peers(g, script.groups[g])]
+
+    for var in script.variables:
+        if var in last_writer:
+            g = last_writer[var]
+            if any(finals[p].get("lost") for p in peers(g, script.groups[g])):
+                continue  # a replica's part died with its worker: the notebook keeps its value
+            if var not in finals[peers(g, 1)[0]]["variables"]:
+                ns.pop(var, None)  # the cell deleted it (`del`)
+                continue
+            ns[var] = combine(var, parts(g, "variables", var), 0, 1, None, program.kinds.get(var, "sharded"),
+                              program.origin.get(var, ""), script.strict)
+        elif var in scalars:
+            ns[var] = scalars[var]
+    comps = [(c, g) for g in script.groups for c in finals[peers(g, 1)[0]]["components"]]
+    for name, g in sorted(comps, key=lambda cg: role_of(ns[cg[0]]) == "learner"):
+        shards = parts(g, "components", name)
+        _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
+
+
+def checkpoint_finals(script, blobs: dict[str, bytes]) -> dict[str, dict]:
+    """What the notebook merges, from every replica's checkpoint."""
+    held_by = script.components()
+    finals = {}
+    for name, blob in blobs.items():
+        state = pickle.loads(blob)
+        group = ReplicaId.parse(name).group
+        finals[name] = {**held(script, group, state["ns"], held_by[group]), **{k: state["walker"][k] for k in ("scalars", "last_writer")}}
+    return finals
+
+
+def _absorb(target: Component, merged: Component) -> None:
+    """Take ``merged``'s state into ``target`` in place: networks and optimisers load their state, so
+    objects the notebook shares (one policy for actor and learner) stay shared."""
+    for name, value in vars(merged).items():
+        current = vars(target).get(name)
+        if isinstance(current, (torch.nn.Module, torch.optim.Optimizer)):
+            current.load_state_dict(value.state_dict())
+        else:
+            setattr(target, name, value)

@@ -1,0 +1,52 @@
+"""Payload: what a group's replicas receive before the run, and the error when something cannot travel."""
+
+from __future__ import annotations
+
+import pickle
+from typing import NamedTuple
+
+import cloudpickle
+
+from ..components import Component
+from ..errors import FragmentError
+from ..plan.program import header_names
+
+__all__ = ["Payload", "pack"]
+
+
+class Payload(NamedTuple):
+    """The notebook objects a group's statements and the loops' headers read (cloudpickled), its
+    segments' code (pickled AST, compiled where it runs), and which of its components are split per replica."""
+
+    objects: bytes
+    codes: bytes
+    sharded: list[str]
+
+
+def pack(graph, ns: dict, script, group: str) -> Payload:
+    """``group``'s payload from the objects in ``ns``; what cannot be pickled raises FragmentError."""
+    segs = [s for s in script.program.segments if s.group == group]
+    names = {v for s in segs for v in s.reads | s.components if v in ns} | {v for v in header_names(script.program.items) if v in ns}
+    n = script.groups[group]
+    sharded = sorted(v for v in names if n > 1 and isinstance(ns[v], Component) and "num_envs" in vars(ns[v]))
+    objects = {v: ns[v] for v in sorted(names)}
+    try:
+        blob = cloudpickle.dumps(objects)
+    except Exception as e:
+        raise _cannot_travel(graph, objects, group) from e
+    return Payload(blob, pickle.dumps({s.index: s.module for s in segs}), sharded)
+
+
+def _cannot_travel(graph, objects: dict, group: str) -> FragmentError:
+    """The error for objects a worker cannot receive: which one, why, and the first line that uses it."""
+    for name, value in objects.items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as e:
+            line = next((s.lineno for s in graph.statements if name in s.reads or name in s.components), None)
+            return FragmentError(
+                f"`{name}` ({type(value).__name__}) cannot be sent to the workers of group {group!r}: {type(e).__name__}: {e}. "
+                "What a distributed policy ships must pickle (cloudpickle): keep locks, open files, sockets and threads "
+                "out of its attributes (create them lazily, or drop them in __getstate__), or run it under 'single'",
+                line, graph.source.splitlines()[line - 1] if line else None)
+    return FragmentError(f"the objects of group {group!r} cannot be sent to its workers (they pickle one by one, not together)")

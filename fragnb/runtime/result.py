@@ -1,0 +1,191 @@
+"""RunResult: what a run did, under any policy, and how its replicas' records make one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RunResult", "first_solved", "plain_order", "arrival_order"]
+
+
+def plain_order(episode: list) -> tuple[int, int]:
+    """Sort key of episodes (time, environment, env steps, return) in plain Python's order: by step,
+    then environment, not by arrival; every synchronous policy then sees the same curve (and ``until``
+    the same returns)."""
+    return episode[2], episode[1]
+
+
+def arrival_order(episode: list) -> tuple[float, int]:
+    """Sort key of episodes by when they ended: decoupled actors' steps are not one sequence."""
+    return episode[0], episode[1]
+
+
+@dataclass
+class RunResult:
+    """What a run did.
+
+    Attributes
+    ----------
+    graph, policy : str
+        Names of the graph and of the distribution policy.
+    iterations : int
+        Training iterations completed.
+    seconds : float
+        Wall-clock time of the loop (for distributed runs, after the workers received their components).
+    env_steps : int
+        Environment steps taken.
+    fragment_seconds : dict
+        Wall-clock seconds spent in each fragment.
+    curve : list of (int, float, float)
+        One entry per finished episode: environment steps so far, return, seconds since start.
+    client_bytes, transfer_bytes : int
+        Distributed runs: bytes the notebook received while the loop ran (progress events), and
+        bytes the replicas sent each other over channels, worker to worker.
+    iteration_seconds : list of float
+        Wall-clock duration of each training iteration.
+    """
+
+    graph: str
+    policy: str
+    iterations: int = 0
+    seconds: float = 0.0
+    env_steps: int = 0
+    fragment_seconds: dict[str, float] = field(default_factory=dict)
+    curve: list[tuple[int, float, float]] = field(default_factory=list, repr=False)
+    client_bytes: int = 0
+    transfer_bytes: int = 0
+    iteration_seconds: list[float] = field(default_factory=list, repr=False)
+    #: Seconds the safety net took (its first iteration both ways, on copies; 0 when off).
+    check_seconds: float = 0.0
+    #: Each replica's timeline: (replica, fragment or what it waits for, "busy" or "wait", start, end), seconds since the start.
+    intervals: list[tuple[str, str, str, float, float]] = field(default_factory=list, repr=False)
+    #: Distributed runs: messages the replicas sent each other over channels.
+    messages: int = 0
+    #: Why the run ended before its loop did ("" when the loop ran out): the stop condition, or the loop's own `break`.
+    stopped: str = ""
+    #: Decoupled policies (async, srl): per learner iteration, the staleness of each trajectory it
+    #: trained on (its version minus the version of the weights that produced it).
+    staleness: list[list[int]] = field(default_factory=list, repr=False)
+    #: Decoupled policies: trajectories dropped as staler than ``max_staleness``, and trajectories the
+    #: actors produced that the learner never took (in flight when it stopped).
+    dropped: int = 0
+    unconsumed: int = 0
+    #: Decoupled policies: how many replicas had a trajectory waiting each time the learner took one.
+    queue_depth: list[int] = field(default_factory=list, repr=False)
+    #: Environments one inference call serves (each replica of the actor fragments, e.g. srl's policy workers).
+    inference_batch: int | None = None
+    #: Workers the run lost, each of which made it start again (``run(restarts=...)``), and from where.
+    lost_workers: list[str] = field(default_factory=list, repr=False)
+    #: Synchronous distributed runs: iterations between checkpoints (0: none), the seconds they cost
+    #: (the slowest replica keeping its own, plus the notebook fetching them all), and the last one's bytes.
+    checkpoint_every: int = 0
+    checkpoint_seconds: float = 0.0
+    checkpoint_bytes: int = 0
+    #: ``async``: trajectories lost with an actor's worker (the one each lost actor was producing; the
+    #: run goes on with the other actors, see ``lost_workers``).
+    lost_trajectories: int = 0
+
+    @property
+    def env_steps_per_s(self) -> float:
+        return self.env_steps / self.seconds if self.seconds else 0.0
+
+    @property
+    def returns(self) -> list[float]:
+        return [r for _, r, _ in self.curve]
+
+    def mean_return(self, last: int = 20) -> float:
+        """Mean return of the last ``last`` finished episodes (NaN before any)."""
+        tail = self.returns[-last:]
+        return sum(tail) / len(tail) if tail else float("nan")
+
+    @property
+    def seconds_per_iteration(self) -> float:
+        """Median duration of an iteration after the first (which pays for warm-up)."""
+        steady = sorted(self.iteration_seconds[1:] or self.iteration_seconds)
+        return steady[len(steady) // 2] if steady else float("nan")
+
+    def solved_at(self, threshold: float = 475.0, window: int = 20) -> tuple[int, float] | None:
+        """(env steps, seconds) when the mean of the last ``window`` returns first reached ``threshold``."""
+        i = first_solved(self.returns, threshold, window)
+        return None if i is None else self.curve[i][::2]
+
+    def plot(self):
+        """The learning curve as a matplotlib ``Figure`` (decoupled policies: with the staleness per learner iteration below)."""
+        from ..ui.live import learning_curve
+
+        ages = [sum(per) / len(per) for per in self.staleness if per]
+        return learning_curve([(s, r) for s, r, _ in self.curve], f"{self.graph} ({self.policy})", staleness=ages)
+
+    def timeline(self, start: float = 0.0, end: float | None = None):
+        """When each replica worked on which fragment and when it waited for another group, as a
+        Gantt-style matplotlib ``Figure`` (seconds ``start`` to ``end`` of the loop; all by default)."""
+        from ..ui.live import timeline
+
+        end = float("inf") if end is None else end
+        shown = [(r, label, kind, max(a, start), min(b, end)) for r, label, kind, a, b in self.intervals if b > start and a < end]
+        return timeline(shown, f"{self.graph} ({self.policy}): what each replica does")
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.graph} under {self.policy!r}: {self.iterations} iterations, {self.env_steps} env steps "
+            f"in {self.seconds:.2f} s ({self.env_steps_per_s:,.0f} steps/s); "
+            f"mean return of last 20 episodes {self.mean_return():.1f}"
+        ]
+        if self.stopped:
+            lines.append(f"  stopped: {self.stopped}")
+        for lost in self.lost_workers:
+            lines.append(f"  {lost}")
+        if self.lost_trajectories:
+            lines.append(f"  trajectories lost in flight with their actors' workers: {self.lost_trajectories}")
+        if self.staleness:
+            ages = [a for per in self.staleness for a in per]
+            lines.append(f"  staleness: mean {sum(ages) / len(ages):.2f}, max {max(ages)} versions over {len(ages)} trajectories; "
+                         f"{self.dropped} dropped as too stale, {self.unconsumed} unconsumed at the end; "
+                         f"{sum(self.queue_depth) / max(len(self.queue_depth), 1):.1f} replicas waiting per trajectory taken; "
+                         f"{self.inference_batch} environments per inference call")
+        total = sum(self.fragment_seconds.values()) or 1.0
+        for name, sec in sorted(self.fragment_seconds.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {name:<14} {sec:8.3f} s  {100 * sec / total:5.1f} %")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+    @classmethod
+    def of_replicas(cls, graph: str, policy: str, finals: dict[str, dict], start: float, leader: str, decoupled: bool,
+                    **measured) -> RunResult:
+        """The run as its replicas recorded it (``finals``: what each sent back, by name). Times are
+        the wall-clock times the replicas took (comparable across machines), relative to ``start``;
+        ``measured`` adds what the notebook measured itself (client bytes, safety net, checkpoints)."""
+        episodes = sorted((e for f in finals.values() for e in f["episodes"]), key=arrival_order if decoupled else plain_order)
+        lead = finals[leader]
+        iterations = lead["iterations"]
+        ticks = [start] + [max(f["ticks"][k] for f in finals.values() if len(f["ticks"]) > k) for k in range(iterations)]
+        end = max([ticks[-1]] + [b for f in finals.values() for *_, b in f["intervals"]])
+        fragments = sorted({name for f in finals.values() for name in f["seconds"]})
+        return cls(
+            graph, policy, iterations, end - start,
+            env_steps=sum(f["steps"] for f in finals.values()),
+            fragment_seconds={name: max(f["seconds"].get(name, 0.0) for f in finals.values()) for name in fragments},
+            curve=[(steps, ret, t - start) for t, _, steps, ret in episodes],
+            transfer_bytes=sum(f["bytes_sent"] for f in finals.values()),
+            iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])],
+            intervals=[(name, label, kind, a - start, b - start) for name, f in finals.items() for label, kind, a, b in f["intervals"]],
+            messages=sum(f["messages_sent"] for f in finals.values()),
+            stopped=lead["stopped"],
+            staleness=lead.get("staleness", []),
+            dropped=lead.get("dropped", 0),
+            unconsumed=sum(finals[peer]["iterations"] - taken for peer, taken in lead.get("taken", {}).items() if not finals[peer].get("lost")),
+            lost_trajectories=sum(1 for f in finals.values() if f.get("lost")),
+            queue_depth=lead.get("depth", []),
+            **measured,
+        )
+
+
+def first_solved(returns: list[float], threshold: float = 475.0, window: int = 20) -> int | None:
+    """Index of the first episode at which the mean of the last ``window`` returns reaches ``threshold``."""
+    total = 0.0
+    for i, r in enumerate(returns):
+        total += r - (returns[i - window] if i >= window else 0.0)
+        if i + 1 >= window and total / window >= threshold:
+            return i
+    return None

@@ -1,0 +1,174 @@
+"""run(): the one way through a run — place once, plan once, check, execute, result.
+
+``single`` runs the cell itself in the notebook (:class:`~fragnb.runtime.local.InNotebook`); every
+other policy is planned once into a Script, which the safety net walks first with every replica a
+thread here (:mod:`fragnb.runtime.check`), and then a Dask cluster's workers (:class:`~fragnb.runtime.plane.OnDask`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable
+
+import torch
+
+from ..graph import FragmentGraph
+from ..plan.script import Script
+from ..policies import Placement
+from .job import Job
+from .local import InNotebook
+from .result import RunResult
+
+__all__ = ["run", "run_placement", "CHECKPOINT_EVERY"]
+
+#: Iterations between checkpoints of synchronous distributed runs. Keeping and fetching one costs 17 ms
+#: for notebook 01's loop under coarse (0.4 MB, a third of an iteration; DQN's replay buffer: 30 ms,
+#: 3.3 MB; benchmarks/checkpoints.py): every 10 iterations costs about 3 %, and a lost worker at most
+#: 10 iterations' work.
+CHECKPOINT_EVERY = 10
+
+
+def run(graph: FragmentGraph, policy="single", cluster=None, *, progress=True, plot: bool = True,
+        check: bool = True, until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None,
+        threads: int | None = 1, dashboard: bool = True, restarts: int = 2, checkpoint_every: int = CHECKPOINT_EVERY,
+        **params) -> RunResult:
+    """Run a captured training loop under a distribution policy.
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        From :func:`fragnb.capture` or ``%%fragment``.
+    policy : str or DistributionPolicy
+        ``"single"`` runs in this process; every other registered policy (``"coarse"``, ``"fine"``,
+        ``"multi_learner"``, ``"async"``, ``"srl"``, ``"gpu_only"``, your own) on Dask.
+    cluster : optional
+        Where distributed policies run: ``None``/``"local"`` (an embedded LocalCluster on 127.0.0.1,
+        kept for the kernel's next runs), ``"cuda"``, a ``"tcp://host:port"`` scheduler or a
+        ``distributed.Client``. ``single`` takes none.
+    progress, plot : bool
+        Show a progress bar, and a live dashboard in a notebook (learning curve, env steps/s over
+        time, each fragment's share of the time). ``progress`` may instead be a
+        :class:`~fragnb.ui.live.LiveProgress` that shows them elsewhere (the explorer's widgets).
+    check : bool
+        Distributed policies whose replicas must reproduce plain Python (all but data-parallel ones
+        such as ``multi_learner``) first run the cell's first iteration both ways on copies, in this
+        process, and refuse to run if any variable or component differs (:mod:`fragnb.runtime.check`).
+        Its cost is ``RunResult.check_seconds``.
+    until : callable, optional
+        A stop condition, e.g. ``lambda r: r.mean_return() >= 475``: called after every iteration
+        with the run so far (a ``RunResult``: its ``curve``, ``iterations`` and ``env_steps``), it
+        ends the run after the first iteration where it holds. The namespace is then what plain
+        Python leaves after that many iterations, under every policy, and ``RunResult.stopped``
+        says why the run ended.
+    stop : threading.Event, optional
+        Setting it (from another thread: the explorer's Stop button) ends the run after the current
+        iteration, as ``until`` and a first Ctrl-C do.
+    restarts, checkpoint_every : int
+        Synchronous distributed policies keep every replica's state in this process after every
+        ``checkpoint_every`` iterations (0: never; ``RunResult.checkpoint_seconds`` is what it cost). A
+        run that loses a worker (killed, out of memory) starts again on fresh workers from the last
+        checkpoint, up to ``restarts`` times; every random draw is counter-based, so the result is the
+        uninterrupted run's, weight for weight, and ``RunResult.lost_workers`` says what was lost. When
+        it cannot go on (no restarts left, no workers to replace the lost one), the error says so and
+        the namespace holds the last checkpoint: plain Python's state after that many iterations.
+        ``async`` goes on without an actor whose worker died, losing the trajectory it was producing
+        (``RunResult.lost_trajectories``); losing its learner, or any worker under ``srl``, stops
+        the run with the error, the namespace untouched.
+    dashboard : bool
+        Whether fragnb's own cluster serves Dask's dashboard (bokeh: task stream, workers' CPU and
+        memory) on a free 127.0.0.1 port. Without it the scheduler still answers Dask's health checks
+        there (distributed has no switch for that), and serves no dashboard. A cluster started the
+        other way is replaced.
+    threads : int or None
+        torch's intra-op threads in this process while the run lasts (``single``'s loop, the safety
+        net); ``None`` keeps torch's setting. 1 by default, as in Dask's workers: the small networks of
+        RL loops gain nothing from splitting an operation, and with a browser or other processes on
+        the cores, two threads made notebook 01 four times slower per iteration on a 2-core machine.
+        One setting everywhere also makes every policy round floats alike.
+    **params
+        The policy's parameters, e.g. ``actors=2``, ``learners=2``, ``max_staleness=1`` (async, srl),
+        ``policy_workers=1, ring=2`` (srl); checked before anything starts.
+
+    Returns
+    -------
+    RunResult
+        Timing, throughput and the learning curve. The loop's variables and the components'
+        trained state are in the graph's namespace, as after running the cell as plain Python.
+    """
+    placement = graph.place(policy, **params)  # every parameter checked before a worker starts
+    return run_placement(placement, cluster, progress=progress, plot=plot, check=check, until=until, stop=stop, threads=threads,
+                         dashboard=dashboard, restarts=restarts, checkpoint_every=checkpoint_every)
+
+
+def run_placement(placement: Placement, cluster=None, *, progress=True, plot: bool = True, check: bool = True,
+                  until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None, threads: int | None = 1,
+                  dashboard: bool = True, restarts: int = 2, checkpoint_every: int = CHECKPOINT_EVERY) -> RunResult:
+    """:func:`run` for a graph already placed (the magic and the explorer place it to draw it first)."""
+    graph, policy = placement.graph, placement.policy
+    on_curve = _on_curve(until, graph.name, policy.name)
+    with _torch_threads(threads):
+        if policy.name == "single":
+            if cluster is not None:
+                raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
+            result = InNotebook().execute(Job(placement, None, graph.namespace, _live(progress, plot), on_curve, stop or threading.Event()))
+        else:
+            result = _distributed(placement, cluster, _live(progress, plot), on_curve, stop, check, dashboard, restarts, checkpoint_every)
+    graph.last_run = result  # the user's record of the latest run (``NAME.last_run``)
+    return result
+
+
+def _distributed(placement: Placement, cluster, live, until, stop, check: bool, dashboard: bool, restarts: int,
+                 checkpoint_every: int) -> RunResult:
+    from .plane import OnDask  # Dask is imported only when a distributed policy runs
+
+    policy = placement.policy
+    if policy.fused:
+        for note in placement.notes:
+            print(f"fragnb: {policy.name}: {note}", file=sys.stderr)
+        if cluster is None and any(device == "cuda" for _, device in placement.groups.values()):
+            cluster = "cuda"  # one worker per GPU: each replica on a device of its own
+    script = Script.of(placement, until=until, checkpoint_every=checkpoint_every)  # refusals raise here
+    job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event())
+    job.payloads  # what cannot travel fails here, before the safety net and any worker
+    checked = 0.0
+    if check and placement.exact and not policy.collectives:
+        from .check import check as safety_net
+
+        checked = safety_net(placement, script)
+    result = OnDask(cluster, dashboard, restarts).execute(job)
+    result.check_seconds = checked
+    return result
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int | None):
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _live(progress, plot: bool) -> Callable:
+    """How the run shows its progress, given its iterations and title: ``progress`` itself when it is
+    a LiveProgress (the explorer's widgets), else a bar and dashboard in the notebook."""
+    from ..ui.live import LiveProgress  # the default view (ui) of a run
+
+    if isinstance(progress, LiveProgress):
+        return progress.started
+    return lambda total, title: LiveProgress(total, title, progress, plot)
+
+
+def _on_curve(until, graph: str, policy: str):
+    """``until`` (on a RunResult) as the runners call it: on (curve, iterations, env steps)."""
+    if until is None:
+        return None
+
+    def holds(curve: list, iterations: int, env_steps: int) -> bool:
+        return bool(until(RunResult(graph, policy, iterations, env_steps=env_steps, curve=[(s, r, 0.0) for s, r in curve])))
+
+    return holds

@@ -1,0 +1,59 @@
+"""InThreads: every replica of a placement as a thread of this process, for the safety net.
+
+The replicas walk the same Script through the same walker as on Dask; only the channels differ
+(queues instead of sockets), so what the safety net compares is what a cluster would compute.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import uuid
+
+from ..plan.script import ReplicaId
+from . import replica
+from .channels import QueueChannels, root_cause
+from .merge import merge
+from .result import RunResult
+
+__all__ = ["InThreads"]
+
+
+class InThreads:
+    """Runs a job's replicas as threads here and merges what they hold into ``job.namespace``."""
+
+    def execute(self, job) -> RunResult:
+        script, placement = job.script, job.placement
+        run_id = uuid.uuid4().hex[:12]
+        source = (script.filename, placement.graph.source)
+        boxes = {name: queue.Queue() for name in script.replicas()}
+        abort = threading.Event()
+        held = script.components()
+        finals: dict[str, dict] = {}
+        errors: dict[str, BaseException] = {}
+
+        def play(name: str, rep: replica.Replica) -> None:
+            try:
+                finals[name] = replica.play(rep, script, QueueChannels(name, boxes, abort), held[rep.group])
+            except BaseException as e:
+                errors[name] = e
+
+        start = time.time()
+        try:
+            threads = []
+            for g, (n, device) in placement.groups.items():
+                payload = job.payloads[g]
+                for i in range(n):
+                    rep = replica.init_replica(run_id, g, i, n, device, payload, source, fused=placement.policy.fused)
+                    threads.append(threading.Thread(target=play, args=(str(ReplicaId(g, i)), rep), daemon=True))
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            replica.drop_run(run_id)
+        if errors:
+            raise root_cause(list(errors.values()))
+        merge(job.namespace, script, finals)
+        return RunResult.of_replicas(placement.graph.name, placement.policy.name, finals, start, script.leader, script.decoupled)
