@@ -102,7 +102,7 @@ def _imports(files: dict[str, pathlib.Path]) -> dict[str, dict[str, bool]]:
     return out
 
 
-def _layer(module: str) -> int:
+def _layer_of(module: str) -> int:
     return max(i for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes if module == p or module.startswith(p + "."))
 
 
@@ -113,7 +113,7 @@ def test_every_module_has_a_layer():
 
 def test_no_module_imports_a_later_layer_but_the_named_facades():
     upward = sorted((m, t) for m, found in _imports(_module_files()).items() for t in found
-                    if _layer(t) > _layer(m) and (m, t) not in FACADES)
+                    if _layer_of(t) > _layer_of(m) and (m, t) not in FACADES)
     assert not upward, "imports from a later layer: " + ", ".join(f"{m} -> {t}" for m, t in upward)
     imports = _imports(_module_files())
     stale = sorted(f for f in FACADES if f[1] not in imports.get(f[0], {}))

@@ -16,7 +16,6 @@ import threading
 import time
 from importlib.resources import files
 
-import graphviz
 import ipywidgets as W
 
 from fragnb import policies
@@ -24,7 +23,7 @@ from fragnb.policies import ROLES, DistributionPolicy, choices
 from fragnb.runtime import measure, run
 from fragnb.text import human
 from fragnb.ui.live import LiveProgress, png
-from fragnb.ui.render import DOT_MISSING_HINT
+from fragnb.ui.render import DOT_MISSING_HINT, svg
 
 __all__ = ["Explorer"]
 
@@ -198,11 +197,10 @@ class Explorer:
     def _draw(self, placement) -> str:
         dot = placement.render()
         if dot.source not in self._svg:
-            try:
-                svg = dot.pipe(format="svg", encoding="utf-8")
-                self._svg[dot.source] = svg[svg.index("<svg"):]  # without the XML prolog, inside HTML
-            except graphviz.ExecutableNotFound:
+            drawn = svg(dot)
+            if drawn is None:
                 return f"<p>{html.escape(DOT_MISSING_HINT)}</p><pre>{html.escape(dot.source)}</pre>"
+            self._svg[dot.source] = drawn
         return self._svg[dot.source]
 
     # -- comparing -------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..components import Actor, Buffer, Learner, device_of
-from .ppo import _adam, _layer, around_proximal, clipped_loss, gae
+from .ppo import adam, layer, around_proximal, clipped_loss, gae
 
 __all__ = ["MAPPOConfig", "MultiAgentActorCritic", "MAPPOActor", "MultiAgentRolloutBuffer", "MAPPOLearner"]
 
@@ -123,12 +123,12 @@ class MultiAgentActorCritic(nn.Module):
         super().__init__()
         self.obs_dim, self.num_agents, self.num_actions = obs_dim, num_agents, num_actions
         self.actor = nn.Sequential(
-            _layer(obs_dim + num_agents, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(),
-            _layer(hidden, num_actions, std=0.01),
+            layer(obs_dim + num_agents, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(),
+            layer(hidden, num_actions, std=0.01),
         )
         self.critic = nn.Sequential(
-            _layer(num_agents * obs_dim + num_agents, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(),
-            _layer(hidden, 1, std=1.0),
+            layer(num_agents * obs_dim + num_agents, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(),
+            layer(hidden, 1, std=1.0),
         )
 
     def _with_ids(self, x: torch.Tensor) -> torch.Tensor:
@@ -292,7 +292,7 @@ class MAPPOLearner(Learner):
     def __init__(self, policy: MultiAgentActorCritic, config: MAPPOConfig | None = None, seed: int = 0):
         self.policy, self.config = policy, config or MAPPOConfig()
         c = self.config
-        self.optimizer = _adam([{"params": policy.actor_parameters(), "lr": c.actor_lr},
+        self.optimizer = adam([{"params": policy.actor_parameters(), "lr": c.actor_lr},
                                 {"params": policy.critic_parameters(), "lr": c.critic_lr}], c.actor_lr)
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0

@@ -112,7 +112,7 @@ PENDULUM_PRESET = dict(num_envs=16, num_steps=200, gamma=0.9, gae_lambda=0.95, l
 PENDULUM_STEPS = 150_000
 
 
-def _layer(n_in: int, n_out: int, std: float = np.sqrt(2)) -> nn.Linear:
+def layer(n_in: int, n_out: int, std: float = np.sqrt(2)) -> nn.Linear:
     layer = nn.Linear(n_in, n_out)
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
@@ -125,10 +125,10 @@ class ActorCritic(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, hidden: int = 64):
         super().__init__()
         self.critic = nn.Sequential(
-            _layer(obs_dim, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(), _layer(hidden, 1, std=1.0)
+            layer(obs_dim, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(), layer(hidden, 1, std=1.0)
         )
         self.actor = nn.Sequential(
-            _layer(obs_dim, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(), _layer(hidden, num_actions, std=0.01)
+            layer(obs_dim, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(), layer(hidden, num_actions, std=0.01)
         )
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -183,10 +183,10 @@ class GaussianActorCritic(nn.Module):
     def __init__(self, obs_dim: int, action_dim: int, hidden: int = 64, log_std: float = 0.0):
         super().__init__()
         self.critic = nn.Sequential(
-            _layer(obs_dim, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(), _layer(hidden, 1, std=1.0)
+            layer(obs_dim, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(), layer(hidden, 1, std=1.0)
         )
         self.actor_mean = nn.Sequential(
-            _layer(obs_dim, hidden), nn.Tanh(), _layer(hidden, hidden), nn.Tanh(), _layer(hidden, action_dim, std=0.01)
+            layer(obs_dim, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(), layer(hidden, action_dim, std=0.01)
         )
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std)))
 
@@ -411,7 +411,7 @@ def around_proximal(policy: nn.Module, b: dict[str, torch.Tensor]) -> dict[str, 
     return {**b, "logprobs": proximal, "weights": (proximal - b["logprobs"]).exp()}
 
 
-def _adam(params: list[nn.Parameter], lr: float) -> torch.optim.Adam:
+def adam(params: list[nn.Parameter], lr: float) -> torch.optim.Adam:
     """Adam, fused where torch can: one kernel per step instead of a dozen small ops per parameter,
     about a fifth of a CPU minibatch step for networks this small. Fused CPU kernels arrived in
     torch 2.4; older versions refuse ``fused=True`` at construction."""
@@ -437,7 +437,7 @@ class PPOLearner(Learner):
 
     def __init__(self, policy: ActorCritic, config: PPOConfig | None = None, seed: int = 0):
         self.policy, self.config = policy, config or PPOConfig()
-        self.optimizer = _adam(list(policy.parameters()), self.config.learning_rate)
+        self.optimizer = adam(list(policy.parameters()), self.config.learning_rate)
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
 

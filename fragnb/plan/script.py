@@ -17,7 +17,7 @@ from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_
 if TYPE_CHECKING:
     from ..policies import Placement
 
-__all__ = ["Script", "Weights", "ReplicaId", "peers", "overlap"]
+__all__ = ["Script", "Weights", "ReplicaId", "peers", "weights_key", "weights_attribute"]
 
 
 class ReplicaId(NamedTuple):
@@ -107,10 +107,15 @@ def peers(group: str, count: int) -> list[str]:
     return [str(ReplicaId(group, i)) for i in range(count)]
 
 
-def overlap(index: int, count: int, other: int) -> list[int]:
-    """The replicas of an ``other``-replica group whose environments overlap those of replica
-    ``index`` of ``count`` (one count divides the other; shares are contiguous and even)."""
-    return list(range(index * (other // count), (index + 1) * (other // count))) if count <= other else [index // (count // other)]
+def weights_key(component: str, attribute: str) -> str:
+    """How the network ``component.attribute`` is named among a segment's exports: ``weights:component:attribute``."""
+    return f"weights:{component}:{attribute}"
+
+
+def weights_attribute(key: str) -> tuple[str, str]:
+    """(component, attribute) of a :func:`weights_key`."""
+    _, component, attribute = key.split(":")
+    return component, attribute
 
 
 def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weights]:
@@ -125,5 +130,5 @@ def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weigh
     out = []
     for entries in holders.values():
         comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), entries[0])
-        out += [Weights(f"weights:{comp}:{attr}", owner, comp, f"weights:{c}:{a}", g, c) for c, a, g in entries if g != owner]
+        out += [Weights(weights_key(comp, attr), owner, comp, weights_key(c, a), g, c) for c, a, g in entries if g != owner]
     return out

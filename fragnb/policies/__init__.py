@@ -4,9 +4,10 @@
 table, ``placement`` the pure function that applies one to a graph (no cluster library imported).
 """
 
+from ..text import human
 from . import builtin  # noqa: F401  registers the built-in policies
 from .placement import EdgePlacement, FragmentPlacement, Placement, choices, place
 from .policy import POLICIES, ROLES, DistributionPolicy, register, resolve
 
 __all__ = ["DistributionPolicy", "Placement", "FragmentPlacement", "EdgePlacement", "POLICIES", "ROLES", "register", "resolve",
-           "place", "choices"]
+           "place", "choices", "human"]

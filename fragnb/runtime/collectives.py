@@ -10,7 +10,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-__all__ = ["join", "leave"]
+__all__ = ["join", "leave", "average"]
 
 _JOINED: set[str] = set()
 
@@ -48,7 +48,7 @@ def _bind_collectives_to(host: str) -> None:
 
 def _average_gradients(module: torch.nn.Module) -> None:
     """Once backward has produced every gradient of ``module``, replace them by their mean over the
-    replicas, in one all-reduce of a flat bucket (one call per backward, not one per tensor)."""
+    replicas (:func:`average`), in one all-reduce (one call per backward, not one per tensor)."""
     params = [p for p in module.parameters() if p.requires_grad]
     pending = {"count": 0}
 
@@ -57,16 +57,22 @@ def _average_gradients(module: torch.nn.Module) -> None:
         if pending["count"] < len(params):
             return
         pending["count"] = 0
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
-        dist.all_reduce(flat)
-        flat /= dist.get_world_size()
-        offset = 0
-        for p in params:
-            p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
-            offset += p.numel()
+        average([p.grad for p in params], dist.all_reduce, dist.get_world_size())
 
     for p in params:
         p.register_post_accumulate_grad_hook(on_grad)
+
+
+def average(grads: list[torch.Tensor], all_reduce, world: int) -> None:
+    """Replace ``grads`` in place by their mean over ``world`` replicas: one flat bucket, summed
+    across them by ``all_reduce`` (in place: ``torch.distributed.all_reduce``), divided, copied back."""
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    all_reduce(flat)
+    flat /= world
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
 
 
 def leave(run_id: str) -> None:

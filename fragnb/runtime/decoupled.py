@@ -40,6 +40,7 @@ from typing import Any
 
 from ..plan.program import DrivenLoop
 from ..plan.script import ReplicaId, peers
+from .decisions import Arrival, earliest, fresh, in_replica_order, is_news, is_segment, iteration_of, news_tag, stamped, version_of
 from .timing import note
 from .walker import Walker, bind
 
@@ -105,14 +106,14 @@ class FreeWalker(Walker):
 
     def decide(self, news: tuple[list, int]) -> bool:
         if self.free:
-            self.ch.send([self.script.leader], f"control:news@{self.iterations - 1}", news)
+            self.ch.send([self.script.leader], news_tag(self.iterations - 1), news)
             self.ch.poll()
             return self.check_halt()
         reports = [news]
         for peer, it, consumed in self.considered:
-            reports.append(self.wait(peer, f"control:news@{it}".__eq__))
+            reports.append(self.wait(peer, news_tag(it).__eq__))
             if not consumed:  # every message of that iteration has arrived before its news: discard them
-                while self.ch.find(peer, lambda t: t.startswith("segment:") and _iteration(t) == it):
+                while self.ch.find(peer, lambda t: is_segment(t) and iteration_of(t) == it):
                     pass
         self.considered = []
         self.slots = {}
@@ -140,7 +141,7 @@ class FreeWalker(Walker):
     # -- exchanges ------------------------------------------------------------------------------
     def send(self, group: str, tag: str, out: dict) -> None:
         if self.looping:
-            tag += f"@{self.iterations}" + (f"/{self.version}" if self.free else "")
+            tag = stamped(tag, self.iterations, self.version if self.free else None)
         super().send(group, tag, out)
 
     def receive(self, group: str, tag: str, keys: list[str]) -> list[dict]:
@@ -149,12 +150,12 @@ class FreeWalker(Walker):
         if self.free and group == self.home:
             return self.pull(tag)
         if self.free:  # another free group, in step with this one; what it sends was computed with weights of its version
-            got = [self.wait(peer, lambda t: t.startswith(f"{tag}@{self.iterations}/"), tagged=True) for peer in self.partners(group, keys)]
+            got = [self.wait(peer, lambda t: t.startswith(stamped(tag, self.iterations) + "/"), tagged=True) for peer in self.partners(group, keys)]
             # srl: actor workers learn the version their policy workers act with (never older than their own)
-            self.version = max([self.version] + [_version(t) for t, _ in got])
+            self.version = max([self.version] + [version_of(t) for t, _ in got])
             return [value for _, value in got]
         # A replica's version may grow within an iteration (a learner that updates every step): match any.
-        return [self.wait(peer, lambda t, a=a: t.startswith(f"{tag}@{a}/")) for peer, a, _ in self.assign(group)]
+        return [self.wait(peer, lambda t, a=a: t.startswith(stamped(tag, a) + "/")) for peer, a, _ in self.assign(group)]
 
     def pull(self, tag: str) -> list[dict]:
         """The newest weights the learner has sent for this segment; waits while they are more than
@@ -163,7 +164,7 @@ class FreeWalker(Walker):
         best: tuple[int, dict] | None = None
         while True:
             while (got := self.ch.find(learner, lambda t: t.startswith(tag + "@"))) is not None:
-                best = (_iteration(got[0]), got[1])  # messages from one peer arrive in order: the last is the newest
+                best = (iteration_of(got[0]), got[1])  # messages from one peer arrive in order: the last is the newest
             if best and best[0] > self.version:
                 self.version = best[0]
             if self.version >= self.pace() - self.script.max_staleness:
@@ -183,9 +184,7 @@ class FreeWalker(Walker):
         if group not in self.slots:
             self.streams.add(group)
             chosen = self.round_of(group) if self.lockstep else self.first_arrivals(group)
-            # In replica order, not arrival order: with max_staleness=0 every iteration then holds one
-            # trajectory of each replica in the order 'coarse' gathers them, and the run is coarse's.
-            chosen.sort(key=lambda c: (ReplicaId.parse(c[0]).index, c[1]))
+            chosen = in_replica_order(chosen, lambda name: ReplicaId.parse(name).index)
             self.ages += [self.iterations - v for _, _, v in chosen]
             self.slots[group] = chosen
         return self.slots[group]
@@ -200,15 +199,15 @@ class FreeWalker(Walker):
             for peer in peers(group, self.script.groups[group]):
                 seq, version = self.arrival(peer, self.cursor[peer], whole=True)
                 if seq is not None:
-                    waiting.append((seq, peer, self.cursor[peer], version))
+                    waiting.append(Arrival(seq, peer, self.cursor[peer], version))
             if not waiting:
                 self.idle(group)
                 continue
-            _, peer, it, version = min(waiting)
+            _, peer, it, version = earliest(waiting)
             self.cursor[peer] += 1
-            fresh = self.iterations - version <= self.script.max_staleness
-            self.considered.append((peer, it, fresh))
-            if not fresh:
+            usable = fresh(self.iterations, version, self.script.max_staleness)
+            self.considered.append((peer, it, usable))
+            if not usable:
                 self.dropped += 1
                 continue
             self.depth.append(len(waiting))
@@ -223,11 +222,11 @@ class FreeWalker(Walker):
             a = self.next_round
             versions = [self.arrived_version(peer, a) for peer in peers(group, self.script.groups[group])]
             self.next_round += 1
-            fresh = self.iterations - min(versions) <= self.script.max_staleness
-            self.considered += [(peer, a, fresh) for peer in free]
-            if fresh:
+            usable = fresh(self.iterations, min(versions), self.script.max_staleness)
+            self.considered += [(peer, a, usable) for peer in free]
+            if usable:
                 self.round = a
-                self.depth.append(min(len({_iteration(t) for _, t in self.ch.arrived(p) if t.startswith("segment:")}) for p in free))
+                self.depth.append(min(len({iteration_of(t) for _, t in self.ch.arrived(p) if is_segment(t)}) for p in free))
             else:
                 self.dropped += len(versions)
         for peer in free:
@@ -238,16 +237,16 @@ class FreeWalker(Walker):
         """(arrival number, version) of the first message ``peer`` sent this replica in its iteration ``it``,
         if it has arrived (and, if ``whole``, the iteration's news too: the peer sends it last)."""
         arrived = self.ch.arrived(peer)
-        if whole and not any(t == f"control:news@{it}" for _, t in arrived):
+        if whole and not any(t == news_tag(it) for _, t in arrived):
             return None, None
-        return next(((seq, _version(t)) for seq, t in arrived if t.startswith("segment:") and _iteration(t) == it), (None, None))
+        return next(((seq, version_of(t)) for seq, t in arrived if is_segment(t) and iteration_of(t) == it), (None, None))
 
     def produced(self) -> dict[str, int]:
         """Leader: how many whole trajectories each free replica has delivered (taken, dropped or waiting)."""
         self.ch.poll()
         out = dict(self.cursor)
         for peer in out:
-            its = [_iteration(t) + 1 for _, t in self.ch.arrived(peer) if t.startswith("control:news@")]
+            its = [iteration_of(t) + 1 for _, t in self.ch.arrived(peer) if is_news(t)]
             out[peer] = max([out[peer], *its])
         return out
 
@@ -294,13 +293,3 @@ class FreeWalker(Walker):
         out.update(staleness=self.staleness, dropped=self.dropped, depth=self.depth, taken=taken,
                    produced=self.produced() if not self.free else {})
         return out
-
-
-def _iteration(tag: str) -> int:
-    """The sender's iteration in a tag ``segment:K@ITERATION[/VERSION]``."""
-    return int(tag.rsplit("@", 1)[1].split("/")[0])
-
-
-def _version(tag: str) -> int:
-    """The version of the weights a free replica acted with, in a tag ``segment:K@ITERATION/VERSION``."""
-    return int(tag.rsplit("/", 1)[1])

@@ -24,7 +24,8 @@ import cloudpickle
 
 from ..plan.instrument import DRIVER
 from ..plan.program import DrivenLoop, Segment
-from ..plan.script import ReplicaId, Script, overlap, peers
+from ..plan.script import ReplicaId, Script, peers, weights_attribute
+from .decisions import partners, segment_tag, share
 from .edges import combine, to_device
 from .result import arrival_order, plain_order
 from .timing import note
@@ -180,7 +181,7 @@ class Walker:
     def segment(self, seg: Segment) -> None:
         group = seg.group
         inputs = self.inputs(seg)
-        tag = f"segment:{seg.index}"
+        tag = segment_tag(seg.index)
         keys: dict[str, list[str]] = {}
         for sender, key, _ in inputs:
             keys.setdefault(sender, []).append(key)
@@ -226,31 +227,16 @@ class Walker:
         """What each replica of ``group`` sent this replica for a segment (``keys``)."""
         return [self.recv(peer, tag) for peer in self.partners(group, keys)]
 
-    def routed(self, sender: str, receiver: str, keys: list[str]) -> bool:
-        """Whether values go only between replicas that hold the same environments: both groups are
-        replicated, one count divides the other, and every value is split along the environments.
-        (Else every replica sends all of its share to every replica, which takes its slice.)"""
-        n, m, kinds = self.script.groups[sender], self.script.groups[receiver], self.script.program.kinds
-        return (n > 1 and m > 1 and (n % m == 0 or m % n == 0) and self.script.num_envs is not None
-                and all(":" not in k and kinds.get(k, "sharded") == "sharded" for k in keys))
-
     def partners(self, group: str, keys: list[str]) -> list[str]:
         """The replicas of ``group`` this replica exchanges ``keys`` with."""
-        mine, theirs = self.script.groups[self.rep.group], self.script.groups[group]
-        pair = (self.rep.group, group) if self.rep.group != group else None
-        if pair and (self.routed(*pair, keys) or self.routed(group, self.rep.group, keys)):
-            return [str(ReplicaId(group, j)) for j in overlap(self.rep.index, mine, theirs)]
-        return peers(group, theirs)
+        script = self.script
+        chosen = partners(self.rep.index, script.groups[self.rep.group], script.groups[group], keys, script.program.kinds,
+                          script.num_envs, same_group=group == self.rep.group)
+        return [str(ReplicaId(group, j)) for j in chosen]
 
     def share(self, sender: str, keys: list[str]) -> tuple[int, int, int | None]:
         """(index, count, environments) that cut this replica's share out of what ``sender``'s partners sent."""
-        rep, n = self.rep, self.script.groups[sender]
-        if not self.routed(sender, rep.group, keys):
-            return rep.index, rep.count, self.script.num_envs
-        if n >= rep.count:  # its partners' shares make up exactly this replica's
-            return 0, 1, None
-        k = rep.count // n  # one partner holds this replica's share and k - 1 others'
-        return rep.index % k, k, self.script.num_envs // n
+        return share(self.rep.index, self.rep.count, self.script.groups[sender], keys, self.script.program.kinds, self.script.num_envs)
 
     def recv(self, peer: str, tag: str) -> Any:
         start = time.perf_counter()
@@ -262,7 +248,7 @@ class Walker:
     def export(self, key: str) -> Any:
         ns = self.rep.ns
         if key.startswith("weights:"):
-            _, comp, attr = key.split(":")
+            comp, attr = weights_attribute(key)
             return getattr(ns[comp], attr).state_dict()
         if key.startswith("record:"):
             return self.rep.records.pop(key, [])
@@ -280,8 +266,8 @@ class Walker:
             return to_device(value, rep.device)
 
         if key.startswith("weights:"):  # whole on every replica, never split along the environments
-            _, comp, attr = into.split(":")
-            weights = combine(key, parts, 0, 1, None, "replicated", f"the weights of {key.split(':')[1]}", script.strict)
+            comp, attr = weights_attribute(into)
+            weights = combine(key, parts, 0, 1, None, "replicated", f"the weights of {weights_attribute(key)[0]}", script.strict)
             getattr(rep.ns[comp], attr).load_state_dict(to_device(weights, rep.device))
         elif key.startswith("record:"):
             rep.replays[key] = [{v: share(v, [p[v] for p in steps]) for v in steps[0]} for steps in zip(*parts)][::-1]

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # graphs and placements draw themselves through this module, 
     from ..graph import FragmentGraph, Loop
     from ..policies import Placement
 
-__all__ = ["ROLE_COLORS", "render_graph", "render_placement", "mimebundle", "DOT_MISSING_HINT"]
+__all__ = ["ROLE_COLORS", "render_graph", "render_placement", "svg", "mimebundle", "DOT_MISSING_HINT"]
 
 ROLE_COLORS = {
     "env": "#c7e9c0",
@@ -95,9 +95,17 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def svg(dot: graphviz.Digraph) -> str | None:
+    """The drawing as SVG (without the XML prolog, so that it also sits inside HTML), or ``None``
+    when graphviz's ``dot`` program is missing."""
+    try:
+        drawn = dot.pipe(format="svg", encoding="utf-8")
+    except graphviz.ExecutableNotFound:
+        return None
+    return drawn[drawn.index("<svg"):]
+
+
 def mimebundle(dot: graphviz.Digraph, include=None, exclude=None) -> dict:
     """What a notebook shows for a graph: SVG, or the DOT source and a hint when ``dot`` is missing."""
-    try:
-        return dot._repr_mimebundle_(include, exclude)
-    except graphviz.ExecutableNotFound:
-        return {"text/plain": f"{DOT_MISSING_HINT}\n{dot.source}"}
+    drawn = svg(dot)
+    return {"text/plain": f"{DOT_MISSING_HINT}\n{dot.source}"} if drawn is None else {"image/svg+xml": drawn}

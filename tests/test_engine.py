@@ -1,0 +1,185 @@
+"""The engine's decisions as pure functions: no cluster, no network, no thread.
+
+Routing values between replicas, choosing a decoupled learner's trajectories, message tags, the
+safety net's comparison, control-flow normalisation and the gradient average, each on small
+hand-made inputs whose right answer is known.
+"""
+
+import ast
+import math
+
+import pytest
+import torch
+
+from fragnb.components import Episode
+from fragnb.graph.normalize import Normalizer
+from fragnb.plan.script import ReplicaId, peers, weights_attribute, weights_key
+from fragnb.runtime import decisions as d
+from fragnb.runtime.check import difference
+from fragnb.runtime.collectives import average
+from fragnb.runtime.edges import combine
+
+SHARDED = {"obs": "sharded", "step": "replicated"}
+
+
+# -- replica names ----------------------------------------------------------------------------
+def test_a_replica_name_reads_back_as_the_value_it_was_written_from():
+    for rid in (ReplicaId("actors", 0), ReplicaId("policy", 11), ReplicaId("a[b", 3)):
+        assert ReplicaId.parse(str(rid)) == rid
+    assert peers("learner", 2) == ["learner[0]", "learner[1]"]
+    assert weights_attribute(weights_key("learner", "policy")) == ("learner", "policy")
+
+
+# -- routing ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("count,other", [(2, 4), (4, 2), (3, 6), (6, 3), (4, 4), (1, 3)])
+def test_overlap_pairs_each_replica_with_those_holding_its_environments(count, other):
+    envs = 12
+    mine = lambda i, n: set(range(i * envs // n, (i + 1) * envs // n))  # noqa: E731 contiguous even shares
+    for i in range(count):
+        expected = [j for j in range(other) if mine(i, count) & mine(j, other)]
+        assert d.overlap(i, count, other) == expected
+
+
+def test_values_are_routed_only_when_both_groups_are_replicated_divide_and_every_value_is_split():
+    assert d.routed(2, 4, ["obs"], SHARDED, 16)
+    assert not d.routed(1, 4, ["obs"], SHARDED, 16)  # one sender: a scatter, everyone hears it
+    assert not d.routed(2, 3, ["obs"], SHARDED, 18)  # neither count divides the other
+    assert not d.routed(2, 4, ["obs", "step"], SHARDED, 16)  # a replicated value goes to everyone
+    assert not d.routed(2, 4, ["weights:learner:policy"], SHARDED, 16)  # weights travel whole
+    assert not d.routed(2, 4, ["obs"], SHARDED, None)  # no environment axis to split along
+    assert d.routed(4, 2, ["unknown"], SHARDED, 16)  # a value no kind is known for counts as sharded
+
+
+def test_partners_are_the_overlapping_replicas_when_routed_and_all_of_them_otherwise():
+    assert d.partners(1, 2, 4, ["obs"], SHARDED, 16) == [2, 3]
+    assert d.partners(3, 4, 2, ["obs"], SHARDED, 16) == [1]
+    assert d.partners(0, 2, 4, ["step"], SHARDED, 16) == [0, 1, 2, 3]
+    assert d.partners(0, 2, 2, ["obs"], SHARDED, 16, same_group=True) == [0, 1]
+
+
+def test_each_replica_cuts_exactly_its_own_environments_out_of_what_its_partners_sent():
+    envs = 12
+    whole = torch.arange(envs)
+    for senders, receivers in [(2, 4), (4, 2), (1, 3), (3, 1), (3, 6), (2, 2)]:
+        sent = list(whole.chunk(senders))
+        for i in range(receivers):
+            got = [sent[j] for j in d.partners(i, receivers, senders, ["obs"], SHARDED, envs)]
+            index, count, num_envs = d.share(i, receivers, senders, ["obs"], SHARDED, envs)
+            mine = combine("obs", got, index, count, num_envs)
+            assert torch.equal(mine, whole.chunk(receivers)[i]), (senders, receivers, i)
+
+
+# -- trajectory selection ---------------------------------------------------------------------
+def test_the_learner_takes_the_earliest_arrival_and_only_fresh_ones_train_it():
+    waiting = [d.Arrival(7, "actors[1]", 3, 2), d.Arrival(5, "actors[0]", 4, 3), d.Arrival(9, "actors[2]", 3, 3)]
+    assert d.earliest(waiting).replica == "actors[0]"
+    assert d.fresh(4, 3, max_staleness=1) and d.fresh(4, 4, max_staleness=0)
+    assert not d.fresh(4, 2, max_staleness=1)
+
+
+def test_an_iterations_trajectories_are_ordered_by_replica_not_by_arrival():
+    chosen = [("actors[2]", 5, 4), ("actors[0]", 6, 4), ("actors[0]", 5, 3), ("actors[10]", 1, 1)]
+    ordered = d.in_replica_order(chosen, lambda name: ReplicaId.parse(name).index)
+    assert [c[0] for c in ordered] == ["actors[0]", "actors[0]", "actors[2]", "actors[10]"]
+    assert ordered[0][1] == 5  # the same replica's earlier iteration first
+
+
+def test_tags_say_which_segment_iteration_and_version_they_carry():
+    tag = d.stamped(d.segment_tag(3), 17, 15)
+    assert d.is_segment(tag) and not d.is_news(tag)
+    assert (d.iteration_of(tag), d.version_of(tag)) == (17, 15)
+    assert d.iteration_of(d.stamped("segment:0", 4)) == 4
+    assert d.is_news(d.news_tag(8)) and d.iteration_of(d.news_tag(8)) == 8
+
+
+# -- the safety net's comparison --------------------------------------------------------------
+def test_difference_names_the_first_place_two_values_differ():
+    assert difference({"a": [1.0, torch.ones(3)]}, {"a": [1.0, torch.ones(3)]}, "x") is None
+    assert difference(torch.ones(3), torch.ones(3) + 1e-7, "t") is None  # rounding in the last bits
+    assert "largest difference" in difference(torch.ones(3), torch.ones(3) * 1.1, "t")
+    assert difference([1, 2], [1, 2, 3], "l") == "l has 2 items in plain Python, 3 here"
+    assert difference({"a": 1}, {"b": 1}, "d").startswith("d has keys")
+    assert "x['k'][1]" in difference({"k": [0, 1]}, {"k": [0, 2]}, "x")
+    assert "shape" in difference(torch.zeros(2), torch.zeros(3), "t")
+    assert difference(torch.tensor([1, 2]), torch.tensor([1, 3]), "i") == "i holds other values"
+    assert difference(1.0, 1.0 + 1e-9, "f") is None and difference(math.nan, math.nan, "f") is None
+    assert difference(1, 1.0, "n").startswith("n is a int")
+
+
+def test_difference_ignores_when_an_episode_ended_and_compares_networks_by_their_weights():
+    assert difference(Episode(0, 10.0, 5, 5, time=1.0), Episode(0, 10.0, 5, 5, time=2.0), "e") is None
+    assert difference(Episode(0, 10.0, 5, 5, time=1.0), Episode(0, 11.0, 5, 5, time=1.0), "e") is not None
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    b.load_state_dict(a.state_dict())
+    assert difference(a, b, "net") is None
+    with torch.no_grad():
+        b.bias += 1
+    assert "net['bias']" in difference(a, b, "net")
+
+
+# -- normalisation of control flow ------------------------------------------------------------
+def _normalized(source: str, roles: dict[str, str] | None = None) -> tuple[str, Normalizer]:
+    roles = roles or {}
+
+    def role_of_call(call: ast.Call):
+        root = call.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return roles.get(root.id) if isinstance(root, ast.Name) else None
+
+    normalizer = Normalizer(role_of_call)
+    body = normalizer.body(normalizer.control_flow(ast.parse(source).body))
+    return ast.unparse(ast.fix_missing_locations(ast.Module(body, []))), normalizer
+
+
+def _run(source: str, **ns) -> dict:
+    exec(source, ns)
+    return {k: v for k, v in ns.items() if k != "__builtins__" and not k.startswith("_fragnb_")}
+
+
+def test_continue_and_break_become_guards_and_a_stop_flag_that_compute_what_the_loop_did():
+    source = (
+        "seen = []\n"
+        "for i in range(10):\n"
+        "    if i % 3 == 0:\n"
+        "        continue\n"
+        "    seen.append(i)\n"
+        "    if i > 6:\n"
+        "        break\n"
+    )
+    rewritten, n = _normalized(source)
+    assert "continue" not in rewritten and "break" not in rewritten and len(n.stop_flags) == 1
+    # the driver checks stop flags before each iteration; do so here as plain Python
+    flag = n.stop_flags[0]
+    driven = rewritten.replace("for i in range(10):", f"for i in range(10):\n    if globals().get({flag!r}): break", 1)
+    assert _run(driven)["seen"] == _run(source)["seen"] == [1, 2, 4, 5, 7]
+
+
+def test_a_top_level_while_becomes_the_iteration_loop_with_a_stop_flag():
+    rewritten, n = _normalized("k = 0\nwhile k < 4:\n    k += 1\n")
+    assert "while" not in rewritten and n.stop_flags
+    flag = n.stop_flags[0]
+    driven = rewritten.replace("iter(int, 1):", f"iter(int, 1):\n    if globals()[{flag!r}]: break", 1)
+    assert _run(driven)["k"] == 4
+
+
+def test_a_call_of_one_role_nested_in_another_roles_call_is_hoisted_before_it_in_order():
+    rewritten, n = _normalized("batch = buffer.batch(actor.value(obs))", {"buffer": "buffer", "actor": "actor"})
+    first, second = rewritten.splitlines()
+    assert first.endswith("= actor.value(obs)") and second.startswith("batch = buffer.batch(_fragnb_")
+    assert list(n.temps.values()) == ["actor.value(obs)"]
+
+
+def test_an_if_of_two_roles_is_split_per_statement_on_a_condition_evaluated_once():
+    source = "if ready():\n    a = actor.act(x)\n    b = learner.update(a)\nelse:\n    a = 0\n"
+    rewritten, _ = _normalized(source, {"actor": "actor", "learner": "learner"})
+    assert rewritten.count("ready()") == 1 and rewritten.count("if ") == 3
+
+
+# -- the gradient average ---------------------------------------------------------------------
+def test_average_leaves_every_replica_the_mean_gradient_in_its_own_shapes():
+    replicas = [[torch.full((2, 3), float(r)), torch.full((4,), 10.0 * r)] for r in range(3)]
+    total = sum(torch.cat([g.reshape(-1) for g in grads]) for grads in replicas)  # what all-reduce sums across them
+    for grads in replicas:
+        average(grads, lambda flat: flat.copy_(total), world=3)
+        assert torch.equal(grads[0], torch.full((2, 3), 1.0)) and torch.equal(grads[1], torch.full((4,), 10.0))
