@@ -1,4 +1,4 @@
-# fragnb: `make lab` opens the course notebooks, `make test` runs every test, `make demo` trains headless.
+# fragnb: `make lab` opens the course notebooks, `make test` runs every test (`make test-fast`: all but slow and browser ones), `make demo` trains headless.
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab test demo bench graphviz chromium clean
+.PHONY: setup lab test test-fast demo bench graphviz chromium clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -47,6 +47,11 @@ lab: setup
 
 test: setup chromium
 	$(PY) -m pytest
+
+# The quick loop while changing fragnb: every test and notebook but those that train to a target
+# return (slow) or drive JupyterLab in a browser; CI runs `make test`.
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not browser"
 
 demo: setup
 	$(PY) -m fragnb.demo --notebook notebooks/01_first_fragment_graph.ipynb --out demo/learning_curve.png

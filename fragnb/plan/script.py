@@ -68,7 +68,7 @@ class Script:
     #: The replica that decides after each iteration whether the run ends: the first of the group
     #: whose segment ends the iteration (a learner), so the others hear it with what they wait for anyway.
     leader: str = ""
-    #: Decoupled policies (fragnb.decoupled): groups other than the leader's run free of it.
+    #: Decoupled policies (fragnb.runtime.decoupled): groups other than the leader's run free of it.
     decoupled: bool = False
     max_staleness: int = 0
     #: Synchronous Dask runs: every replica keeps its state after every this many iterations, for the

@@ -1,6 +1,6 @@
 """Walker: one replica's long-lived run of the whole program.
 
-Every replica of every group walks the same program (:mod:`fragnb.program`): the same loops over
+Every replica of every group walks the same program (:mod:`fragnb.plan.program`): the same loops over
 the same iterables, the same segments in the same order. At a segment of its own group a replica
 receives what the segment reads from other groups, then executes it; at another group's segment
 it sends that segment what it reads from this group, and walks on. Sends never block, so the
