@@ -6,7 +6,12 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Loop", "Statement", "Fragment", "Edge", "FragmentGraph"]
+__all__ = ["Loop", "Statement", "Fragment", "Edge", "FragmentGraph", "cell_filename"]
+
+
+def cell_filename(name: str) -> str:
+    """What the code of the cell captured as ``name`` is compiled as: tracebacks and timelines show its lines."""
+    return f"<fragment {name}>"
 
 
 @dataclass(frozen=True)
@@ -157,7 +162,7 @@ class FragmentGraph:
     @property
     def filename(self) -> str:
         """The name the cell's code is compiled under: tracebacks and timelines show its lines."""
-        return f"<fragment {self.name}>"
+        return cell_filename(self.name)
 
     def render(self):
         """The graph as a ``graphviz.Digraph``: fragments coloured by role, loops as clusters."""

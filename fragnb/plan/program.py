@@ -77,7 +77,7 @@ def plan(placement: Placement) -> Program:
     graph = placement.graph
     stmt_of = {id(s.node): s for s in graph.statements}
     group_of = {s.index: placement.fragments[graph.fragment_of(s).name].group for s in graph.statements}
-    owner = {id(s.node): graph.fragment_of(s).name for s in graph.statements}
+    owner = graph.owners()  # extended below with the record/replay nodes the split loops add
     segments: list[Segment] = []
     replayed: dict[int, tuple[str, ...]] = {}  # statement index -> variables replayed before it
     helper: dict[int, tuple] = {}  # id(record/replay node) -> (statement it stands for, op, names, key)
@@ -123,11 +123,10 @@ def plan(placement: Placement) -> Program:
             owner[id(node)] = graph.fragment_of(stmt).name
     items = _regroup(items, graph.namespace)
     segments = segments_of(items)
-    filename = f"<fragment {graph.name}>"  # as the single policy compiles it: tracebacks name cell lines
     for index, seg in enumerate(segments):
         seg.index = index
         seg.module = ast.fix_missing_locations(ast.Module(instrument(seg.nodes, owner), []))
-        compile(seg.module, filename, "exec")  # fail here, not on a worker
+        compile(seg.module, graph.filename, "exec")  # fail here, not on a worker; tracebacks name cell lines
     for seg in segments:
         seg.exports = {v for v in seg.writes if any(v in other.reads for other in segments if other.group != seg.group)}
         seg.exports |= set(seg.records)

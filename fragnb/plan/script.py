@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ..components import Env, modules_of, role_of
+from ..graph.model import cell_filename
 from .decoupled import refuse
 from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_of
 
@@ -92,7 +93,8 @@ class Script:
 
     @property
     def filename(self) -> str:
-        return f"<fragment {self.name}>"
+        """The name the cell's code is compiled under, as :attr:`FragmentGraph.filename`."""
+        return cell_filename(self.name)
 
     def replicas(self) -> list[str]:
         return [name for g, n in self.groups.items() for name in peers(g, n)]
