@@ -13,6 +13,7 @@ import dataclasses
 import io
 import math
 import time
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,6 +24,9 @@ from ..streams import EnvStreams
 from .job import Job
 from .local import copies, run_plain
 from .threads import InThreads
+
+if TYPE_CHECKING:
+    from ..policies import Placement
 
 __all__ = ["check", "difference"]
 

@@ -183,7 +183,7 @@ class _Run:
             self.check_alive()
         return self.client.gather(futures)
 
-    def watch(self, live: LiveProgress, stop: threading.Event) -> dict[str, dict]:
+    def watch(self, live, stop: threading.Event) -> dict[str, dict]:
         """Wait for every replica's program to end, showing its progress; the first failure, or a
         lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt, or
         ``stop`` being set, asks the replicas to stop after the current iteration; a second
@@ -349,7 +349,7 @@ class _Run:
 class _Progress:
     """The notebook's view of a run: iterations every replica has finished, episodes, env steps."""
 
-    def __init__(self, live: LiveProgress, replicas: list[str], order: Callable[[list], tuple]):
+    def __init__(self, live, replicas: list[str], order: Callable[[list], tuple]):
         self.live, self.order = live, order
         self.done = dict.fromkeys(replicas, 0)
         self.episodes: list = []
