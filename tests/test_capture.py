@@ -5,8 +5,9 @@ import torch
 
 import fragnb
 from fragnb import FragmentError, capture
-from fragnb.algos.ppo import PPOActor
+from fragnb.algos.ppo import ActorCritic, PPOActor
 from fragnb.envs import CartPole
+from fragnb.plan.script import Script
 
 
 def test_ppo_cell_gives_role_fragments_per_loop(canonical, ppo_ns):
@@ -118,26 +119,13 @@ GOOD_HEAD = "obs = env.reset()\nfor it in range(3):\n"
     [
         ("for it in range(3)\n    pass\n", "syntax error", 1),
         ("\n   \n# only a comment\n", "the cell is empty", None),
-        ("obs = env.reset()\n", "the cell has no loop", None),
-        ("x = 0\nfor it in range(3):\n    x += 1\n", "the loop calls no component", 2),
+        ("for it in range(3):\n    return 1\n", "syntax error: 'return' outside function", 2),
         (GOOD_HEAD + "    env.step(actoin)\n", "`actoin` is not defined", 3),
         (GOOD_HEAD + "    env.step(action)\n    action = obs\n", "`action` is read before it is assigned", 3),
         (GOOD_HEAD + "    CartPole.step(obs)\n", "`CartPole` is a component class, not an instance", 3),
-        (GOOD_HEAD + "    def f():\n        pass\n", "a function definition is not supported", 3),
-        (GOOD_HEAD + "    class A:\n        pass\n", "a class definition is not supported", 3),
-        (GOOD_HEAD + "    for k in range(2):\n        if k:\n            break\n", "this `break` is not supported.*inner loop", 5),
-        (GOOD_HEAD + "    break\n", "this `break` is not supported", 3),
-        (GOOD_HEAD + "    if it:\n        env.reset()\n    else:\n        continue\n", "this `continue` is not supported", 6),
-        (GOOD_HEAD + "    try:\n        env.reset()\n    except Exception:\n        pass\n", "`try` is not supported", 3),
-        (GOOD_HEAD + "    with open('x') as f:\n        env.reset()\n", "`with` is not supported", 3),
-        (GOOD_HEAD + "    global obs\n", "`global` is not supported", 3),
-        (GOOD_HEAD + "    env.reset()\nfor j in range(2):\n    env.reset()\n", "2 top-level loops", 4),
-        (GOOD_HEAD + "    obs = env.step(actor.act(obs) if it else obs)\n", "components of different roles", 3),
-        (GOOD_HEAD + "    while it:\n        env.reset()\n", "a `while` loop inside the training loop", 3),
-        (GOOD_HEAD + "    env.reset()\nelse:\n    pass\n", "`for ... else`", 2),
     ],
 )
-def test_bad_cells_raise_fragment_error_naming_problem_and_line(cell, message, lineno):
+def test_cells_plain_python_would_not_run_raise_fragment_error_naming_problem_and_line(cell, message, lineno):
     env = CartPole(num_envs=2)
     ns = {"env": env, "actor": PPOActor(torch.nn.Linear(1, 1), 2), "CartPole": CartPole}
     before = dict(ns)
@@ -150,6 +138,49 @@ def test_bad_cells_raise_fragment_error_naming_problem_and_line(cell, message, l
     assert ns == before and env.vector_steps == 0  # nothing ran, nothing bound
 
 
+# What plain Python runs but no distributed policy can split: `single` runs it, others refuse naming the line.
+ROLLOUT = GOOD_HEAD + "    obs = env.step(actor.act(obs)[0])[0]\n"
+LIMITS = [
+    ("obs = env.reset()\n", "the cell has no loop", None),
+    ("x = 0\nfor it in range(3):\n    x += 1\n", "the loop calls no component", 2),
+    (ROLLOUT + "    def f():\n        pass\n", "a function definition is not supported", 4),
+    (ROLLOUT + "    class A:\n        pass\n", "a class definition is not supported", 4),
+    (ROLLOUT + "    for k in range(2):\n        action = actor.act(obs)[0]\n"
+     "        obs = env.step(action)[0]\n        if k:\n            break\n", "this `break` is not supported.*inner loop", 8),
+    (ROLLOUT + "    break\n", "this `break` is not supported", 4),
+    (ROLLOUT + "    if it:\n        env.reset()\n    else:\n        continue\n", "this `continue` is not supported", 7),
+    (ROLLOUT + "    try:\n        env.reset()\n    except Exception:\n        pass\n", "`try` is not supported", 4),
+    (ROLLOUT + "    with open('/dev/null') as f:\n        env.reset()\n", "this `with` is not supported", 4),
+    (ROLLOUT + "    global total\n", "`global` is not supported", 4),
+    (ROLLOUT + "    env.reset()\nfor j in range(2):\n    env.reset()\n", "2 top-level loops", 5),
+    (ROLLOUT + "    obs = env.step(actor.act(obs)[0] if it else obs.argmax(1))[0]\n", "components of different roles", 4),
+    (ROLLOUT + "    while it > 5:\n        env.reset()\n", "a `while` loop inside the training loop", 4),
+    (ROLLOUT + "    env.reset()\nelse:\n    pass\n", "`for ... else`", 2),
+]
+
+
+@pytest.mark.parametrize("cell, message, lineno", LIMITS)
+def test_cells_plain_python_runs_run_under_single_and_distributed_policies_refuse_naming_the_line(cell, message, lineno):
+    def namespace():
+        return {"env": CartPole(num_envs=2, seed=0), "actor": PPOActor(ActorCritic(4, 2), 2), "torch": torch}
+
+    ns, plain = namespace(), namespace()
+    g = capture(cell, ns)
+    with pytest.raises(FragmentError, match=message) as info:
+        Script.of(g.place("fine"))  # everything a run decides before a worker starts
+    assert info.value.lineno == lineno and "`single` runs it as plain Python" in str(info.value)
+    if lineno is not None:
+        assert str(info.value).startswith(f"line {lineno}: ")
+    fragnb.run(g, "single", progress=False)
+    exec(cell, plain)
+    assert ns["env"].vector_steps == plain["env"].vector_steps
+    assert {k for k in ns if not k.startswith("__")} == {k for k in plain if not k.startswith("__")}
+    for name in ("obs", "it", "x", "k"):
+        if name in plain:
+            assert type(ns[name]) is type(plain[name])
+            assert torch.equal(ns[name], plain[name]) if isinstance(plain[name], torch.Tensor) else ns[name] == plain[name]
+
+
 def test_fragment_error_renders_as_one_message_in_ipython():
     err = FragmentError("`x` is not defined", 3, "    y = x")
     assert err._render_traceback_() == ["FragmentError: line 3: `x` is not defined\n    3 | y = x"]
@@ -157,3 +188,25 @@ def test_fragment_error_renders_as_one_message_in_ipython():
 
 def test_fragnb_exports_the_contract():
     assert callable(fragnb.capture) and callable(fragnb.run) and issubclass(fragnb.FragmentError, ValueError)
+
+
+def test_a_block_that_assigns_before_it_reads_reads_only_what_comes_from_outside():
+    # CleanRL's learning-rate annealing: `frac` is assigned, then read, inside one `if` block.
+    cell = ("obs = env.reset()\nfor it in range(3):\n    if anneal:\n        frac = 1.0 - it / 3\n        lr = frac * 2.5e-4\n"
+            "    action = actor.act(obs)[0]\n    obs = env.step(action)[0]\n")
+    ns = {"env": CartPole(num_envs=2), "actor": PPOActor(ActorCritic(4, 2), 2), "anneal": True}
+    graph = capture(cell, ns)
+    block = next(s for s in graph.statements if s.lineno == 3)
+    assert block.reads == {"anneal", "it"} and block.writes == {"frac", "lr"}
+    assert not graph.limits
+
+
+def test_a_mode_context_around_several_roles_is_entered_around_each_statement():
+    cell = ("obs = env.reset()\nfor it in range(2):\n    with torch.no_grad():\n        action = actor.act(obs)[0]\n"
+            "        obs = env.step(action)[0]\n")
+    ns = {"env": CartPole(num_envs=2), "actor": PPOActor(ActorCritic(4, 2), 2), "torch": torch}
+    graph = capture(cell, ns)
+    assert [(s.role, s.source) for s in graph.statements if s.loop] == [
+        ("actor", "with torch.no_grad():\n    action = actor.act(obs)[0]"),
+        ("env", "with torch.no_grad():\n    obs = env.step(action)[0]")]
+    assert not graph.limits

@@ -1,11 +1,16 @@
 """Capture: a cell's source --AST--> FragmentGraph.
 
-A statement's role comes from the type of the component it calls (an :class:`~fragnb.components.Env`
-instance makes it an env statement, whatever the variable is called). Statements that call no
-component join the fragment of the statement whose values they read (def-use), or failing that
-of the statement that reads what they assign. Fragments are the statements of one role inside one
-loop. Data edges carry the variables that cross fragments; state edges mark components and
-networks that two fragments share by object identity.
+A statement's role comes from the type of what it calls (:mod:`fragnb.graph.roles`: a fragnb
+component, a Gymnasium env, a ``torch.optim`` optimiser, a network), whatever the variable is called.
+Statements that call none of them join the fragment of the statement whose values they read
+(def-use), or failing that of the statement that reads what they assign. Fragments are the
+statements of one role inside one loop. Data edges carry the variables that cross fragments;
+state edges mark components and networks that two fragments share by object identity.
+
+Capture refuses only what plain Python would not run either (a syntax error, a name never
+assigned). What plain Python runs but a distributed policy cannot split (a ``try`` around
+statements of several roles, a loop with no component, ...) is recorded in ``graph.limits`` and
+refused when the graph is placed under such a policy: ``single`` runs every cell plain Python runs.
 """
 
 from __future__ import annotations
@@ -16,17 +21,20 @@ import builtins
 import inspect
 import sys
 import textwrap
+import types
 from dataclasses import replace
 from typing import Any, Callable
 
 from ..components import Component, modules_of, role_of
 from ..errors import FragmentError
-from .model import Edge, Fragment, FragmentGraph, Loop, Statement
+from .model import Edge, Fragment, FragmentGraph, Loop, Statement, cell_filename
 from .normalize import Normalizer
+from .roles import MODULE, call_role, is_foreign, reentrant_context, role
 
 __all__ = ["capture"]
 
-# Constructs a cell cannot contain, and why: fragments run in separate processes.
+# Constructs a distributed policy cannot split, and why: fragments run in separate processes.
+# (``single`` runs them as plain Python does.)
 UNSUPPORTED = {
     ast.FunctionDef: ("a function definition", "define functions in an earlier cell and call them here"),
     ast.AsyncFunctionDef: ("an async function definition", "define functions in an earlier cell"),
@@ -41,13 +49,10 @@ UNSUPPORTED = {
     ast.Nonlocal: ("`nonlocal`", "a cell is not a function"),
     ast.Try: ("`try`", "a handler cannot span fragments that run in different processes; handle errors inside a component method"),
     ast.TryStar: ("`try`", "a handler cannot span fragments that run in different processes; handle errors inside a component method"),
-    ast.With: ("`with`", "a context cannot span fragments that run in different processes; enter it inside a component method"),
+    ast.With: ("this `with`", "a context cannot span fragments that run in different processes; enter it inside a component method "
+               "(mode contexts such as `torch.no_grad()` are entered in each fragment)"),
     ast.While: ("a `while` loop inside the training loop", "only the training loop itself may be a `while` (at the top of the cell); "
                 "inner loops must have a length every replica knows when they start: use `for ... in range(n)`"),
-    ast.Break: ("this `break`", "only `if condition: break` directly in the training loop's body can stop a run (at an iteration's "
-                "end, on every replica at once); an inner loop's groups run apart and cannot stop together: give it a length"),
-    ast.Continue: ("this `continue`", "write it as `if condition: continue` directly in a loop's body (fragnb turns that into a "
-                   "condition guarding the rest of the body)"),
 }
 
 
@@ -180,10 +185,88 @@ class _Names(ast.NodeVisitor):
 
 
 def _names(node: ast.AST) -> tuple[dict[str, int], set[str]]:
-    """Names read (with the line of their first read) and names bound."""
-    visitor = _Names()
-    visitor.visit(node)
-    return visitor.reads, visitor.writes
+    """Names read before the node binds them (with the line of their first such read), and names bound.
+
+    Inside a compound statement the order counts: ``if c: frac = f(it); lr = frac * x`` reads ``c``,
+    ``it`` and ``x``, not ``frac`` (it is assigned before it is read)."""
+    reads, writes, _ = _flow(node)
+    return reads, writes
+
+
+_BLOCKS = (ast.Module, ast.If, ast.While, ast.With, ast.For, ast.Try, ast.TryStar, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)
+
+
+def _flow(node: ast.AST) -> tuple[dict[str, int], set[str], set[str]]:
+    """(names read before bound, names bound, names bound on every path through ``node``)."""
+    if not isinstance(node, _BLOCKS):
+        visitor = _Names()
+        visitor.visit(node)
+        return visitor.reads, visitor.writes, set(visitor.writes)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        # the body runs when called (names it reads are looked up then); only decorators, defaults
+        # and bases are read now
+        args = getattr(node, "args", None)
+        parts = [*node.decorator_list, *getattr(node, "bases", []), *getattr(node, "keywords", []),
+                 *((args.defaults + [d for d in args.kw_defaults if d]) if args else [])]
+        reads = _sequence([ast.Expr(p) for p in parts])[0]
+        return reads, {node.name}, {node.name}
+    if isinstance(node, ast.Module):
+        return _sequence(node.body)
+    if isinstance(node, ast.If):
+        test = _flow(ast.Expr(node.test))
+        body, orelse = _sequence(node.body), _sequence(node.orelse)
+        return _join(test, _branches(body, orelse))
+    if isinstance(node, ast.While):
+        test = _flow(ast.Expr(node.test))
+        return _join(test, _maybe(_sequence(node.body + node.orelse)))
+    if isinstance(node, ast.For):
+        head = _flow(ast.Expr(node.iter))
+        return _join(head, _maybe(_sequence([ast.Assign([node.target], ast.Constant(None)), *node.body, *node.orelse])))
+    if isinstance(node, ast.With):
+        items = [ast.Assign([i.optional_vars], i.context_expr) if i.optional_vars else ast.Expr(i.context_expr) for i in node.items]
+        return _sequence(items + node.body)
+    # try: any statement of the body may be the one that raised, so each part is read as it stands
+    parts = [_sequence(node.body), *(_sequence(h.body) for h in node.handlers), _sequence(node.orelse)]
+    reads: dict[str, int] = {}
+    writes: set[str] = set()
+    for r, w, _ in parts:
+        reads = {**r, **reads}
+        writes |= w
+    writes |= {h.name for h in node.handlers if h.name}
+    final = _sequence(node.finalbody)
+    return {**final[0], **reads}, writes | final[1], final[2]
+
+
+def _sequence(nodes: list[ast.stmt]) -> tuple[dict[str, int], set[str], set[str]]:
+    reads: dict[str, int] = {}
+    writes: set[str] = set()
+    must: set[str] = set()
+    for node in nodes:
+        r, w, m = _flow(node)
+        for name, line in r.items():
+            if name not in must:
+                reads.setdefault(name, line)
+        writes |= w
+        must |= m
+    return reads, writes, must
+
+
+def _join(first, then):
+    """``first`` then ``then``, as one sequence."""
+    reads = dict(first[0])
+    for name, line in then[0].items():
+        if name not in first[2]:
+            reads.setdefault(name, line)
+    return reads, first[1] | then[1], first[2] | then[2]
+
+
+def _branches(a, b):
+    return {**b[0], **a[0]}, a[1] | b[1], a[2] & b[2]
+
+
+def _maybe(flow):
+    """A part that may not run at all (a loop's body): it binds nothing for sure."""
+    return flow[0], flow[1], set()
 
 
 def _mutated(node: ast.AST) -> set[str]:
@@ -210,9 +293,15 @@ class _Capture:
         return FragmentError(message, lineno, line)
 
     # -- pipeline -----------------------------------------------------------------------------
+    def limit(self, message: str, node: ast.AST | int | None = None) -> None:
+        """Record what a distributed policy cannot split; ``single`` runs it as plain Python does."""
+        self.limits.append(self.error(message, node))
+
     def graph(self) -> FragmentGraph:
+        self.limits: list[FragmentError] = []
         tree = self.parse()
-        normalizer = Normalizer()
+        self.native = any(role_of(self.namespace.get(n.id)) for n in ast.walk(tree) if isinstance(n, ast.Name))
+        normalizer = Normalizer(reentrant=lambda expr: reentrant_context(expr, self.namespace))
         tree.body = normalizer.control_flow(tree.body)
         self.check_constructs(tree)
         self.loops: list[Loop] = []
@@ -228,55 +317,51 @@ class _Capture:
         self.cell_writes |= set(self.temps)
         self.collect(tree.body, None)
         if not any(s.components for s in self.statements):
-            raise self.error(
-                "the loop calls no component; call an Env, Actor, Buffer or Learner instance "
-                "(an object of a fragnb.components class) from an earlier cell",
-                self.loops[0].lineno,
-            )
+            self.limit("the loop calls no component: call an environment (a Gymnasium env or a fragnb Env), a network, "
+                       "an optimiser or a fragnb Actor, Buffer or Learner from an earlier cell",
+                       self.loops[0].lineno if self.loops else None)
         self.check_defined(tree.body, set(self.namespace) | set(dir(builtins)))
         self.assign_roles()
         fragments = self.group()
         edges = self.data_edges(fragments) + self.state_edges(fragments)
-        components = {c: role_of(self.namespace[c]) for s in self.statements for c in s.components}
+        components = self.component_roles()
+        self.limit_foreign(components)
         return FragmentGraph(self.name, self.source, tree, self.loops, self.statements, fragments, edges, components, self.namespace,
-                             temps=self.temps, reach=self.reach, stop_flags=normalizer.stop_flags)
+                             temps=self.temps, reach=self.reach, stop_flags=normalizer.stop_flags,
+                             limits=sorted(self.limits, key=lambda e: e.lineno or 0), inputs=frozenset(_names(tree)[0]))
 
     def parse(self) -> ast.Module:
         try:
             tree = ast.parse(self.source)
+            compile(tree, cell_filename(self.name), "exec")  # what plain Python refuses too (`return` in a cell)
         except SyntaxError as e:
-            raise FragmentError(f"syntax error: {e.msg}", e.lineno, e.text) from None
+            raise self.error(f"syntax error: {e.msg}", e.lineno) from None
         if not tree.body:
             raise FragmentError("the cell is empty: write the training loop below the %%fragment line")
         loops = [n for n in tree.body if isinstance(n, (ast.For, ast.While))]
-        if not loops:
-            if any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(tree)):
-                pass  # nested inside something else: check_constructs names it
-            else:
-                raise FragmentError(
-                    "the cell has no loop: write the training loop as `for it in range(n):` "
-                    "(the outermost loop counts training iterations)"
-                )
+        if not loops and not any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(tree)):
+            self.limit("the cell has no loop: write the training loop as `for it in range(n):` "
+                       "(the outermost loop counts training iterations)")
         if len(loops) > 1:
-            raise self.error(
-                f"the cell has {len(loops)} top-level loops (lines {', '.join(str(n.lineno) for n in loops)}); "
-                "a %%fragment cell holds one training loop",
-                loops[1],
-            )
+            self.limit(f"the cell has {len(loops)} top-level loops (lines {', '.join(str(n.lineno) for n in loops)}); "
+                       "a %%fragment cell holds one training loop", loops[1])
         return tree
 
     def check_constructs(self, tree: ast.Module) -> None:
         for node in ast.walk(tree):
+            if isinstance(node, ast.With) and all(reentrant_context(i.context_expr, self.namespace) and i.optional_vars is None
+                                                  for i in node.items):
+                continue  # a mode context: entered around each statement it holds, in every fragment
             if type(node) in UNSUPPORTED:
                 what, why = UNSUPPORTED[type(node)]
-                raise self.error(f"{what} is not supported in a %%fragment cell: {why}", node)
+                self.limit(f"{what} is not supported in a %%fragment cell: {why}", node)
             if isinstance(node, ast.For) and node.orelse:
-                raise self.error("`for ... else` is not supported in a %%fragment cell: loops always run to the end", node)
+                self.limit("`for ... else` is not supported in a %%fragment cell: loops always run to the end", node)
             if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
                 raise self.error("`import *` is not supported: fragnb must know every name the loop uses", node)
-        if not any(isinstance(n, ast.For) for n in tree.body):
+        if not any(isinstance(n, ast.For) for n in tree.body) and any(isinstance(n, ast.For) for n in ast.walk(tree)):
             nested = next(n for n in ast.walk(tree) if isinstance(n, ast.For))
-            raise self.error("the training loop must be at the top level of the cell, not inside another statement", nested)
+            self.limit("the training loop must be at the top level of the cell, not inside another statement", nested)
 
     def collect(self, body: list[ast.stmt], loop: Loop | None) -> None:
         for node in body:
@@ -289,7 +374,7 @@ class _Capture:
                 continue
             if any(isinstance(n, ast.For) for n in ast.walk(node)):
                 nested = next(n for n in ast.walk(node) if isinstance(n, ast.For))
-                raise self.error(
+                self.limit(
                     "a loop inside this statement is not supported: loops must nest directly in loops "
                     "(or in an `if`), so that fragnb knows how many times each fragment runs",
                     nested,
@@ -297,8 +382,11 @@ class _Capture:
             reads, writes = _names(node)
             # A list the loop appends to is a value that flows on; a component's own state is not
             # (state edges cover it).
-            writes |= {n for n in _mutated(node) if role_of(self.namespace.get(n)) is None or n in self.cell_writes}
-            components, calls, role = self.uses(node)
+            # (`torch.manual_seed(0)` or `np.random.shuffle(x)` changes no variable `torch` or `np`: a
+            # module is not a value that flows.)
+            writes |= {n for n in _mutated(node) if n in self.cell_writes
+                       or self.role(self.namespace.get(n)) is None and not isinstance(self.namespace.get(n), types.ModuleType)}
+            components, calls, role_ = self.uses(node)
             synthetic = id(node) in self.synthetic
             self.statements.append(
                 Statement(
@@ -311,7 +399,7 @@ class _Capture:
                     reads=frozenset(reads),
                     writes=frozenset(writes),
                     components=components,
-                    role=role,
+                    role=role_,
                     calls=calls,
                 )
             )
@@ -324,17 +412,27 @@ class _Capture:
             return lines[0][node.col_offset : node.end_col_offset].decode()
         return b"\n".join([lines[0][node.col_offset :], *lines[1:-1], lines[-1][: node.end_col_offset]]).decode()
 
+    def role(self, obj) -> str | None:
+        """A loop written against fragnb's components keeps their roles alone (its networks and
+        optimisers are plain values, as they always were); a loop of plain objects gets roles from
+        the ecosystem's types (:mod:`fragnb.graph.roles`)."""
+        return role_of(obj) if self.native else role(obj)
+
+    def call_role(self, call: ast.Call) -> str | None:
+        return None if self.native else call_role(call)
+
     def component(self, name: str):
-        """The component a name refers to in the loop, or ``None`` (cell variables shadow the notebook)."""
+        """The object with a role a name refers to in the loop (a fragnb component, a Gymnasium env,
+        a network, ...), or ``None`` (cell variables shadow the notebook)."""
         if name in self.cell_writes or name not in self.namespace:
             return None
         obj = self.namespace[name]
-        return obj if role_of(obj) is not None else None
+        return obj if self.role(obj) is not None else None
 
     def role_of_call(self, call: ast.Call) -> str | None:
         root = _call_root(call.func)
         if root is None:
-            return None
+            return self.call_role(call)
         obj = self.namespace.get(root.id) if root.id not in self.cell_writes else None
         if isinstance(obj, type) and issubclass(obj, Component):
             raise self.error(
@@ -342,7 +440,8 @@ class _Capture:
                 f"(e.g. `{obj.__name__.lower()} = {obj.__name__}(...)`) and call that instance here",
                 call,
             )
-        return role_of(self.component(root.id))
+        found = self.component(root.id)
+        return self.role(found) if found is not None else self.call_role(call)
 
     def uses(self, node: ast.stmt) -> tuple[tuple[str, ...], frozenset[str], str]:
         """The components a statement uses (called, read or handed to a function), the methods it
@@ -355,27 +454,33 @@ class _Capture:
         handed = False
         for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):  # breadth-first: outermost first
             root = _call_root(call.func)
-            role = self.role_of_call(call)
-            if role is not None:
-                called.setdefault(root.id, role)
-                if isinstance(call.func, ast.Attribute) and call.func.value is root:
-                    calls.add(f"{root.id}.{call.func.attr}")
+            r = self.role_of_call(call)
+            if r is not None:
+                # "" for a call whose role is its own (`loss.backward()`), whatever it is called on
+                name = root.id if root is not None and self.component(root.id) is not None else ""
+                called.setdefault(name, r)
+                if name and isinstance(call.func, ast.Attribute) and call.func.value is root:
+                    calls.add(f"{name}.{call.func.attr}")
             elif any(isinstance(arg, ast.Name) and self.component(arg.id) is not None for arg in call.args + [k.value for k in call.keywords]):
                 handed = True  # the component itself, not one of its attributes
-        touched = {n.id: role_of(self.component(n.id)) for n in ast.walk(node)
+        touched = {n.id: self.role(self.component(n.id)) for n in ast.walk(node)
                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and self.component(n.id) is not None}
-        components = tuple(dict.fromkeys([*called, *sorted(touched)]))
-        roles = set(called.values()) or set(touched.values())
-        if len(set(called.values())) > 1 or (not called and not handed and len(roles) > 1):
-            uses = ", ".join(f"`{n}` ({r})" for n, r in {**touched, **called}.items())
-            raise self.error(
+        # Reading a plain object's attribute (`envs.single_observation_space.shape` in the learner's
+        # flatten) is not using it: the statement goes where its values are needed.
+        roles_of_touched = {n: r for n, r in touched.items() if n in called or not is_foreign(self.namespace[n])}
+        called_roles = {r for r in called.values() if r != MODULE} or set(called.values())
+        components = tuple(dict.fromkeys([*(c for c in called if c), *sorted(touched)]))
+        roles = called_roles or set(roles_of_touched.values())
+        if len(called_roles) > 1 or (not called and not handed and len(roles) > 1):
+            uses = ", ".join(f"`{n}` ({r})" for n, r in {**touched, **called}.items() if n)
+            self.limit(
                 f"one statement uses components of different roles: {uses}; fragnb splits nested calls and `if` "
                 "blocks itself, but not this one: split it into one statement per role, assigning the intermediate "
                 "value to a variable, so each can run where its role is placed",
                 node,
             )
         if called:
-            return components, frozenset(calls), next(iter(called.values()))
+            return components, frozenset(calls), sorted(called_roles)[0] if len(called_roles) > 1 else next(iter(called_roles))
         if handed:
             return components, frozenset(calls), "driver"
         return components, frozenset(calls), next(iter(roles), "")
@@ -448,6 +553,8 @@ class _Capture:
                 for p in producers:
                     if p.index != r.index:
                         readers[p.index].append(r.index)
+        for i in (s.index for s in self.statements if roles[s.index] == MODULE):
+            roles[i] = "actor" if self.reaches_env(i, readers, roles) else "learner"
         plain = [s.index for s in self.statements if roles[s.index] is None]
         need: dict[int, set[str]] = {i: set() for i in plain}
         changed = True
@@ -466,7 +573,54 @@ class _Capture:
                 sources = sorted((p for ps in self.reach.get(s.index, {}).values() for p in ps if roles[p]), reverse=True)
                 firsts = [roles[r] for r in readers[s.index] if roles[r]]
                 roles[s.index] = roles[sources[0]] if sources else (firsts[0] if firsts else "driver")
+        if not any(role_of(self.namespace[c]) for s in self.statements for c in s.components):
+            self.find_buffer(roles)
         self.statements = [_with_role(s, roles[s.index]) for s in self.statements]
+
+    def reaches_env(self, start: int, readers: dict[int, list[int]], roles: dict) -> bool:
+        """Whether a network's results reach an environment's ``step`` (through statements of no
+        other role): then the call is the actor's."""
+        seen, todo = {start}, [start]
+        while todo:
+            for r in readers[todo.pop()]:
+                if roles[r] == "env":
+                    return True
+                if r not in seen and roles[r] in (None, MODULE):
+                    seen.add(r)
+                    todo.append(r)
+        return False
+
+    def find_buffer(self, roles: dict) -> None:
+        """In a loop of plain objects, statements of the rollout (a loop that steps an environment)
+        that only store values for the learner (``obs[step] = next_obs``, ``memory.append(x)``)
+        are the buffer. (A fragnb Buffer marks its own.)"""
+        rollouts = {s.loop for s in self.statements if roles[s.index] == "env"}
+        for s in self.statements:
+            if s.role == "" and roles[s.index] == "learner" and s.loop in rollouts and _stores(s.node):
+                roles[s.index] = "buffer"
+
+    def component_roles(self) -> dict[str, str]:
+        """Each component the loop uses, with its role: a network's is the learner's when the
+        learner's statements use it (CleanRL's ``agent``: acted with and trained), else theirs."""
+        used: dict[str, list[str]] = {}
+        for s in self.statements:
+            for c in s.components:
+                used.setdefault(c, []).append(s.role)
+        out = {}
+        for c, roles in used.items():
+            r = self.role(self.namespace[c])
+            out[c] = r if r != MODULE else ("learner" if "learner" in roles else roles[0])
+        return out
+
+    def limit_foreign(self, components: dict[str, str]) -> None:
+        foreign = [c for c in components if is_foreign(self.namespace[c])]
+        if not foreign:
+            return
+        first = next(s for s in self.statements if set(s.components) & set(foreign))
+        kinds = ", ".join(f"`{c}` ({_type_name(self.namespace[c])})" for c in foreign)
+        self.limit(f"the loop calls plain objects: {kinds}. Only `single` runs them for now: distributed policies move "
+                   "fragnb components (fragnb.envs.GymnasiumEnv for a Gymnasium id; fragnb.components.Actor, Learner, "
+                   "Buffer around your networks)", first.lineno)
 
     def group(self) -> list[Fragment]:
         groups: dict[tuple[str, Loop | None], list[Statement]] = {}
@@ -512,9 +666,26 @@ class _Capture:
     def modules(self, frag: Fragment) -> dict[int, str]:
         found: dict[int, str] = {}
         for comp in frag.components:
+            if role_of(self.namespace[comp]) is None:
+                continue  # a plain object: shared by name, its state edge says so
             for attr, value in modules_of(self.namespace[comp]).items():
                 found.setdefault(id(value), f"{comp}.{attr}")
         return found
+
+
+def _stores(node: ast.stmt) -> bool:
+    """Whether a statement only puts values into a container: ``x[i] = v`` or ``xs.append(v)``."""
+    while isinstance(node, ast.With) and len(node.body) == 1:
+        node = node.body[0]
+    if isinstance(node, ast.Assign):
+        return all(isinstance(t, ast.Subscript) for t in node.targets)
+    call = node.value if isinstance(node, ast.Expr) else None
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "push", "add")
+
+
+def _type_name(obj) -> str:
+    cls = type(obj)
+    return cls.__qualname__ if cls.__module__ in ("__main__", "builtins") else f"{cls.__module__.split('.')[0]}.{cls.__qualname__}"
 
 
 def _same_component(a: Fragment, b: Fragment, label: str) -> bool:

@@ -134,6 +134,11 @@ class FragmentGraph:
     reach: dict[int, dict[str, tuple[int, ...]]] = field(default_factory=dict, repr=False, compare=False)
     #: Temporaries that, once true, end the run before the next iteration (`break`, `while`).
     stop_flags: list[str] = field(default_factory=list, repr=False, compare=False)
+    #: What plain Python runs but a distributed policy cannot split, in cell order: placing the graph
+    #: under any policy but ``single`` raises the first (each names its line and the way out).
+    limits: list = field(default_factory=list, repr=False, compare=False)
+    #: Names the cell reads before it assigns them: what it takes from the notebook.
+    inputs: frozenset = field(default_factory=frozenset, repr=False, compare=False)
 
     def describe(self, variables: tuple[str, ...]) -> str:
         """Variables as the cell writes them: capture's temporaries show the expression they hold."""

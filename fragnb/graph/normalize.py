@@ -8,7 +8,11 @@ Two rewrites, both exact (the rewritten cell computes what the original does, in
 - an ``if`` whose block calls several roles or holds a loop is split per statement, with the
   condition evaluated once into a temporary: ``if c: a; b`` becomes ``_fragnb_2 = c``,
   ``if _fragnb_2: a``, ``if _fragnb_2: b``. A loop inside it iterates over nothing when the
-  condition is false (``for x in (xs if _fragnb_2 else ())``), so loops always nest in loops.
+  condition is false (``for x in (xs if _fragnb_2 else ())``), so loops always nest in loops;
+- a ``with`` of a mode context (``torch.no_grad()``, ``torch.autocast(...)``: it only sets a
+  thread-local mode) is entered around each statement it holds: ``with torch.no_grad(): a; b``
+  becomes ``with torch.no_grad(): a`` and ``with torch.no_grad(): b``, and a loop inside it keeps
+  its header outside and enters the context around each statement of its body.
 
 Control flow becomes data before that (:meth:`Normalizer.control_flow`):
 
@@ -17,7 +21,11 @@ Control flow becomes data before that (:meth:`Normalizer.control_flow`):
 - ``if c: ...; break`` in the iteration loop does the same, and ``_fragnb_3`` becomes a *stop flag*:
   the driver starts no further iteration once it holds (the loop variable keeps its value);
 - a top-level ``while c:`` becomes the iteration loop ``for _fragnb_4 in iter(int, 1):`` with the
-  stop flag ``_fragnb_5 = not c`` assigned before it and at the end of every iteration.
+  stop flag ``_fragnb_5 = not c`` assigned before it and at the end of every iteration;
+- a ``for ... else`` is wrapped in ``if True:``, one statement that runs as written.
+
+Any other ``break`` and ``continue`` stay as written: they run where their whole loop runs
+(the planner refuses a loop that spans worker groups and jumps).
 
 Temporaries are named ``_fragnb_<n>``; they never reach the notebook's namespace.
 """
@@ -36,6 +44,9 @@ TEMP_PREFIX = "_fragnb_"
 _CONDITIONAL = (ast.IfExp, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
+_COMPOUND = (ast.If, ast.With, ast.While, ast.For, ast.Try, ast.TryStar, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
 def is_temp(name: str) -> bool:
     return name.startswith(TEMP_PREFIX)
 
@@ -44,11 +55,14 @@ class Normalizer:
     """Rewrites a cell body. ``role_of_call(call)`` is the role of the component a call goes
     through, or ``None``. ``temps`` maps each temporary to the source text it stands for."""
 
-    def __init__(self, role_of_call: Callable[[ast.Call], str | None] | None = None):
+    def __init__(self, role_of_call: Callable[[ast.Call], str | None] | None = None,
+                 reentrant: Callable[[ast.expr], bool] = lambda expr: False):
         self.role_of_call = role_of_call
+        self.reentrant = reentrant  # whether a `with` item is a mode context, entered again per statement
         self.temps: dict[str, str] = {}
         self.synthetic: set[int] = set()  # ids of nodes that are not a cell line as written
         self.stop_flags: list[str] = []  # checked by the driver before each iteration
+        self.opaque: set[int] = set()  # ids of statements kept whole (a `for ... else`)
 
     # -- control flow ---------------------------------------------------------------------------
     def control_flow(self, nodes: list[ast.stmt]) -> list[ast.stmt]:
@@ -64,17 +78,26 @@ class Normalizer:
                 forever = ast.Call(ast.Name("iter", ast.Load()), [ast.Name("int", ast.Load()), ast.Constant(1)], [])
                 loop = ast.For(ast.Name(counter, ast.Store()), forever, self._loop_body(node.body + [stop()], top=True), [], None)
                 out += [stop(), self._located(loop, node)]
-            elif isinstance(node, ast.For):
+            elif isinstance(node, ast.For) and not node.orelse:
                 node.body = self._loop_body(node.body, top=True)
                 out.append(node)
+            elif isinstance(node, ast.For):
+                out.append(self._kept_whole(node))
             else:
                 out.append(node)
         return out
 
+    def _kept_whole(self, node: ast.stmt) -> ast.stmt:
+        wrapper = self._located(ast.If(ast.Constant(True), [node], []), node)
+        self.opaque.add(id(wrapper))
+        return wrapper
+
     def _loop_body(self, nodes: list[ast.stmt], top: bool) -> list[ast.stmt]:
         out: list[ast.stmt] = []
         for i, node in enumerate(nodes):
-            if isinstance(node, ast.For) and not node.orelse:
+            if isinstance(node, ast.For) and node.orelse:
+                node = self._kept_whole(node)
+            elif isinstance(node, ast.For):
                 node.body = self._loop_body(node.body, top=False)
             jump = node.body[-1] if isinstance(node, ast.If) and not node.orelse and node.body else None
             if isinstance(jump, ast.Continue) or (isinstance(jump, ast.Break) and top):
@@ -94,8 +117,10 @@ class Normalizer:
             if isinstance(node, ast.For):
                 node.body = self.body(node.body)
                 out.append(node)
-            elif isinstance(node, ast.If) and self._needs_split(node):
+            elif isinstance(node, ast.If) and id(node) not in self.opaque and self._needs_split(node):
                 out += self._split_if(node)
+            elif isinstance(node, ast.With) and all(self.reentrant(i.context_expr) and i.optional_vars is None for i in node.items):
+                out += [self._entered(s, node) for s in self.body(node.body)]
             else:
                 out += self._hoist(node)
         return out
@@ -114,6 +139,13 @@ class Normalizer:
             out += [self._guard(s, test) for s in self.body(stmts)]
         return out
 
+    def _entered(self, stmt: ast.stmt, context: ast.With) -> ast.stmt:
+        """``stmt`` inside a copy of ``context``'s mode contexts (a loop: each statement of its body)."""
+        if isinstance(stmt, ast.For):
+            stmt.body = [self._entered(s, context) for s in stmt.body]
+            return stmt
+        return self._located(ast.With(copy.deepcopy(context.items), [stmt]), stmt)
+
     def _guard(self, stmt: ast.stmt, test: ast.expr) -> ast.stmt:
         if isinstance(stmt, ast.For):  # a loop runs zero times when its guard is false
             stmt.iter = ast.copy_location(ast.IfExp(test, stmt.iter, ast.Tuple([], ast.Load())), stmt.iter)
@@ -123,7 +155,7 @@ class Normalizer:
 
     # -- nested calls ---------------------------------------------------------------------------
     def _hoist(self, stmt: ast.stmt) -> list[ast.stmt]:
-        if len(self._roles(stmt)) < 2 or isinstance(stmt, ast.If):
+        if len(self._roles(stmt)) < 2 or isinstance(stmt, _COMPOUND):  # a block's calls run where it runs, as written
             return [stmt]
         outer = next(r for n in _breadth_first(stmt) if isinstance(n, ast.Call) and (r := self.role_of_call(n)))
         before: list[ast.stmt] = []

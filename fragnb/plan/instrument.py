@@ -16,7 +16,7 @@ DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while
 
 def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None) -> list[ast.stmt]:
     """``body`` with each run of consecutive statements of one fragment timed by
-    ``__fragnb_run__.timer(fragment)``; with ``hook_loop`` the top-level loop iterates through
+    ``__fragnb_run__.timer(fragment)``; with ``hook_loop`` the (first) top-level loop iterates through
     ``__fragnb_run__.iterate`` (progress); with ``trace`` (node id -> statement index) every statement
     is followed by ``__fragnb_run__.done(index)``."""
 
@@ -25,6 +25,8 @@ def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = Fa
 
     def timed(name: str, run: list[ast.stmt]) -> ast.With:
         return ast.copy_location(ast.With([ast.withitem(call("timer", ast.Constant(name)))], run), run[0])
+
+    hooked = []
 
     def build(nodes: list[ast.stmt], top: bool) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -37,7 +39,10 @@ def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = Fa
                 run = []
             current = name
             if isinstance(node, ast.For):
-                it = ast.copy_location(call("iterate", node.iter), node.iter) if top and hook_loop else node.iter
+                hook = top and hook_loop and not hooked  # the first top-level loop counts the iterations
+                if hook:
+                    hooked.append(node)
+                it = ast.copy_location(call("iterate", node.iter), node.iter) if hook else node.iter
                 out.append(ast.copy_location(ast.For(node.target, it, build(node.body, False), [], None), node))
             else:
                 run.append(node)

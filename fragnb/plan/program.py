@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..components import modules_of, role_of
+from ..errors import FragmentError
 from .instrument import DRIVER, instrument
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ def plan(placement: Placement) -> Program:
         for node in nodes:
             groups = groups_in(node)
             if isinstance(node, ast.For) and (top or len(groups) > 1):
+                _refuse_jumps(node, top, groups_in, graph)
                 split = None if top else _fission(node, graph, group_of, stmt_of, placement)
                 if split is None:
                     items.append(DrivenLoop(node, build(node.body, False)))
@@ -131,6 +133,43 @@ def plan(placement: Placement) -> Program:
         seg.exports = {v for v in seg.writes if any(v in other.reads for other in segments if other.group != seg.group)}
         seg.exports |= set(seg.records)
     return Program(items, segments, _kinds(graph), _origins(graph))
+
+
+def _refuse_jumps(loop: ast.For, top: bool, groups_in, graph: FragmentGraph) -> None:
+    """A ``break`` or ``continue`` runs where its whole loop runs; a loop the driver iterates, or
+    whose groups run apart, has no one place to jump from."""
+    groups = groups_in(loop)
+    for inner in (n for n in loop.body if isinstance(n, ast.For) and len(groups_in(n)) > 1):
+        _refuse_jumps(inner, False, groups_in, graph)
+    for leaf in _leaves_of_body(loop):
+        jump = next((n for n in _own_nodes(leaf) if isinstance(n, (ast.Break, ast.Continue))), None)
+        if jump is None:
+            continue
+        word = "break" if isinstance(jump, ast.Break) else "continue"
+        if top:
+            why = ("only `if condition: break` directly in the training loop's body can stop a run (at an iteration's end, "
+                   "on every replica at once)" if word == "break" else
+                   "write it as `if condition: continue` directly in the loop's body (fragnb turns that into a condition "
+                   "guarding the rest of the body)")
+        else:
+            why = (f"this inner loop's statements run in groups {sorted(groups)}, which run apart and cannot stop together. "
+                   "Step every environment together for a fixed number of steps (`for step in range(num_steps):`, "
+                   "a vectorised rollout: a finished episode resets by itself) and keep episode ends as data (`dones`)")
+        raise FragmentError(f"this `{word}` is not supported under a distributed policy: {why} (`single` runs it as plain Python)", jump.lineno,
+                            graph.source.splitlines()[jump.lineno - 1])
+
+
+def _leaves_of_body(loop: ast.For):
+    """The leaf statements directly in ``loop`` (not in a loop nested in it)."""
+    return [n for n in loop.body if not isinstance(n, ast.For)]
+
+
+def _own_nodes(node: ast.AST):
+    """``node``'s nodes, not descending into loops nested in it (their jumps are theirs)."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            yield from _own_nodes(child)
 
 
 def _regroup(items: list, ns: dict) -> list:

@@ -155,6 +155,10 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         (``"auto"``: a GPU for the policy's GPU groups when one is present; ``"cpu"``; ``"cuda"``).
     """
     policy = resolve(policy)
+    if policy.name != "single" and graph.limits:
+        first = graph.limits[0]
+        raise FragmentError(f"policy {policy.name!r} cannot split this cell: {first.problem} (`single` runs it as plain Python)",
+                            first.lineno, first.line)
     known = policy.parameters
     unknown = sorted(set(params) - set(known))
     if unknown:

@@ -629,6 +629,38 @@ LOOPS: list[CorpusLoop] = [
             last_stats = stats
         """,
     ),
+    # Field-style control flow: `with torch.no_grad()` around statements of several roles (entered in
+    # each fragment), and a `target_kl`-style early stop of the learner's epoch loop (a `break` in an
+    # inner loop that runs in one group).
+    _loop(
+        "no_grad_and_epoch_break",
+        PG_SETUP.format(vf_coef=0.5),
+        """
+        obs = env.reset()
+        epochs_run = []
+        for it in range(iterations):
+            obs_buf, act_buf, rew_buf = [], [], []
+            for step in range(num_steps):
+                with torch.no_grad():
+                    action, logprob = actor.act(obs)
+                    next_obs, reward, terminated, truncated, info = env.step(action)
+                    obs_buf.append(obs)
+                    act_buf.append(action)
+                    rew_buf.append(reward)
+                obs = next_obs
+            with torch.no_grad():
+                returns = torch.zeros(num_envs)
+                ret_buf = []
+                for r in reversed(rew_buf):
+                    returns = r + gamma * returns
+                    ret_buf.insert(0, returns)
+            for epoch in range(4):
+                stats = learner.update(torch.stack(obs_buf), torch.stack(act_buf), torch.stack(ret_buf))
+                if stats["entropy"] < 0.693:
+                    break
+            epochs_run.append(epoch + 1)
+        """,
+    ),
 ]
 
 BY_NAME = {loop.name: loop for loop in LOOPS}

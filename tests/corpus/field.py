@@ -1,0 +1,533 @@
+"""Training loops as the field writes them: Gymnasium envs, ``nn.Module`` agents, ``torch.optim``.
+
+Written here in the style of public projects (CleanRL's single-file PPO, the PyTorch DQN and
+REINFORCE tutorials, A2C as courses write it), not copied from them: the setup cell builds the
+environments, networks and optimisers, seeded; the ``%%fragment`` cell is the training loop with
+the constructs those projects use (``with torch.no_grad()``, preallocated ``(num_steps, num_envs)``
+storage, a ``target_kl`` early stop, episode loops that ``break`` when done, ``deque`` replay,
+``random.random()`` epsilon-greedy, an inline soft update, dropout). Sizes are tiny: each runs in
+about a second as plain Python.
+"""
+
+from __future__ import annotations
+
+from corpus.loops import CorpusLoop, _loop
+
+__all__ = ["FIELD", "FIELD_BY_NAME"]
+
+# -- CleanRL-style PPO on a Gymnasium vector env (discrete actions) -------------------------------
+CLEANRL_PPO_SETUP = """
+    import random
+    import time
+    from dataclasses import dataclass
+
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.optim as optim
+    from torch.distributions.categorical import Categorical
+
+
+    @dataclass
+    class Args:
+        seed: int = 1
+        env_id: str = "CartPole-v1"
+        total_timesteps: int = 192
+        learning_rate: float = 2.5e-4
+        num_envs: int = 4
+        num_steps: int = 16
+        anneal_lr: bool = True
+        gamma: float = 0.99
+        gae_lambda: float = 0.95
+        num_minibatches: int = 4
+        update_epochs: int = 4
+        norm_adv: bool = True
+        clip_coef: float = 0.2
+        clip_vloss: bool = True
+        ent_coef: float = 0.01
+        vf_coef: float = 0.5
+        max_grad_norm: float = 0.5
+        target_kl: float = 0.01
+        batch_size: int = 0
+        minibatch_size: int = 0
+        num_iterations: int = 0
+
+
+    def make_env(env_id):
+        def thunk():
+            return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
+        return thunk
+
+
+    def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+        torch.nn.init.orthogonal_(layer.weight, std)
+        torch.nn.init.constant_(layer.bias, bias_const)
+        return layer
+
+
+    class Agent(nn.Module):
+        def __init__(self, envs):
+            super().__init__()
+            obs_dim = np.array(envs.single_observation_space.shape).prod()
+            self.critic = nn.Sequential(layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(), layer_init(nn.Linear(64, 1), std=1.0))
+            self.actor = nn.Sequential(layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+                                       layer_init(nn.Linear(64, envs.single_action_space.n), std=0.01))
+
+        def get_value(self, x):
+            return self.critic(x)
+
+        def get_action_and_value(self, x, action=None):
+            logits = self.actor(x)
+            probs = Categorical(logits=logits)
+            if action is None:
+                action = probs.sample()
+            return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+
+
+    args = Args()
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+    writer = []  # stands in for TensorBoard's SummaryWriter: (tag, value, step)
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cpu")
+    envs = gym.vector.SyncVectorEnv([make_env(args.env_id) for _ in range(args.num_envs)])
+    agent = Agent(envs).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    global_step = 0
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.Tensor(next_obs).to(device)
+    next_done = torch.zeros(args.num_envs).to(device)
+"""
+
+CLEANRL_PPO_CELL = """
+    for iteration in range(1, args.num_iterations + 1):
+        # Annealing the rate if instructed to do so.
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            lrnow = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = lrnow
+
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            dones[step] = next_done
+
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done = np.logical_or(terminations, truncations)
+            rewards[step] = torch.tensor(reward).to(device).view(-1)
+            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
+
+            if "episode" in infos:
+                for i in np.nonzero(infos["_episode"])[0]:
+                    writer.append(("charts/episodic_return", float(infos["episode"]["r"][i]), global_step))
+
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages = torch.zeros_like(rewards).to(device)
+            lastgaelam = 0
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+            returns = advantages + values
+
+        # flatten the batch
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
+
+        # Optimizing the policy and value network
+        b_inds = np.arange(args.batch_size)
+        clipfracs = []
+        for epoch in range(args.update_epochs):
+            np.random.shuffle(b_inds)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
+
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+                mb_advantages = b_advantages[mb_inds]
+                if args.norm_adv:
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                newvalue = newvalue.view(-1)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                entropy_loss = entropy.mean()
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
+
+        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+        writer.append(("losses/value_loss", v_loss.item(), global_step))
+        writer.append(("losses/approx_kl", approx_kl.item(), global_step))
+        writer.append(("losses/explained_variance", float(explained_var), global_step))
+"""
+
+# -- CleanRL-style PPO, continuous actions (Normal policy) ----------------------------------------
+PPO_CONTINUOUS_SETUP = """
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    from torch.distributions.normal import Normal
+
+    torch.manual_seed(3)
+    num_envs, num_steps, gamma = 2, 8, 0.99
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1") for _ in range(num_envs)])
+
+
+    class Agent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.critic = nn.Sequential(nn.Linear(3, 32), nn.Tanh(), nn.Linear(32, 1))
+            self.actor_mean = nn.Sequential(nn.Linear(3, 32), nn.Tanh(), nn.Linear(32, 1))
+            self.actor_logstd = nn.Parameter(torch.zeros(1, 1))
+
+        def get_action_and_value(self, x, action=None):
+            mean = self.actor_mean(x)
+            probs = Normal(mean, self.actor_logstd.expand_as(mean).exp())
+            if action is None:
+                action = probs.sample()
+            return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), self.critic(x)
+
+
+    agent = Agent()
+    optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4)
+    obs = torch.zeros((num_steps, num_envs, 3))
+    actions = torch.zeros((num_steps, num_envs, 1))
+    logprobs = torch.zeros((num_steps, num_envs))
+    rewards = torch.zeros((num_steps, num_envs))
+    next_obs = torch.Tensor(envs.reset(seed=7)[0])
+    losses = []
+"""
+
+PPO_CONTINUOUS_CELL = """
+    for update in range(3):
+        for step in range(num_steps):
+            obs[step] = next_obs
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+            actions[step] = action
+            logprobs[step] = logprob
+            next_obs, reward, terminated, truncated, info = envs.step(action.numpy())
+            rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
+            next_obs = torch.Tensor(next_obs)
+        returns = torch.zeros_like(rewards)
+        running = torch.zeros(num_envs)
+        for t in reversed(range(num_steps)):
+            running = rewards[t] + gamma * running
+            returns[t] = running
+        _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs.reshape(-1, 3), actions.reshape(-1, 1))
+        advantages = returns.reshape(-1) - newvalue.view(-1).detach()
+        loss = -(newlogprob * advantages).mean() + 0.5 * ((newvalue.view(-1) - returns.reshape(-1)) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+"""
+
+# -- DQN as the PyTorch tutorial writes it: deque replay, epsilon-greedy, soft target update -------
+DQN_SETUP = """
+    import math
+    import random
+    from collections import deque, namedtuple
+    from itertools import count
+
+    import gymnasium as gym
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torch.optim as optim
+
+    random.seed(0)
+    torch.manual_seed(0)
+    env = gym.make("CartPole-v1")
+    Transition = namedtuple("Transition", ("state", "action", "next_state", "reward"))
+
+
+    class ReplayMemory:
+        def __init__(self, capacity):
+            self.memory = deque([], maxlen=capacity)
+
+        def push(self, *args):
+            self.memory.append(Transition(*args))
+
+        def sample(self, batch_size):
+            return random.sample(self.memory, batch_size)
+
+        def __len__(self):
+            return len(self.memory)
+
+
+    class DQN(nn.Module):
+        def __init__(self, n_observations, n_actions):
+            super().__init__()
+            self.layer1 = nn.Linear(n_observations, 32)
+            self.layer2 = nn.Linear(32, n_actions)
+
+        def forward(self, x):
+            return self.layer2(F.relu(self.layer1(x)))
+
+
+    BATCH_SIZE, GAMMA, EPS_START, EPS_END, EPS_DECAY, TAU, LR = 16, 0.99, 0.9, 0.05, 200, 0.005, 1e-3
+    n_actions = env.action_space.n
+    state, info = env.reset(seed=0)
+    env.action_space.seed(0)
+    policy_net = DQN(len(state), n_actions)
+    target_net = DQN(len(state), n_actions)
+    target_net.load_state_dict(policy_net.state_dict())
+    optimizer = optim.AdamW(policy_net.parameters(), lr=LR, amsgrad=True)
+    memory = ReplayMemory(1000)
+    steps_done = 0
+    episode_durations = []
+
+
+    def select_action(state):
+        global steps_done
+        sample = random.random()
+        eps_threshold = EPS_END + (EPS_START - EPS_END) * math.exp(-1.0 * steps_done / EPS_DECAY)
+        steps_done += 1
+        if sample > eps_threshold:
+            with torch.no_grad():
+                return policy_net(state).max(1).indices.view(1, 1)
+        return torch.tensor([[env.action_space.sample()]], dtype=torch.long)
+
+
+    def optimize_model():
+        if len(memory) < BATCH_SIZE:
+            return
+        batch = Transition(*zip(*memory.sample(BATCH_SIZE)))
+        non_final_mask = torch.tensor(tuple(map(lambda s: s is not None, batch.next_state)), dtype=torch.bool)
+        non_final_next_states = torch.cat([s for s in batch.next_state if s is not None])
+        state_batch, action_batch, reward_batch = torch.cat(batch.state), torch.cat(batch.action), torch.cat(batch.reward)
+        state_action_values = policy_net(state_batch).gather(1, action_batch)
+        next_state_values = torch.zeros(BATCH_SIZE)
+        with torch.no_grad():
+            next_state_values[non_final_mask] = target_net(non_final_next_states).max(1).values
+        expected = (next_state_values * GAMMA) + reward_batch
+        loss = nn.SmoothL1Loss()(state_action_values, expected.unsqueeze(1))
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_value_(policy_net.parameters(), 100)
+        optimizer.step()
+"""
+
+DQN_CELL = """
+    for i_episode in range(4):
+        state, info = env.reset()
+        state = torch.tensor(state, dtype=torch.float32).unsqueeze(0)
+        for t in count():
+            action = select_action(state)
+            observation, reward, terminated, truncated, _ = env.step(action.item())
+            reward = torch.tensor([reward])
+            done = terminated or truncated
+            if terminated:
+                next_state = None
+            else:
+                next_state = torch.tensor(observation, dtype=torch.float32).unsqueeze(0)
+            memory.push(state, action, next_state, reward)
+            state = next_state
+            optimize_model()
+
+            # Soft update of the target network's weights
+            target_net_state_dict = target_net.state_dict()
+            policy_net_state_dict = policy_net.state_dict()
+            for key in policy_net_state_dict:
+                target_net_state_dict[key] = policy_net_state_dict[key] * TAU + target_net_state_dict[key] * (1 - TAU)
+            target_net.load_state_dict(target_net_state_dict)
+
+            if done:
+                episode_durations.append(t + 1)
+                break
+"""
+
+# -- REINFORCE as the PyTorch example writes it: an episode loop, log-probabilities kept -----------
+REINFORCE_SETUP = """
+    from itertools import count
+
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torch.optim as optim
+    from torch.distributions import Categorical
+
+    torch.manual_seed(543)
+    env = gym.make("CartPole-v1")
+    gamma = 0.99
+    eps = np.finfo(np.float32).eps.item()
+
+
+    class Policy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.affine1 = nn.Linear(4, 32)
+            self.dropout = nn.Dropout(p=0.6)
+            self.affine2 = nn.Linear(32, 2)
+            self.saved_log_probs = []
+            self.rewards = []
+
+        def forward(self, x):
+            return F.softmax(self.affine2(F.relu(self.dropout(self.affine1(x)))), dim=1)
+
+
+    policy = Policy()
+    optimizer = optim.Adam(policy.parameters(), lr=1e-2)
+    running_reward = 10
+"""
+
+REINFORCE_CELL = """
+    for i_episode in count(1):
+        state, _ = env.reset(seed=543 + i_episode)
+        ep_reward = 0
+        for t in range(1, 10000):
+            probs = policy(torch.from_numpy(state).float().unsqueeze(0))
+            m = Categorical(probs)
+            action = m.sample()
+            policy.saved_log_probs.append(m.log_prob(action))
+            state, reward, terminated, truncated, _ = env.step(action.item())
+            policy.rewards.append(reward)
+            ep_reward += reward
+            if terminated or truncated:
+                break
+        running_reward = 0.05 * ep_reward + (1 - 0.05) * running_reward
+        R, policy_loss, returns = 0, [], []
+        for r in policy.rewards[::-1]:
+            R = r + gamma * R
+            returns.insert(0, R)
+        returns = torch.tensor(returns)
+        returns = (returns - returns.mean()) / (returns.std() + eps)
+        for log_prob, R in zip(policy.saved_log_probs, returns):
+            policy_loss.append(-log_prob * R)
+        optimizer.zero_grad()
+        policy_loss = torch.cat(policy_loss).sum()
+        policy_loss.backward()
+        optimizer.step()
+        del policy.rewards[:]
+        del policy.saved_log_probs[:]
+        if i_episode >= 3:
+            print(f"Episode {i_episode}\\tLast reward: {ep_reward:.2f}\\tAverage reward: {running_reward:.2f}")
+            break
+"""
+
+# -- A2C on a vector env, n-step returns, one network with two heads ------------------------------
+A2C_SETUP = """
+    import gymnasium as gym
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(5)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
+
+
+    class ActorCritic(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(4, 32), nn.ReLU())
+            self.pi, self.v = nn.Linear(32, 2), nn.Linear(32, 1)
+
+        def forward(self, x):
+            h = self.body(x)
+            return torch.distributions.Categorical(logits=self.pi(h)), self.v(h).squeeze(-1)
+
+
+    net = ActorCritic()
+    opt = torch.optim.RMSprop(net.parameters(), lr=7e-4)
+    scheduler = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.1, total_iters=5)
+    obs = torch.as_tensor(envs.reset(seed=11)[0], dtype=torch.float32)
+    history = []
+"""
+
+A2C_CELL = """
+    for update in range(5):
+        log_probs, values, rewards, masks, entropies = [], [], [], [], []
+        for _ in range(5):
+            dist, value = net(obs)
+            action = dist.sample()
+            next_obs, reward, term, trunc, _ = envs.step(action.numpy())
+            log_probs.append(dist.log_prob(action))
+            entropies.append(dist.entropy())
+            values.append(value)
+            rewards.append(torch.as_tensor(reward, dtype=torch.float32))
+            masks.append(1.0 - torch.as_tensor(term | trunc, dtype=torch.float32))
+            obs = torch.as_tensor(next_obs, dtype=torch.float32)
+        with torch.no_grad():
+            R = net(obs)[1]
+        returns = []
+        for step in reversed(range(len(rewards))):
+            R = rewards[step] + 0.99 * R * masks[step]
+            returns.insert(0, R)
+        advantage = torch.stack(returns) - torch.stack(values)
+        loss = -(torch.stack(log_probs) * advantage.detach()).mean() + 0.5 * advantage.pow(2).mean() - 0.01 * torch.stack(entropies).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        scheduler.step()
+        history.append(loss.item())
+"""
+
+FIELD: list[CorpusLoop] = [
+    _loop("cleanrl_ppo", CLEANRL_PPO_SETUP, CLEANRL_PPO_CELL),
+    _loop("ppo_continuous", PPO_CONTINUOUS_SETUP, PPO_CONTINUOUS_CELL),
+    _loop("dqn_tutorial", DQN_SETUP, DQN_CELL),
+    _loop("reinforce", REINFORCE_SETUP, REINFORCE_CELL),
+    _loop("a2c", A2C_SETUP, A2C_CELL),
+]
+FIELD_BY_NAME = {loop.name: loop for loop in FIELD}
