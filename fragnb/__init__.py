@@ -4,13 +4,13 @@ place it with a distribution policy and run it.
 >>> %load_ext fragnb                                     # doctest: +SKIP
 """
 
-from . import algos, components, envs, policies
+from . import algos, components, envs, policies, streams
 from .errors import FragmentError
 from .graph import FragmentGraph, capture
 from .runtime import RunResult, measure, run
 
 __all__ = ["capture", "measure", "run", "explore", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs",
-           "algos", "policies"]
+           "algos", "policies", "streams"]
 __version__ = "0.1.0"
 
 

@@ -9,6 +9,7 @@ distribution policy reproduce the single-process result (DESIGN.md, invariant 1)
 
 from __future__ import annotations
 
+import math
 import zlib
 from functools import lru_cache
 
@@ -103,6 +104,71 @@ class EnvStreams:
         draws = _mix(x if n == 1 else x + _lanes(n))  # the first lane's offset is 0
         self.counters += 1 if mask is None else mask  # adding the bool mask skips two masked indexings
         return draws.to(torch.float64) * 2.0**-32
+
+    # -- samplers: each draws from every stream (one environment's row) once -------------------------
+    def _open(self, n: int) -> torch.Tensor:
+        """``n`` numbers per stream in the open interval (0, 1): inverse CDFs never see 0."""
+        return self.uniform(n) + 2.0**-33
+
+    def normal(self, shape: tuple[int, ...] | int = (), mean=0.0, std=1.0) -> torch.Tensor:
+        """Normal numbers of ``shape`` per stream, ``(streams, *shape)``: each the inverse normal CDF of one uniform."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        z = torch.special.ndtri(self._open(max(1, math.prod(shape)))).reshape(len(self), *shape)
+        return torch.as_tensor(mean) + torch.as_tensor(std) * z
+
+    def categorical(self, probs: torch.Tensor | None = None, logits: torch.Tensor | None = None) -> torch.Tensor:
+        """One choice per stream from ``probs`` or ``logits`` of shape ``(streams, choices)``, by inverse CDF."""
+        if (probs is None) == (logits is None):
+            raise ValueError("give either probs or logits")
+        p = torch.softmax(logits, -1) if probs is None else probs / probs.sum(-1, keepdim=True)
+        u = self._open(1).to(p.dtype).to(p.device)
+        return (p.cumsum(-1) < u).sum(-1).clamp_(max=p.shape[-1] - 1)
+
+    def bernoulli(self, p: torch.Tensor | float, shape: tuple[int, ...] = ()) -> torch.Tensor:
+        """1.0 with probability ``p`` (per stream, or of ``shape`` per stream), else 0.0."""
+        p = torch.as_tensor(p, dtype=torch.float64)
+        shape = tuple(shape) or tuple(p.shape[1:])
+        u = self._open(max(1, math.prod(shape))).reshape(len(self), *shape)
+        return (u < p).to(torch.get_default_dtype())
+
+    def integers(self, low: int, high: int, shape: tuple[int, ...] | int = ()) -> torch.Tensor:
+        """Integers in ``[low, high)``, ``(streams, *shape)``."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        u = self.uniform(max(1, math.prod(shape))).reshape(len(self), *shape)
+        return (low + (u * (high - low)).floor().to(torch.int64)).clamp_(max=high - 1)
+
+    def permutation(self, n: int) -> torch.Tensor:
+        """A random permutation of ``range(n)`` per stream, ``(streams, n)``: minibatch order, e.g.
+        from a one-stream ``EnvStreams(seed, torch.arange(1), "minibatch")`` on the learner's side."""
+        return self.uniform(n).argsort(-1)
+
+    def dropout(self, x: torch.Tensor, p: float = 0.5) -> torch.Tensor:
+        """``torch.nn.functional.dropout(x, p)`` with each environment's row masked from its own stream."""
+        if not 0 <= p < 1:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        keep = self.bernoulli(1 - p, tuple(x.shape[1:])).to(x.dtype).to(x.device)
+        return x * keep / (1 - p)
+
+    def sample(self, dist: torch.distributions.Distribution) -> torch.Tensor:
+        """What ``dist.sample()`` draws, from these streams: the one line a loop changes for exactness.
+
+        ``dist`` is batched over the environments (first axis ``streams``): a ``Categorical``, a
+        ``Normal``, a ``Bernoulli``, or one of them in ``Independent``.
+        """
+        D = torch.distributions
+        base = dist.base_dist if isinstance(dist, D.Independent) else dist
+        if len(base.batch_shape) == 0 or base.batch_shape[0] != len(self):
+            raise ValueError(f"the distribution's batch shape {tuple(base.batch_shape)} does not start with this object's "
+                             f"{len(self)} streams (one per environment)")
+        if isinstance(base, D.Categorical):
+            return self.categorical(probs=base.probs)
+        if isinstance(base, D.Normal):
+            z = self.normal(tuple(base.batch_shape[1:])).to(base.loc.dtype).to(base.loc.device)
+            return (base.loc + base.scale * z).detach()
+        if isinstance(base, D.Bernoulli):
+            return self.bernoulli(base.probs.detach().cpu(), tuple(base.batch_shape[1:])).to(base.probs.dtype).to(base.probs.device)
+        raise TypeError(f"no per-environment sampler for {type(base).__name__}; sample Categorical, Normal or Bernoulli "
+                        "distributions, or draw from `uniform`/`normal` yourself")
 
     def state_dict(self) -> dict:
         return {"counters": self.counters.clone()}
