@@ -75,6 +75,12 @@ class Script:
     #: Synchronous Dask runs: every replica keeps its state after every this many iterations, for the
     #: notebook to fetch; a run that loses a worker resumes from the last one all replicas kept (0: never).
     checkpoint_every: int = 0
+    #: Global random generators (fragnb.runtime.draws): the one-replica group that starts from the
+    #: notebook's generator states ``rng`` and so draws what plain Python draws; every other replica
+    #: seeds its own from ``seed`` and its name.
+    seed: int = 0
+    rng_group: str | None = None
+    rng: dict | None = None
 
     @classmethod
     def of(cls, placement: Placement, limit: int | None = None, until=None, checkpoint_every: int = 0) -> Script:

@@ -21,42 +21,78 @@ from ..components import Component, Episode
 from ..errors import FragmentError
 from ..plan.program import graph_writes
 from ..streams import EnvStreams
+from .draws import Draws, Watching, refuse_inexact
+from .generators import generators, restore, states
 from .job import Job
-from .local import copies, run_plain
+from .local import copies, exec_cell, run_plain
 from .threads import InThreads
 
 if TYPE_CHECKING:
     from ..policies import Placement
 
-__all__ = ["check", "difference"]
+__all__ = ["check", "difference", "structure"]
 
 
-def check(placement, script, iterations: tuple[int, ...] = (1, 2)) -> float:
+def check(placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool = False) -> tuple[float, Draws]:
     """Run the first iterations both ways on copies, once for each count in ``iterations`` (the first
     iteration alone names where a difference starts; the second catches weights that did not
     travel); raise FragmentError on the first difference. ``script`` is the run's own plan.
-    Returns the seconds it took."""
+
+    The first plain run also finds the statements that draw from a global generator
+    (:mod:`fragnb.runtime.draws`). Where the run is statistical, values that depend on those draws
+    are compared by their structure only (type, shape, dtype); ``exact`` refuses such a run instead.
+    Returns the seconds it took, and the draws."""
     start = time.perf_counter()
     if placement.policy.decoupled:  # from the second iteration on, actors may act on older weights than plain Python's
         iterations = (1,)
+    draws = None
     for count in iterations:
-        _compare(placement, dataclasses.replace(script, limit=count, until=None, checkpoint_every=0))
-    return time.perf_counter() - start
+        draws = _compare(placement, dataclasses.replace(script, limit=count, until=None, checkpoint_every=0), draws, exact)
+    return time.perf_counter() - start, draws
 
 
-def _compare(placement, script) -> None:
+def _compare(placement, script, draws: Draws | None, exact: bool) -> Draws:
     graph, iterations = placement.graph, script.limit
     plain, simulated = copies(graph), copies(graph)
-    state = torch.get_rng_state()  # both copies draw what the run will draw; the notebook's stream is untouched
-    with contextlib.redirect_stdout(io.StringIO()), torch.random.fork_rng(devices=[]):
-        run_plain(graph, plain, iterations)
-        torch.set_rng_state(state)
+    with contextlib.redirect_stdout(io.StringIO()), generators():  # the notebook's generators are untouched
+        saved = states()  # both copies start from what the run starts from
+        if draws is None:
+            watcher = Watching(graph, plain, iterations)
+            exec_cell(graph, plain, watcher, trace=True)
+            draws = watcher.draws()
+            refuse_inexact(placement, draws, exact)
+        else:
+            run_plain(graph, plain, iterations)
+        restore(saved)
         InThreads().execute(Job(placement, script, simulated, live=None))
+    loose = set() if draws.exact(placement) else draws.tainted(graph)
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
         if (name in plain) != (name in simulated):
             raise _differs(placement, iterations, name, "exists only in one of them")
-        if name in plain and (diff := difference(plain[name], simulated[name], name)):
+        if name in plain and (diff := (structure if name in loose else difference)(plain[name], simulated[name], name)):
             raise _differs(placement, iterations, name, diff)
+    return draws
+
+
+def structure(a, b, path: str) -> str | None:
+    """Where a value that depends on random draws differs in what does not: its type, a tensor's shape
+    and dtype, a dict's keys, a component's attributes (a sampled episode may end earlier: lengths
+    and values are free)."""
+    if type(a) is not type(b) and not (isinstance(a, dict) and isinstance(b, dict)):
+        return f"{path} is a {type(a).__name__} in plain Python, a {type(b).__name__} here"
+    if isinstance(a, torch.Tensor) and (a.dim(), a.dtype) != (b.dim(), b.dtype):
+        return f"{path} is a {a.dim()}-d {a.dtype} tensor in plain Python, a {b.dim()}-d {b.dtype} one here"
+    if isinstance(a, torch.Tensor) and a.shape[1:] != b.shape[1:]:
+        return f"{path} has shape {tuple(a.shape)} in plain Python, {tuple(b.shape)} here"
+    if isinstance(a, (torch.nn.Module, torch.optim.Optimizer)):
+        return structure(a.state_dict(), b.state_dict(), path)
+    if isinstance(a, dict):
+        if a.keys() != b.keys() and all(isinstance(k, str) for k in a):
+            return f"{path} has keys {sorted(map(str, a))} in plain Python, {sorted(map(str, b))} here"
+        return next((d for k in a if k in b and (d := structure(a[k], b[k], f"{path}[{k!r}]"))), None)
+    if isinstance(a, Component):
+        return structure(vars(a), vars(b), path)
+    return None
 
 
 def _differs(placement: Placement, iterations: int, name: str, diff: str) -> FragmentError:
@@ -89,7 +125,7 @@ def difference(a, b, path: str) -> str | None:
     tensors within 1e-5, floats within 1e-5 relative, containers item by item, components by their state."""
     if isinstance(a, Episode) and isinstance(b, Episode):  # when an episode ended is wall-clock time
         a, b = a._replace(time=0.0), b._replace(time=0.0)
-    if type(a) is not type(b):
+    if type(a) is not type(b) and not (isinstance(a, dict) and isinstance(b, dict)):  # an OrderedDict is a dict to plain code
         return f"{path} is a {type(a).__name__} in plain Python, a {type(b).__name__} here"
     if isinstance(a, torch.Tensor):
         if a.shape != b.shape:

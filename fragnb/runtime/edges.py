@@ -13,7 +13,7 @@ import torch
 
 from ..errors import FragmentError
 
-__all__ = ["Mismatch", "gather", "scatter", "combine", "to_device"]
+__all__ = ["Mismatch", "gather", "scatter", "combine", "to_device", "refuse_autograd"]
 
 
 class Mismatch(ValueError):
@@ -100,3 +100,32 @@ def to_device(value: Any, device: str) -> Any:
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(to_device(v, device) for v in value)
     return value
+
+
+def refuse_autograd(out: dict, origin: dict[str, str], sender: str, receiver: str) -> None:
+    """Refuse to send a tensor that carries an autograd graph to another worker group: the graph
+    stays behind, so a ``backward()`` there would reach no network (the weights would never change)."""
+    for key, value in out.items():
+        # a split loop's records are per-step dicts of the variables a later group replays
+        named = [(v, x) for step in value for v, x in step.items()] if key.startswith("record:") else [(key, value)]
+        var, path = next(((v, p) for v, x in named if (p := _graph_in(x, v)) is not None), (None, None))
+        if path is not None:
+            lineno, _, line = origin.get(var, "").removeprefix("line ").partition(": ")
+            raise FragmentError(
+                f"`{path}` carries an autograd graph from group {sender!r} to {receiver!r}: gradients cannot follow it to another process, so the "
+                f"learner's backward() would not reach the network and its weights would never change. Recompute it on "
+                f"the learner's side from what the rollout stores (observations and actions: PPO recomputes its "
+                f"log-probabilities), or `.detach()` it where no gradient should flow",
+                int(lineno) if lineno.isdigit() else None, line or None)
+
+
+def _graph_in(value: Any, path: str, depth: int = 0) -> str | None:
+    if isinstance(value, torch.Tensor):
+        return path if value.grad_fn is not None else None
+    if depth > 3:
+        return None
+    if isinstance(value, (list, tuple)):
+        return next((p for i, v in enumerate(value) if (p := _graph_in(v, f"{path}[{i}]", depth + 1))), None)
+    if isinstance(value, dict):
+        return next((p for k, v in value.items() if (p := _graph_in(v, f"{path}[{k!r}]", depth + 1))), None)
+    return None

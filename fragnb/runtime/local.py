@@ -8,7 +8,6 @@ first iterations on deep copies of the objects the cell reads, so the notebook's
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import copy
 import itertools
@@ -18,6 +17,9 @@ import threading
 import time
 import types
 
+import torch
+
+from ..components import Env
 from ..plan.instrument import DRIVER, compile_cell, instrument
 from .result import RunResult
 from .timing import Timer
@@ -42,11 +44,25 @@ def copies(graph) -> dict:
     """Deep copies (sharing preserved) of the namespace values the cell reads; modules, classes and
     functions are shared as they are."""
     keep = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
-    headers = {n.id for loop in ast.walk(graph.tree) if isinstance(loop, ast.For) for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
-    names = {n for s in graph.statements for n in s.reads} | headers
-    values = {n: graph.namespace[n] for n in names if n in graph.namespace}
+    values = {n: graph.namespace[n] for n in graph.inputs if n in graph.namespace}  # what the cell takes from the notebook
     memo = {id(v): v for v in values.values() if isinstance(v, keep)}
+    for t in _tensors_with_graphs(values):  # deepcopy refuses them; the copy needs their values, not their history
+        memo[id(t)] = t.detach().clone()
     return {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
+
+
+def _tensors_with_graphs(values: dict) -> list:
+    found, todo, seen = [], list(values.values()), 0
+    while todo and seen < 100_000:  # lists of per-step tensors; not a whole replay buffer's worth
+        v, seen = todo.pop(), seen + 1
+        if isinstance(v, torch.Tensor):
+            if v.grad_fn is not None:
+                found.append(v)
+        elif isinstance(v, (list, tuple)):
+            todo += v
+        elif isinstance(v, dict):
+            todo += v.values()
+    return found
 
 
 class Dry:
@@ -80,7 +96,7 @@ class _Driver:
         self.graph, self.ns, self.live, self.until = graph, ns, live, until
         self.stopped = ""
         self.interrupted = stop or threading.Event()  # Ctrl-C or the explorer's Stop: end after the current iteration
-        self.envs = [ns[c] for c, role in graph.components.items() if role == "env"]
+        self.envs = [ns[c] for c, role in graph.components.items() if role == "env" and isinstance(ns[c], Env)]
         self.seen = [len(e.episodes) for e in self.envs]
         self.steps0 = [e.env_steps for e in self.envs]
         self.seconds = {f.name: 0.0 for f in graph.fragments}

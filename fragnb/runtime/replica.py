@@ -23,6 +23,7 @@ from ..plan.script import ReplicaId
 from . import collectives
 from .channels import ZmqChannels, root_cause
 from .decoupled import FreeWalker
+from .generators import restore, seed_replica
 from .payload import Payload
 from .timing import Timer
 from .walker import Walker
@@ -158,6 +159,11 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
     events, no tensors). Returns what each replica holds at the end, by name."""
     worker = distributed.get_worker()
     plan = pickle.loads(script)
+    # One process, one set of global generators: replicas sharing a worker (srl's ring) share them too.
+    if plan.rng_group is not None and any(ReplicaId.parse(n).group == plan.rng_group for n in names):
+        restore(plan.rng)
+    else:
+        seed_replica(plan.seed, names[0])
 
     def one(name: str) -> dict:
         group, index = ReplicaId.parse(name)

@@ -83,6 +83,10 @@ class RunResult:
     #: ``async``: trajectories lost with an actor's worker (the one each lost actor was producing; the
     #: run goes on with the other actors, see ``lost_workers``).
     lost_trajectories: int = 0
+    #: ``"exact"`` (plain Python's values) or ``"statistical"`` (global random draws in replicated
+    #: statements: plain Python's algorithm with other random numbers); ``draws`` names their lines.
+    guarantee: str = "exact"
+    draws: list[str] = field(default_factory=list, repr=False)
 
     @property
     def env_steps_per_s(self) -> float:

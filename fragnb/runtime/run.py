@@ -17,6 +17,8 @@ import torch
 from ..graph import FragmentGraph
 from ..plan.script import Script
 from ..policies import Placement
+from .draws import Draws, announcement, find_draws, refuse_inexact
+from .generators import states
 from .job import Job
 from .local import InNotebook
 from .result import RunResult
@@ -33,7 +35,7 @@ CHECKPOINT_EVERY = 10
 def run(graph: FragmentGraph, policy="single", cluster=None, *, progress=True, plot: bool = True,
         check: bool = True, until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None,
         threads: int | None = 1, dashboard: bool = True, restarts: int = 2, checkpoint_every: int = CHECKPOINT_EVERY,
-        **params) -> RunResult:
+        exact: bool = False, **params) -> RunResult:
     """Run a captured training loop under a distribution policy.
 
     Parameters
@@ -76,6 +78,15 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress=True, p
         ``async`` goes on without an actor whose worker died, losing the trajectory it was producing
         (``RunResult.lost_trajectories``); losing its learner, or any worker under ``srl``, stops
         the run with the error, the namespace untouched.
+    exact : bool
+        Refuse, before anything starts, a run that could only be *statistical*. A distributed run is
+        *exact* (the namespace ends as plain Python's) when every random draw comes from
+        per-environment streams, or from a global generator in one group of one replica (a
+        learner's minibatch shuffle: it starts from the notebook's generator states). Global draws in
+        replicated statements (``Categorical(logits).sample()`` in each actor) make it statistical:
+        each replica draws from its own generators, seeded from ``torch.initial_seed()`` and its
+        name; the run says so once, naming the line of each draw (``RunResult.guarantee``, ``.draws``),
+        and the safety net checks only the structure of the values those draws reach.
     dashboard : bool
         Whether fragnb's own cluster serves Dask's dashboard (bokeh: task stream, workers' CPU and
         memory) on a free 127.0.0.1 port. Without it the scheduler still answers Dask's health checks
@@ -99,12 +110,12 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress=True, p
     """
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
     return run_placement(placement, cluster, progress=progress, plot=plot, check=check, until=until, stop=stop, threads=threads,
-                         dashboard=dashboard, restarts=restarts, checkpoint_every=checkpoint_every)
+                         dashboard=dashboard, restarts=restarts, checkpoint_every=checkpoint_every, exact=exact)
 
 
 def run_placement(placement: Placement, cluster=None, *, progress=True, plot: bool = True, check: bool = True,
                   until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None, threads: int | None = 1,
-                  dashboard: bool = True, restarts: int = 2, checkpoint_every: int = CHECKPOINT_EVERY) -> RunResult:
+                  dashboard: bool = True, restarts: int = 2, checkpoint_every: int = CHECKPOINT_EVERY, exact: bool = False) -> RunResult:
     """:func:`run` for a graph already placed (the magic and the explorer place it to draw it first)."""
     graph, policy = placement.graph, placement.policy
     on_curve = _on_curve(until, graph.name, policy.name)
@@ -114,13 +125,13 @@ def run_placement(placement: Placement, cluster=None, *, progress=True, plot: bo
                 raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
             result = InNotebook().execute(Job(placement, None, graph.namespace, _live(progress, plot), on_curve, stop or threading.Event()))
         else:
-            result = _distributed(placement, cluster, _live(progress, plot), on_curve, stop, check, dashboard, restarts, checkpoint_every)
+            result = _distributed(placement, cluster, _live(progress, plot), on_curve, stop, check, dashboard, restarts, checkpoint_every, exact)
     graph.last_run = result  # the user's record of the latest run (``NAME.last_run``)
     return result
 
 
 def _distributed(placement: Placement, cluster, live, until, stop, check: bool, dashboard: bool, restarts: int,
-                 checkpoint_every: int) -> RunResult:
+                 checkpoint_every: int, exact: bool) -> RunResult:
     from .plane import OnDask  # Dask is imported only when a distributed policy runs
 
     policy = placement.policy
@@ -132,14 +143,32 @@ def _distributed(placement: Placement, cluster, live, until, stop, check: bool, 
     script = Script.of(placement, until=until, checkpoint_every=checkpoint_every)  # refusals raise here
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event())
     job.payloads  # what cannot travel fails here, before the safety net and any worker
-    checked = 0.0
-    if check and placement.exact and not policy.collectives:
-        from .check import check as safety_net
+    checked, draws = 0.0, Draws()
+    if placement.exact and not policy.collectives:  # data-parallel replicas each draw their own numbers anyway
+        if check:
+            from .check import check as safety_net
 
-        checked = safety_net(placement, script)
+            checked, draws = safety_net(placement, script, exact=exact)
+        else:
+            draws = find_draws(placement.graph)
+            refuse_inexact(placement, draws, exact)
+    _generators(script, placement, draws)
+    if (note := announcement(placement, draws)) is not None:
+        print(f"fragnb: {note}", file=sys.stderr)
     result = OnDask(cluster, dashboard, restarts).execute(job)
     result.check_seconds = checked
+    result.guarantee, result.draws = ("exact", []) if draws.exact(placement) else ("statistical", draws.lines(placement))
     return result
+
+
+def _generators(script: Script, placement: Placement, draws: Draws) -> None:
+    """Where each replica's global generators start: the one drawing group of one replica from the
+    notebook's states (it draws what plain Python draws), every other replica from its own seed."""
+    script.seed = torch.initial_seed()
+    if not draws.exact(placement):
+        script.strict = False  # replicated values that depend on the draws differ by replica: replica 0's is taken
+    elif draws:
+        script.rng_group, script.rng = next(iter(draws.groups(placement))), states()
 
 
 @contextlib.contextmanager

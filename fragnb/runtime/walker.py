@@ -26,7 +26,8 @@ from ..plan.instrument import DRIVER
 from ..plan.program import DrivenLoop, Segment
 from ..plan.script import ReplicaId, Script, peers, weights_attribute
 from .decisions import partners, segment_tag, share
-from .edges import combine, to_device
+from .edges import combine, refuse_autograd, to_device
+from .generators import restore, states
 from .result import arrival_order, plain_order
 from .timing import note
 
@@ -106,7 +107,7 @@ class Walker:
         rep = self.rep
         state = {"ns": {k: v for k, v in rep.ns.items() if k not in ("__builtins__", "print")},
                  "replica": {"seen": rep.seen, "steps0": rep.steps0, "records": rep.records, "replays": rep.replays, "seconds": rep.seconds},
-                 "walker": {k: getattr(self, k) for k in self._STATE}}
+                 "walker": {**{k: getattr(self, k) for k in self._STATE}, "generators": states()}}
         blob = cloudpickle.dumps(state)
         rep.keep(self.iterations, blob)
         self.checkpoint_seconds += time.perf_counter() - start
@@ -114,6 +115,8 @@ class Walker:
 
     def restore(self, state: dict) -> None:
         """Go on from a checkpoint (the replica holds its namespace then): its bookkeeping as it was."""
+        state = dict(state)
+        restore(state.pop("generators", None) or states())  # the global generators as they were then
         for key, value in state.items():
             setattr(self, key, value)
         self.resume = self.at
@@ -187,6 +190,7 @@ class Walker:
             keys.setdefault(sender, []).append(key)
         if self.rep.group in keys:
             out = {key: self.export(key) for key in keys[self.rep.group]}
+            refuse_autograd(out, self.script.program.origin, self.rep.group, group)
             self.send(group, tag, to_device(out, "cpu"))
         if group == self.rep.group:
             received = {s: self.receive(s, tag, keys[s]) for s in sorted(keys)}

@@ -40,6 +40,7 @@ class FragmentMagics(Magics):
     @argument("--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run")
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
     @argument("--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)")
+    @argument("--exact", action="store_true", help="refuse a run that could only be statistical (global random draws in replicated statements)")
     @argument("--until-return", type=float, metavar="R",
               help="with --run: stop after the first iteration where the mean return of the last 20 episodes reaches R")
     @cell_magic
@@ -97,7 +98,7 @@ class FragmentMagics(Magics):
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
             print(run_placement(placement, cluster, progress=not args.no_progress, plot=not args.no_plot, check=not args.no_check,
                                 until=until, dashboard=not args.no_dashboard, restarts=args.restarts,
-                                checkpoint_every=args.checkpoint_every))
+                                checkpoint_every=args.checkpoint_every, exact=args.exact))
 
 
 def _cluster(name: str | None, ns: dict):

@@ -291,3 +291,53 @@ class DQNLearner(Learner):
     def sync_target(self) -> None:
         """Copy the online network's weights into the target network."""
         self.target.load_state_dict(self.q.state_dict())
+
+
+# -- REINFORCE as usually written: the actor's log-probabilities keep their autograd graph ------
+
+class GraphActor(CategoricalActor):
+    """Samples as :class:`CategoricalActor` does, but returns the log-probability *with* its graph."""
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = torch.log_softmax(self.policy.logits(obs), dim=-1)
+        u = self.streams.uniform(1).to(logp.dtype)
+        action = (logp.exp().cumsum(-1) < u).sum(-1).clamp_(max=logp.shape[-1] - 1)
+        return action, logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+
+class LogProbLearner(Learner):
+    """Back-propagates ``-(logp * return)`` through the log-probabilities the actor kept."""
+
+    def __init__(self, policy: CategoricalPolicy, lr: float = 1e-2):
+        self.policy = policy
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
+
+    def update(self, logps: list, rewards: list) -> float:
+        loss = -(torch.stack(logps) * torch.stack(rewards)).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+
+# -- sampling as the field writes it: torch's global generator ------------------------------------
+
+class GlobalSamplingActor(CategoricalActor):
+    """Samples with ``Categorical(logits).sample()``: torch's global generator, not the streams."""
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        dist = torch.distributions.Categorical(logits=self.policy.logits(obs))
+        action = dist.sample()
+        return action, dist.log_prob(action)
+
+
+class ShufflingLearner(PGLearner):
+    """:class:`PGLearner` in two minibatches drawn with ``torch.randperm`` (the global generator)."""
+
+    def update(self, obs: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
+        order = torch.randperm(obs.shape[0])
+        out = {}
+        for half in order.chunk(2):
+            out = super().update(obs[half], actions[half], returns[half])
+        return out

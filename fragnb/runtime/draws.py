@@ -1,0 +1,135 @@
+"""Global random draws: which statements draw from torch's, NumPy's or Python's global generator, and
+what a distributed run can promise about them.
+
+Per-environment streams (:mod:`fragnb.streams`) make a run *exact*: every replica draws what its
+environments draw in plain Python. A loop as the field writes it samples from the global generators
+instead (``Categorical(logits).sample()``, ``random.random()``, ``np.random.shuffle``, dropout).
+One dry iteration on copies finds those statements by watching the generators' states after every
+statement. Then:
+
+- draws in one group of one replica only (a learner's minibatch shuffle): that replica starts from
+  the notebook's generator states and draws what plain Python draws: still **exact**;
+- draws anywhere else: each replica draws from its own generators, seeded from the run's seed and
+  its name: the run is **statistical** (the same algorithm, other random numbers), and says so
+  once, naming the line of each draw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass, field
+
+from ..components import modules_of
+from ..errors import FragmentError
+from .generators import GENERATORS, NAMES, generators, moved, states
+from .local import Dry, copies, exec_cell
+
+__all__ = ["Draws", "Watching", "find_draws", "refuse_inexact", "announcement"]
+
+class Watching(Dry):
+    """A dry run's driver that notes, after every statement, which global generators moved."""
+
+    def __init__(self, graph, ns: dict, iterations: int = 1):
+        super().__init__(graph, ns, iterations)
+        self.found: dict[int, set[str]] = {}
+        self.last = states()
+
+    def done(self, index: int) -> None:
+        now = states()
+        found = moved(self.last, now)
+        if found:
+            self.found.setdefault(index, set()).update(found)
+        self.last = now
+
+    def draws(self) -> Draws:
+        return Draws({i: tuple(g for g in GENERATORS if g in gens) for i, gens in sorted(self.found.items())})
+
+
+@dataclass
+class Draws:
+    """Statements that draw from a global generator, and what that means for a placement."""
+
+    statements: dict[int, tuple[str, ...]] = field(default_factory=dict)  # statement index -> generators
+
+    def __bool__(self) -> bool:
+        return bool(self.statements)
+
+    def groups(self, placement) -> set[str]:
+        graph = placement.graph
+        return {placement.fragments[graph.fragment_of(graph.statements[i]).name].group for i in self.statements}
+
+    def exact(self, placement) -> bool:
+        """Whether every draw happens in one group of one replica, which then draws what plain Python draws."""
+        groups = self.groups(placement)
+        return not groups or (len(groups) == 1 and placement.groups[next(iter(groups))][0] == 1)
+
+    def lines(self, placement) -> list[str]:
+        graph = placement.graph
+        out = []
+        for i, gens in sorted(self.statements.items()):
+            s = graph.statements[i]
+            frag = placement.fragments[graph.fragment_of(s).name]
+            out.append(f"line {s.lineno} (`{s.source.splitlines()[0].strip()}`) draws from {' and '.join(NAMES[g] for g in gens)} "
+                       f"in {frag.group!r} x{frag.replicas}")
+        return out
+
+    def tainted(self, graph) -> set[str]:
+        """Names whose values depend on the draws: what the drawing statements write or change,
+        and everything computed from it, components included (a learner trained on sampled actions)."""
+        bad = set(self.statements)
+        names: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for s in graph.statements:
+                if s.index in bad:
+                    new = set(s.writes) | set(s.components)
+                else:
+                    if not (set(s.reads) | set(s.components)) & names:
+                        continue
+                    bad.add(s.index)
+                    new = set(s.writes) | set(s.components)
+                    changed = True
+                if not new <= names:
+                    names |= new
+                    changed = True
+            # a network shared with a changed component changes with it (the actor samples with the learner's weights)
+            nets = {id(m) for c in names if c in graph.namespace for m in modules_of(graph.namespace[c]).values()}
+            sharing = {c for c in graph.components if any(id(m) in nets for m in modules_of(graph.namespace[c]).values())}
+            if not sharing <= names:
+                names |= sharing
+                changed = True
+        return names
+
+
+def find_draws(graph, iterations: int = 1) -> Draws:
+    """The statements of the cell's first iteration(s) that draw from a global generator, from a dry
+    run on copies (the notebook's objects and generators are left as they were)."""
+    ns = copies(graph)
+    watcher = Watching(graph, ns, iterations)
+    with generators(), contextlib.redirect_stdout(io.StringIO()):
+        exec_cell(graph, ns, watcher, trace=True)
+    return watcher.draws()
+
+
+def refuse_inexact(placement, draws: Draws, exact: bool) -> None:
+    """With ``exact``, a run that could only be statistical is refused, naming the line of each draw."""
+    if exact and not draws.exact(placement):
+        first = min(draws.statements)
+        s = placement.graph.statements[first]
+        raise FragmentError(
+            f"the exact guarantee was asked for, but {'; '.join(draws.lines(placement))}: replicas cannot draw plain "
+            "Python's numbers from one global generator. Draw from per-environment streams instead "
+            "(`streams.sample(dist)` for `dist.sample()`, `streams.uniform`, `streams.normal`: fragnb.streams.EnvStreams), "
+            "or leave out --exact for a statistical run", s.lineno, s.source.splitlines()[0])
+
+
+def announcement(placement, draws: Draws) -> str | None:
+    """What a run says once, before it starts, about its guarantee (None: exact)."""
+    if draws.exact(placement):
+        return None
+    return ("statistical run: " + "; ".join(draws.lines(placement)) + ". Each replica draws from its own generators, seeded "
+            "from the run's seed and its name: the run is plain Python's algorithm with other random numbers, not its values "
+            "(the safety net checked what does not depend on them). For the exact guarantee draw from per-environment "
+            "streams (`streams.sample(dist)`); --exact (run(exact=True)) refuses instead")
