@@ -16,10 +16,12 @@ distribution relies on:
 from __future__ import annotations
 
 import copy
+import functools
 import time
 import warnings
 from typing import Any, ClassVar, NamedTuple
 
+import numpy as np
 import torch
 
 from .streams import EnvStreams
@@ -196,11 +198,26 @@ class Env(Component):
         raise NotImplementedError
 
     # -- the interface a loop calls ---------------------------------------------------------
-    def reset(self) -> torch.Tensor:
-        """Reset every environment and return the observations, shape ``(num_envs, *obs_shape)``."""
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Reset every environment and return the observations, shape ``(num_envs, *obs_shape)``.
+
+        Called as Gymnasium's vector environments are, ``reset(seed=...)`` (or with ``options``), it
+        answers as they do, ``(obs, info)``, and ``seed`` becomes the experiment seed: environment
+        ``i`` draws from the stream of ``(seed, i)``, so a shard still resets its environments as the
+        whole batch does.
+        """
+        gymnasium_style = seed is not None or options is not None
+        if seed is not None:
+            self.seed = int(seed)
+            self.streams = EnvStreams(self.seed, self.env_ids, "reset")
+            self._reseeded()
         self.episode_return.zero_()
         self.episode_length.zero_()
-        return self._reset(torch.ones(self.num_envs, dtype=torch.bool, device=self.env_ids.device))
+        obs = self._reset(torch.ones(self.num_envs, dtype=torch.bool, device=self.env_ids.device))
+        return (obs, {}) if gymnasium_style else obs
+
+    def _reseeded(self) -> None:
+        """Hook: ``reset(seed=...)`` changed ``self.seed`` (an environment with generators of its own re-seeds them)."""
 
     def step(self, actions: torch.Tensor):
         """Step every environment; finished ones are reset and report their next episode's first obs.
@@ -209,10 +226,14 @@ class Env(Component):
         -------
         obs, reward, terminated, truncated, info
             ``info["episode_returns"]`` lists the returns of episodes that ended in this step, in
-            environment order.
+            environment order; ``info["episode"]`` holds each environment's return ``"r"`` and length
+            ``"l"`` where ``info["_episode"]`` is true (as Gymnasium's ``RecordEpisodeStatistics``).
+            ``actions`` may be a NumPy array, as a Gymnasium loop passes them.
         """
         if len(actions) != self.num_envs:
             raise ValueError(f"{type(self).__name__} has {self.num_envs} environments but got {len(actions)} actions")
+        if not isinstance(actions, torch.Tensor):  # a Gymnasium loop's `action.cpu().numpy()`
+            actions = torch.as_tensor(actions)
         obs, reward, terminated, truncated = self._step(actions)
         self.vector_steps += 1
         self.episode_return += reward
@@ -225,11 +246,17 @@ class Env(Component):
             finished = self.episode_return[done].tolist()
             ids, lengths = self.env_ids[done].tolist(), self.episode_length[done].tolist()
             self.episodes.extend(Episode(i, ret, n, self.vector_steps, now) for i, ret, n in zip(ids, finished, lengths))
+            mask = done.cpu().numpy()
+            episode = {"r": np.where(mask, self.episode_return.cpu().numpy(), 0.0), "l": np.where(mask, self.episode_length.cpu().numpy(), 0)}
             self.episode_return[done] = 0.0
             self.episode_length[done] = 0
             obs = obs.clone()
             obs[done] = self._reset(done)
-        return obs, reward, terminated, truncated, {"episode_returns": finished}
+        else:
+            mask, episode = _no_episode(self.num_envs)
+        # Where Gymnasium's RecordEpisodeStatistics puts them too, as NumPy arrays (returns and lengths
+        # per environment, masked by "_episode"; no wall-clock "t", which would differ run to run).
+        return obs, reward, terminated, truncated, {"episode_returns": finished, "episode": episode, "_episode": mask}
 
     def shard(self, index: int, count: int) -> Env:
         part = super().shard(index, count)
@@ -247,6 +274,15 @@ class Env(Component):
         """Environment steps taken by this batch (vector steps x environments)."""
         return self.vector_steps * self.num_envs
 
+
+
+@functools.lru_cache(maxsize=64)
+def _no_episode(num_envs: int) -> tuple[np.ndarray, dict]:
+    """The episode statistics of a step where no episode ended, made once per size (read-only: shared)."""
+    arrays = np.zeros(num_envs, dtype=bool), np.zeros(num_envs, dtype=np.float64), np.zeros(num_envs, dtype=np.int64)
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays[0], {"r": arrays[1], "l": arrays[2]}
 
 
 class Actor(Component):

@@ -99,3 +99,27 @@ def test_step_with_the_wrong_number_of_actions_names_both_counts():
 def test_gymnasium_adapter_unknown_id_fails_at_construction():
     with pytest.raises(gym.error.Error):
         GymnasiumEnv("NoSuchEnv-v0", num_envs=2)
+
+
+def test_gymnasium_env_speaks_gymnasium_where_a_vector_env_loop_needs_it():
+    import numpy as np
+
+    env = GymnasiumEnv("CartPole-v1", num_envs=4, seed=0)
+    obs, info = env.reset(seed=3)  # as gym.vector envs answer
+    assert obs.shape == (4, 4) and info == {}
+    assert env.single_observation_space.shape == (4,) and env.single_action_space.n == 2
+    assert env.spec.reward_threshold == 475.0 and env.seed == 3
+    assert isinstance(env.reset(), torch.Tensor)  # fragnb's own call is unchanged
+    ended = []
+    for _ in range(40):
+        obs, reward, terminated, truncated, info = env.step(np.zeros(4, dtype=np.int64))  # NumPy actions
+        ended += [(int(i), float(info["episode"]["r"][i]), int(info["episode"]["l"][i])) for i in np.nonzero(info["_episode"])[0]]
+    assert ended and all(r == n for _, r, n in ended)  # CartPole pays 1 per step
+    assert [r for _, r, _ in ended][: len(env.episodes)] == [e.ret for e in env.episodes][: len(ended)]
+
+
+def test_reset_with_a_seed_reseeds_every_environment_independently_of_sharding():
+    whole = GymnasiumEnv("CartPole-v1", num_envs=4, seed=0)
+    half = GymnasiumEnv("CartPole-v1", num_envs=4, seed=0).shard(1, 2)
+    assert torch.equal(whole.reset(seed=9)[0][2:], half.reset(seed=9)[0])
+    assert not torch.equal(GymnasiumEnv("CartPole-v1", num_envs=4, seed=0).reset(seed=8)[0], whole.reset(seed=9)[0])

@@ -23,6 +23,10 @@ class GymnasiumEnv(Env):
     generator, so a shard reproduces exactly what its environments do in the full batch. The
     environments are created on first reset, so an unstarted batch pickles cheaply to a worker.
 
+    It speaks Gymnasium where a vector-env loop needs it: ``reset(seed=...)`` answers ``(obs, info)``,
+    ``step`` takes NumPy actions and reports ``info["episode"]``/``info["_episode"]``, and
+    ``single_observation_space``, ``single_action_space`` and ``spec`` are there.
+
     Parameters
     ----------
     env_id : str
@@ -54,6 +58,25 @@ class GymnasiumEnv(Env):
         self.num_actions = int(self.action_space.n) if isinstance(self.action_space, gym.spaces.Discrete) else 0
         self.action_shape = () if self.num_actions else tuple(self.action_space.shape)
         self.envs: list[gym.Env | None] = [None] * self.num_envs
+
+    @property
+    def single_observation_space(self):
+        """One environment's observation space (Gymnasium's vector environments' name for it)."""
+        return self.observation_space
+
+    @property
+    def single_action_space(self):
+        """One environment's action space."""
+        return self.action_space
+
+    @property
+    def spec(self):
+        """The Gymnasium ``EnvSpec`` of ``env_id`` (``spec.reward_threshold``, ``spec.max_episode_steps``)."""
+        return gym.spec(self.env_id)
+
+    def _reseeded(self) -> None:
+        self.close()  # made again on the next reset, each seeded from (seed, environment)
+        self.envs = [None] * self.num_envs
 
     def _reset(self, mask: torch.Tensor) -> torch.Tensor:
         obs = []

@@ -15,6 +15,7 @@ import math
 import time
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from ..components import Component, Episode
@@ -136,6 +137,8 @@ def difference(a, b, path: str) -> str | None:
         if torch.allclose(a, b, atol=1e-5, rtol=1e-5):
             return None
         return f"{path} holds other values (largest difference {(a - b).abs().nan_to_num().max().item():.2g}, of values up to {a.abs().nan_to_num().max().item():.2g})"
+    if isinstance(a, np.ndarray) and a.dtype != object:
+        return difference(torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b)), path)
     if isinstance(a, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
         return difference(a.state_dict(), b.state_dict(), path)
     if isinstance(a, torch.Generator):

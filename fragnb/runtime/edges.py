@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import FragmentError
@@ -34,6 +35,8 @@ def gather(parts: list, kind: str = "sharded", strict: bool = True) -> Any:
     if kind == "sharded":
         if isinstance(first, torch.Tensor) and first.dim() > 0:
             return torch.cat(parts)
+        if isinstance(first, np.ndarray) and first.ndim > 0:  # a Gymnasium-style loop's arrays
+            return np.concatenate(parts)
         if isinstance(first, list) and first and all(isinstance(x, torch.Tensor) and x.dim() > 0 for x in first) \
                 and all(isinstance(p, list) and len(p) == len(first) for p in parts):
             return [torch.cat(xs) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
@@ -52,6 +55,8 @@ def gather(parts: list, kind: str = "sharded", strict: bool = True) -> Any:
 def _equal(a, b) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and bool(torch.equal(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and bool(np.array_equal(a, b))
     try:
         return bool(a == b)
     except Exception:  # e.g. numpy arrays, objects without equality: same object only
@@ -68,7 +73,7 @@ def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
     split evenly; dicts and tuples element-wise; anything else is whole."""
     if count == 1 or num_envs is None:
         return value
-    if isinstance(value, torch.Tensor) and value.dim() > 0 and len(value) == num_envs:
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0 and len(value) == num_envs:
         size = num_envs // count
         return value[index * size : (index + 1) * size]
     if isinstance(value, dict):

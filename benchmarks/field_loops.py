@@ -1,0 +1,87 @@
+"""What `%%fragment` costs a loop as the field writes it: CleanRL-style PPO on CartPole (Gymnasium vector
+env, an `nn.Module` agent, `torch.optim.Adam`, preallocated storage, GAE and minibatch epochs in the
+cell) as plain Python against the same cell under fragnb's `single`, interleaved, in one process.
+
+    .venv/bin/python benchmarks/field_loops.py [--steps 40960] [--repeat 5]
+
+The loop is tests/corpus/field.py's `cleanrl_ppo` at CleanRL's own sizes (4 environments, 128
+steps per rollout, 4 epochs of 4 minibatches). Each repeat runs both ways, alternating which goes
+first; the ratio is of the medians. One torch thread, as fragnb runs by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from corpus.field import FIELD_BY_NAME  # noqa: E402
+
+import fragnb  # noqa: E402
+
+
+def setup(steps: int) -> tuple[str, str]:
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    sized = loop.setup.replace("total_timesteps: int = 192", f"total_timesteps: int = {steps}")
+    sized = sized.replace("num_steps: int = 16", "num_steps: int = 128")
+    return sized, loop.cell
+
+
+def plain(setup_src: str, cell: str) -> float:
+    ns: dict = {}
+    exec(compile(setup_src, "<setup>", "exec"), ns)
+    start = time.perf_counter()
+    exec(compile(cell, "<cell>", "exec"), ns)
+    return time.perf_counter() - start
+
+
+def single(setup_src: str, cell: str) -> float:
+    ns: dict = {}
+    exec(compile(setup_src, "<setup>", "exec"), ns)
+    graph = fragnb.capture(cell, ns, name="cleanrl_ppo")  # capture is part of what the user waits for
+    start = time.perf_counter()
+    fragnb.run(graph, "single", progress=False, plot=False)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40960, help="environment steps per run")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    setup_src, cell = setup(args.steps)
+    ns = _namespace(setup_src)
+    start = time.perf_counter()
+    fragnb.capture(cell, ns, name="cleanrl_ppo")
+    capture_s = time.perf_counter() - start
+    times: dict[str, list[float]] = {"plain Python": [], "fragnb single": []}
+    for i in range(args.repeat):
+        order = [("plain Python", plain), ("fragnb single", single)]
+        for name, fn in order if i % 2 == 0 else order[::-1]:
+            times[name].append(fn(setup_src, cell))
+    base = statistics.median(times["plain Python"])
+    print(f"CleanRL-style PPO, CartPole-v1, {args.steps} env steps, median of {args.repeat} (capture: {capture_s * 1000:.0f} ms)")
+    print(f"{'run':<15} {'seconds':>8} {'steps/s':>9} {'vs plain':>9}")
+    for name, ts in times.items():
+        t = statistics.median(ts)
+        print(f"{name:<15} {t:>8.2f} {args.steps / t:>9.0f} {t / base:>8.3f}x")
+    print("coarse / fine: refused before any worker starts (the loop's objects are plain Gymnasium and torch objects; "
+          "distributing them is not built yet)")
+    return 0
+
+
+def _namespace(setup_src: str) -> dict:
+    ns: dict = {}
+    exec(compile(setup_src, "<setup>", "exec"), ns)
+    return ns
+
+
+if __name__ == "__main__":
+    sys.exit(main())
