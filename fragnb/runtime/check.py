@@ -138,7 +138,7 @@ def difference(a, b, path: str) -> str | None:
             return None
         return f"{path} holds other values (largest difference {(a - b).abs().nan_to_num().max().item():.2g}, of values up to {a.abs().nan_to_num().max().item():.2g})"
     if isinstance(a, np.ndarray) and a.dtype != object:
-        return difference(torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b)), path)
+        return difference(torch.from_numpy(np.array(a)), torch.from_numpy(np.array(b)), path)  # copies: arrays may be read-only
     if isinstance(a, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
         return difference(a.state_dict(), b.state_dict(), path)
     if isinstance(a, torch.Generator):
