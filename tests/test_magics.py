@@ -85,3 +85,12 @@ def test_bad_cell_raises_fragment_error_and_binds_nothing(shell, canonical):
     with pytest.raises(FragmentError, match="line 4: `actoin` is not defined"):  # as Jupyter numbers it: %%fragment is line 1
         shell.run_cell_magic("fragment", "ppo --run", "obs = env.reset()\nfor it in range(2):\n    env.step(actoin)\n")
     assert "ppo" not in shell.user_ns and "obs" not in shell.user_ns
+
+
+def test_exact_refuses_a_statistical_run_before_any_worker_naming_the_draw(shell):
+    from test_draws import CELL, _namespace
+
+    shell.user_ns.update(_namespace())
+    with pytest.raises(FragmentError, match=r"^line 6: the exact guarantee was asked for.*'actors' x2"):
+        shell.run_cell_magic("fragment", "g --policy coarse --actors 2 --run --exact --no-progress --no-plot --quiet", CELL)
+    assert "it" not in shell.user_ns and shell.user_ns["env"].vector_steps == 0
