@@ -1,6 +1,7 @@
 import linecache
 import traceback
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,6 +16,8 @@ def _new_vars(before: dict, after: dict) -> dict:
 def _assert_same_values(a, b):
     if isinstance(a, torch.Tensor):
         assert torch.equal(a, b)
+    elif isinstance(a, np.ndarray):
+        assert np.array_equal(a, b)
     elif isinstance(a, dict):
         assert a.keys() == b.keys()
         for k in a:

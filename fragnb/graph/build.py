@@ -684,8 +684,15 @@ def _stores(node: ast.stmt) -> bool:
 
 
 def _type_name(obj) -> str:
+    """A class as users import it: ``torch.optim.Adam``, ``gymnasium.vector.SyncVectorEnv``, ``Agent``."""
     cls = type(obj)
-    return cls.__qualname__ if cls.__module__ in ("__main__", "builtins") else f"{cls.__module__.split('.')[0]}.{cls.__qualname__}"
+    if cls.__module__ in ("__main__", "builtins"):
+        return cls.__qualname__
+    parts = cls.__module__.split(".")
+    for k in range(1, len(parts) + 1):
+        if getattr(sys.modules.get(".".join(parts[:k])), cls.__qualname__, None) is cls:
+            return f"{'.'.join(parts[:k])}.{cls.__qualname__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _same_component(a: Fragment, b: Fragment, label: str) -> bool:

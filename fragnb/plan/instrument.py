@@ -14,11 +14,13 @@ __all__ = ["DRIVER", "instrument", "compile_cell", "remember_source"]
 DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while code of a run executes
 
 
-def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None) -> list[ast.stmt]:
+def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None,
+               steps: dict[int, int] | None = None) -> list[ast.stmt]:
     """``body`` with each run of consecutive statements of one fragment timed by
     ``__fragnb_run__.timer(fragment)``; with ``hook_loop`` the (first) top-level loop iterates through
     ``__fragnb_run__.iterate`` (progress); with ``trace`` (node id -> statement index) every statement
-    is followed by ``__fragnb_run__.done(index)``."""
+    is followed by ``__fragnb_run__.done(index)``; with ``steps`` (node id -> environments it steps) each
+    statement that steps a plain vector environment is followed by ``__fragnb_run__.stepped(n)``."""
 
     def call(method: str, *args: ast.expr) -> ast.Call:
         return ast.Call(ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), list(args), [])
@@ -48,6 +50,8 @@ def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = Fa
                 run.append(node)
                 if trace is not None:
                     run.append(ast.copy_location(ast.Expr(call("done", ast.Constant(trace[id(node)]))), node))
+                if steps and id(node) in steps:
+                    run.append(ast.copy_location(ast.Expr(call("stepped", ast.Constant(steps[id(node)]))), node))
         if run:
             out.append(timed(current, run))
         return out

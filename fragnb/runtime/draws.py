@@ -95,7 +95,7 @@ class Draws:
                     names |= new
                     changed = True
             # a network shared with a changed component changes with it (the actor samples with the learner's weights)
-            nets = {id(m) for c in names if c in graph.namespace for m in modules_of(graph.namespace[c]).values()}
+            nets = {id(m) for c in names if c in graph.components for m in modules_of(graph.namespace[c]).values()}
             sharing = {c for c in graph.components if any(id(m) in nets for m in modules_of(graph.namespace[c]).values())}
             if not sharing <= names:
                 names |= sharing

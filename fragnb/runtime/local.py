@@ -27,17 +27,26 @@ from .timing import Timer
 __all__ = ["InNotebook", "exec_cell", "copies", "run_plain", "Dry"]
 
 
-def exec_cell(graph, ns: dict, driver, trace: bool = False) -> None:
+def exec_cell(graph, ns: dict, driver, trace: bool = False, count_steps: bool = False) -> None:
     """Execute the cell in ``ns`` with ``driver`` as the instrumentation calls it (timers, the
-    iteration hook; with ``trace``, ``driver.done(statement index)`` after every statement)."""
+    iteration hook; with ``trace``, ``driver.done(statement index)`` after every statement; with
+    ``count_steps``, ``driver.stepped(n)`` after a plain vector environment's ``step``)."""
     index = {id(s.node): s.index for s in graph.statements} if trace else None
-    code = compile_cell(graph.filename, graph.source, instrument(graph.tree.body, graph.owners(), hook_loop=True, trace=index))
+    steps = _plain_env_steps(graph, ns) if count_steps else None
+    code = compile_cell(graph.filename, graph.source, instrument(graph.tree.body, graph.owners(), hook_loop=True, trace=index, steps=steps))
     ns[DRIVER] = driver
     try:
         exec(code, ns)
     finally:
         for name in (DRIVER, *graph.temps):  # capture's own names never reach the notebook
             ns.pop(name, None)
+
+
+def _plain_env_steps(graph, ns: dict) -> dict[int, int]:
+    """Statements that step a plain (Gymnasium) environment, with how many environments it steps:
+    fragnb's own envs count their steps themselves."""
+    plain = {c for c, role in graph.components.items() if role == "env" and not isinstance(ns.get(c), Env)}
+    return {id(s.node): int(getattr(ns[c], "num_envs", 1)) for s in graph.statements for c in plain if f"{c}.step" in s.calls}
 
 
 def copies(graph) -> dict:
@@ -99,6 +108,7 @@ class _Driver:
         self.envs = [ns[c] for c, role in graph.components.items() if role == "env" and isinstance(ns[c], Env)]
         self.seen = [len(e.episodes) for e in self.envs]
         self.steps0 = [e.env_steps for e in self.envs]
+        self.plain_steps = 0  # steps of plain Gymnasium environments (stepped() counts them)
         self.seconds = {f.name: 0.0 for f in graph.fragments}
         self.intervals: list = []
         self.timers = {name: Timer(self.seconds, name, self.intervals) for name in self.seconds}
@@ -130,8 +140,11 @@ class _Driver:
                 self.stopped = f"the stop condition held after iteration {self.iterations}"
                 break
 
+    def stepped(self, n: int) -> None:
+        self.plain_steps += n
+
     def env_steps(self) -> int:
-        return sum(e.env_steps - s for e, s in zip(self.envs, self.steps0))
+        return sum(e.env_steps - s for e, s in zip(self.envs, self.steps0)) + self.plain_steps
 
     def collect(self) -> list[tuple[int, float, float]]:
         """Add the episodes finished since the last call to the run's curve (kept in time order)."""
@@ -181,7 +194,7 @@ class InNotebook:
         driver = _Driver(graph, job.namespace, job.live, job.until, job.stop)
         try:
             with _interrupts_end_the_iteration(driver):
-                exec_cell(graph, job.namespace, driver)
+                exec_cell(graph, job.namespace, driver, count_steps=True)
         finally:
             seconds = time.perf_counter() - driver.start
             driver.close()

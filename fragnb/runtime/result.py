@@ -85,6 +85,8 @@ class RunResult:
     lost_trajectories: int = 0
     #: ``"exact"`` (plain Python's values) or ``"statistical"`` (global random draws in replicated
     #: statements: plain Python's algorithm with other random numbers); ``draws`` names their lines.
+    #: ``"unchecked"``: the safety net was skipped (``check=False``), so the draws were not looked for;
+    #: ``"data-parallel"``: every replica runs the whole loop on its own numbers (``multi_learner``).
     guarantee: str = "exact"
     draws: list[str] = field(default_factory=list, repr=False)
 
@@ -132,7 +134,7 @@ class RunResult:
         lines = [
             f"{self.graph} under {self.policy!r}: {self.iterations} iterations, {self.env_steps} env steps "
             f"in {self.seconds:.2f} s ({self.env_steps_per_s:,.0f} steps/s); "
-            f"mean return of last 20 episodes {self.mean_return():.1f}"
+            + (f"mean return of last 20 episodes {self.mean_return():.1f}" if self.curve else "no episode returns recorded")
         ]
         if self.stopped:
             lines.append(f"  stopped: {self.stopped}")

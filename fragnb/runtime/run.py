@@ -86,7 +86,9 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress=True, p
         replicated statements (``Categorical(logits).sample()`` in each actor) make it statistical:
         each replica draws from its own generators, seeded from ``torch.initial_seed()`` and its
         name; the run says so once, naming the line of each draw (``RunResult.guarantee``, ``.draws``),
-        and the safety net checks only the structure of the values those draws reach.
+        and the safety net checks only the structure of the values those draws reach. With
+        ``check=False`` the draws are looked for only if ``exact`` (``RunResult.guarantee`` is then
+        ``"unchecked"``), and the driver's group starts from the notebook's generator states.
     dashboard : bool
         Whether fragnb's own cluster serves Dask's dashboard (bokeh: task stream, workers' CPU and
         memory) on a free 127.0.0.1 port. Without it the scheduler still answers Dask's health checks
@@ -143,32 +145,38 @@ def _distributed(placement: Placement, cluster, live, until, stop, check: bool, 
     script = Script.of(placement, until=until, checkpoint_every=checkpoint_every)  # refusals raise here
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event())
     job.payloads  # what cannot travel fails here, before the safety net and any worker
-    checked, draws = 0.0, Draws()
+    checked, draws = 0.0, None  # None: not looked for (--no-check)
     if placement.exact and not policy.collectives:  # data-parallel replicas each draw their own numbers anyway
         if check:
             from .check import check as safety_net
 
             checked, draws = safety_net(placement, script, exact=exact)
-        else:
+        elif exact:
             draws = find_draws(placement.graph)
             refuse_inexact(placement, draws, exact)
     _generators(script, placement, draws)
-    if (note := announcement(placement, draws)) is not None:
+    if draws is not None and (note := announcement(placement, draws)) is not None:
         print(f"fragnb: {note}", file=sys.stderr)
     result = OnDask(cluster, dashboard, restarts).execute(job)
     result.check_seconds = checked
-    result.guarantee, result.draws = ("exact", []) if draws.exact(placement) else ("statistical", draws.lines(placement))
+    if draws is None:
+        result.guarantee = "unchecked" if placement.exact and not policy.collectives else "data-parallel"
+    else:
+        result.guarantee, result.draws = ("exact", []) if draws.exact(placement) else ("statistical", draws.lines(placement))
     return result
 
 
-def _generators(script: Script, placement: Placement, draws: Draws) -> None:
+def _generators(script: Script, placement: Placement, draws: Draws | None) -> None:
     """Where each replica's global generators start: the one drawing group of one replica from the
-    notebook's states (it draws what plain Python draws), every other replica from its own seed."""
+    notebook's states (it draws what plain Python draws), every other replica from its own seed.
+    Unlooked-for draws (--no-check): the driver's group, when it has one replica."""
     script.seed = torch.initial_seed()
-    if not draws.exact(placement):
+    if draws is not None and not draws.exact(placement):
         script.strict = False  # replicated values that depend on the draws differ by replica: replica 0's is taken
-    elif draws:
-        script.rng_group, script.rng = next(iter(draws.groups(placement))), states()
+        return
+    group = next(iter(draws.groups(placement)), None) if draws is not None else placement.home
+    if group is not None and placement.groups[group][0] == 1:
+        script.rng_group, script.rng = group, states()
 
 
 @contextlib.contextmanager
