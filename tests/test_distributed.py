@@ -527,3 +527,46 @@ def test_a_run_that_cannot_resume_leaves_the_notebook_at_its_last_checkpoint(can
     for key, value in _weights(at_4).items():
         torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
     wait_for_no_workers()
+
+
+PRINT_ONCE = '''
+import torch
+
+import fragnb
+from fragnb.algos.ppo import ActorCritic, PPOActor, PPOConfig, PPOLearner, RolloutBuffer
+from fragnb.envs import CartPole
+
+CELL = """
+obs = env.reset()
+for it in range(2):
+    for step in range(config.num_steps):
+        action, logprob, value = actor.act(obs)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+        obs = next_obs
+    stats = learner.update(buffer.batch(actor.value(obs)))
+    print("PRINTED iteration", it)
+"""
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    config = PPOConfig(num_envs=4, num_steps=8, hidden=16)
+    policy = ActorCritic(4, 2, hidden=16)
+    ns = {"torch": torch, "config": config, "env": CartPole(num_envs=4, seed=0), "actor": PPOActor(policy, 4, seed=0),
+          "buffer": RolloutBuffer(4, 8, (4,), config.gamma, config.gae_lambda), "learner": PPOLearner(policy, config, seed=0)}
+    fragnb.run(fragnb.capture(CELL, ns), "{policy}", actors=2, progress=False, plot=False, dashboard=False)
+    fragnb.shutdown()
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["coarse", "fine"])
+def test_a_print_in_a_distributed_cell_appears_once_in_a_terminal(policy, tmp_path):
+    # The workers of fragnb's own cluster write to the terminal the script runs in: a print must come
+    # from the client alone, not from the worker as well.
+    script = tmp_path / "print_once.py"
+    script.write_text(PRINT_ONCE.replace("{policy}", policy))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if "PRINTED" in line]
+    assert lines == ["PRINTED iteration 0", "PRINTED iteration 1"], lines

@@ -10,7 +10,9 @@ takes it whole.
 
 from __future__ import annotations
 
+import builtins
 import pickle
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from ..plan.script import Script
     from .channels import Channels
 
-__all__ = ["Replica", "init_replica", "open_replica", "play", "run_program", "join_process_group", "checkpoint_of", "forsake",
+__all__ = ["Replica", "init_replica", "open_replica", "forward_print", "play", "run_program", "join_process_group", "checkpoint_of", "forsake",
            "request_stop", "abort_run", "drop_run"]
 
 _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
@@ -124,9 +126,27 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
     else:
         state = pickle.loads(resume)
         rep = Replica(group, index, count, device, state["ns"], compiled, resumed=state["walker"], **state["replica"])
-    rep.ns["print"] = distributed.print  # the cell's prints reach the notebook, not only this worker's log
+    rep.ns["print"] = forward_print  # the cell's prints reach the notebook, once
     _REPLICAS[(run_id, group, index)] = rep
     return rep
+
+
+def forward_print(*args, sep: str | None = " ", end: str | None = "\n", file=None, flush: bool = False) -> None:
+    """``print`` for the cell's code on a worker: the notebook's client prints it. (``distributed.print``
+    also prints it here, to the worker's stdout, which a LocalCluster's workers share with the
+    notebook's kernel: a terminal or ``nbconvert`` would show every line twice.) Off a worker (the
+    safety net's threads), and to a file of the cell's own, it is the builtin."""
+    try:
+        worker = distributed.get_worker()
+    except ValueError:
+        worker = None
+    if worker is None or file not in (None, sys.stdout, sys.stderr):
+        builtins.print(*args, sep=sep, end=end, file=file, flush=flush)
+        return
+    msg = {"args": tuple(map(str, args)), "sep": sep, "end": end, "flush": flush}
+    if file is sys.stderr:
+        msg["file"] = 2
+    worker.log_event("print", msg)
 
 
 def open_replica(run_id: str, group: str, index: int, count: int, device: str, payload: Payload, source: tuple[str, str],
