@@ -299,8 +299,10 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
     monkeypatch.setattr(live.LiveProgress, "update", kill_a_worker)
     clusters.shutdown()  # a fresh cluster has exactly the workers the run uses
     ns = ppo_ns(200)
-    with pytest.raises(ClusterError, match=r"lost the worker of replicas? \w+\[\d\](, \w+\[\d\])* on tls://127.0.0.1:\d+ during the run"):
+    with pytest.raises(ClusterError, match=r"lost the worker of replicas? \w+\[\d\](, \w+\[\d\])* on tls://127.0.0.1:\d+ during the run") as info:
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, restarts=0, **PARAMS[policy])
+    assert "the state of its replicas is gone with it" in str(info.value)  # what happened, then what the run does
+    assert info.value.__notes__[0].startswith("The run stops: ")
     assert killed and time.monotonic() - killed[0] < 10
     assert "stats" not in ns
     wait_for_no_workers()

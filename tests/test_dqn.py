@@ -173,7 +173,7 @@ def test_dqn_loop_resumed_from_a_checkpoint_after_a_lost_worker_leaves_what_plai
     killed = kill_a_worker_when_shown(monkeypatch, 5)
     plain, ns = run_like_plain(CELL, lambda: namespace(config, iterations=7, steps_per_iteration=4), "coarse", actors=2,
                                checkpoint_every=2)
-    assert killed and "Starting the run again from the checkpoint after iteration 4" in capsys.readouterr().err
+    assert killed and "The run starts again from the checkpoint after iteration 4" in capsys.readouterr().err
     assert plain["learner"].updates == ns["learner"].updates == 26 and ns["global_step"] == 28
     compare_namespaces(plain, ns, CELL)
 

@@ -80,9 +80,12 @@ class OnDask:
                 if isinstance(e, LostWorker) and len(lost) < restarts and not script.decoupled:
                     where = f"the checkpoint after iteration {saved[0]}" if saved else "its beginning"
                     lost.append(f"{e}; resumed from {where}")
-                    print(f"fragnb: {e}. Starting the run again from {where} on fresh workers "
+                    print(f"fragnb: {e}. The run starts again from {where} on fresh workers "
                           f"(restart {len(lost)} of at most {restarts}); the notebook is as it was before the run", file=sys.stderr)
                     continue
+                if isinstance(e, LostWorker):  # what happened, then what the run does next
+                    e.add_note("The run stops: " + (f"its {restarts} restart(s) are spent." if not script.decoupled else
+                               "a decoupled policy's learner (or any srl worker) cannot be replaced mid-run."))
                 if saved and isinstance(e, ClusterError):  # it cannot go on: keep what it had done
                     try:
                         merge(job.namespace, script, checkpoint_finals(script, saved[1]))
@@ -288,8 +291,8 @@ class _Run:
             self.client.run(replica.forsake, self.run_id, self.forsaken, workers=survivors, on_error="ignore")
             return
         if lost:
-            reason = (f"lost the worker of {'; '.join(lost)} during the run; its state is gone, so this run stops "
-                      "(a worker can die when it runs out of memory)")
+            reason = (f"lost the worker of {'; '.join(lost)} during the run (a worker can die when it runs out of memory); "
+                      "the state of its replicas is gone with it")
             self.abort(reason)
             raise LostWorker(reason)
 
