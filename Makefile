@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab test test-fast demo bench graphviz chromium clean
+.PHONY: setup lab test test-fast demo bench gpu-check gpu-wheels graphviz chromium clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -66,6 +66,16 @@ bench: setup
 	$(PY) benchmarks/explorer.py
 	$(PY) benchmarks/algorithms.py
 	$(PY) benchmarks/checkpoints.py
+	$(PY) benchmarks/field_loops.py
+
+# On a machine with an NVIDIA GPU: every GPU step with a time limit each, then a summary table (README: On GPUs).
+gpu-check: setup
+	$(PY) -m pip install --quiet -e '.[gpu]'
+	$(PY) benchmarks/gpu.py
+
+# benchmarks/gpu_wheels.txt as wheels in .whl/, for a GPU machine without network (Python 3.12 there).
+gpu-wheels: setup
+	PATH=$(VENV)/bin:$$PATH bash benchmarks/gpu_wheels.sh
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache
