@@ -18,6 +18,8 @@ from distributed.security import Security
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol import dask_deserialize, dask_serialize
 
+from .probe import ProbeError, check_scheduler
+
 __all__ = ["ClusterError", "connect", "shutdown", "workers", "named", "dashboard", "remote_addresses", "register_torch_serializer"]
 
 
@@ -102,6 +104,11 @@ def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Cli
                                "distributed.comm.tls.ca-file, .client.cert and .client.key (e.g. with dask.config.set), "
                                "or connect a distributed.Client with a distributed.Security yourself and pass it "
                                "(cluster=client, or --cluster NAME of that variable)")
+        context = security.get_connection_args("client").get("ssl_context") if cluster.startswith("tls://") else None
+        try:
+            check_scheduler(cluster, context=context)  # a Client would wait forever at, say, a Jupyter server's port
+        except ProbeError as e:
+            raise ClusterError(f"{e}; or use cluster='local'") from None
         try:
             client = Client(cluster, timeout="10s", set_as_default=False, security=security)
         except OSError as e:
