@@ -483,7 +483,7 @@ def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canoni
     ns = ppo_ns(1)
     ns["buffer"].lock = threading.Lock()  # a lock cannot be pickled
     with pytest.raises(FragmentError, match=r"`buffer` \(RolloutBuffer\) cannot be sent to the workers of group 'actors': "
-                                            r"TypeError: cannot pickle '_thread.lock' object") as info:
+                                            r"`buffer.lock` \(a lock: TypeError: cannot pickle '_thread.lock' object\)") as info:
         run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
     assert "buffer.add(" in str(info.value) and info.value.lineno is not None
     assert not worker_processes() and "local" not in clusters._EMBEDDED

@@ -69,6 +69,20 @@ def test_each_replica_cuts_exactly_its_own_environments_out_of_what_its_partners
             assert torch.equal(mine, whole.chunk(receivers)[i]), (senders, receivers, i)
 
 
+def test_storage_with_the_environments_second_joins_and_splits_along_that_axis():
+    steps_first = torch.arange(4 * 6 * 3).reshape(4, 6, 3)  # (num_steps, num_envs, obs) as CleanRL preallocates it
+    parts = list(steps_first.chunk(3, dim=1))  # three replicas of 2 environments each
+    assert torch.equal(combine("obs", parts, 0, 1, None, share=2), steps_first)
+    assert torch.equal(combine("obs", [p[:, :, 0] for p in parts], 0, 1, None, share=2), steps_first[:, :, 0])
+    assert torch.equal(combine("obs", [p[0] for p in parts], 0, 1, None, share=2), steps_first[0])  # environments first
+    assert torch.equal(combine("obs", [steps_first], 1, 3, 6), parts[1])  # a replica's share of the whole
+    assert torch.equal(combine("x", [torch.ones(4, 5)] * 2, 0, 1, None, share=3), torch.ones(8, 5))  # no such axis: the leading one
+    assert torch.equal(combine("x", [torch.ones(5, 5)], 0, 2, 3), torch.ones(5, 5))  # nothing of 3 environments: whole
+    # An axis as long as each replica's environments before theirs (2 steps of 2 per replica) is taken
+    # for theirs: the safety net, which compares with plain Python, refuses such a run.
+    assert combine("obs", [torch.zeros(2, 2)] * 3, 0, 1, None, share=2).shape == (6, 2)
+
+
 # -- trajectory selection ---------------------------------------------------------------------
 def test_the_learner_takes_the_earliest_arrival_and_only_fresh_ones_train_it():
     waiting = [d.Arrival(7, "actors[1]", 3, 2), d.Arrival(5, "actors[0]", 4, 3), d.Arrival(9, "actors[2]", 3, 3)]

@@ -105,6 +105,11 @@ class Script:
     def replicas(self) -> list[str]:
         return [name for g, n in self.groups.items() for name in peers(g, n)]
 
+    def shard_size(self, group: str) -> int | None:
+        """How many environments each replica of ``group`` holds, if it splits them evenly."""
+        n = self.groups[group]
+        return self.num_envs // n if self.num_envs and self.num_envs % n == 0 else None
+
     def components(self) -> dict[str, list[str]]:
         """The components each group's statements use: what its replicas send back at the end."""
         return {g: sorted({c for s in self.program.segments if s.group == g for c in s.components}) for g in self.groups}

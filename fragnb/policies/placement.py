@@ -196,6 +196,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         fragments[frag.name] = FragmentPlacement(frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu")
     _check_divisible(graph, fragments, policy)
     _check_one_group_per_component(graph, fragments)
+    _check_no_bare_parameters_shared(graph, fragments)
     home = policy.groups["driver"] if policy.decoupled else None
     edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind)), home) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated)
@@ -279,6 +280,30 @@ def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, Fr
                 f"`{comp}` is used from two worker groups ({uses}); each would hold its own copy and their states "
                 "would diverge. Use it from statements of one role (e.g. call its method yourself instead of handing "
                 "it to a function), or choose a policy that places those roles together",
+                line, graph.source.splitlines()[line - 1])
+
+
+def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
+    """A trained tensor held directly by components of two groups (a Gaussian policy's ``log_std``
+    beside its network) would never reach the other group: fragnb sends networks, whole, not bare tensors."""
+    import torch
+
+    held: dict[int, dict[str, tuple[str, int]]] = {}  # id(tensor) -> group -> (component.attribute, first line)
+    for frag in graph.fragments:
+        group = fragments[frag.name].group
+        for s in frag.statements:
+            for comp in s.components:
+                for attr, value in vars(graph.namespace[comp]).items() if hasattr(graph.namespace[comp], "__dict__") else ():
+                    if isinstance(value, torch.Tensor) and value.requires_grad:
+                        held.setdefault(id(value), {}).setdefault(group, (f"{comp}.{attr}", s.lineno))
+    for groups in held.values():
+        if len(groups) > 1:
+            (a, (name_a, _)), (b, (name_b, line)) = list(groups.items())[:2]
+            raise FragmentError(
+                f"`{name_a}` (group {a!r}) and `{name_b}` (group {b!r}) are one trained tensor: fragnb sends a learner's "
+                "networks (torch.nn.Module) to the other groups after each update, not tensors held beside them, so one "
+                "side would go on with a copy that never learns. Hold it inside a network both use (`self.log_std = "
+                "nn.Parameter(...)` in the policy's nn.Module), or run under 'single'",
                 line, graph.source.splitlines()[line - 1])
 
 

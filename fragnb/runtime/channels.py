@@ -17,7 +17,7 @@ Two transports with one behaviour:
 - :class:`QueueChannels`: in-process queues, for replicas run as threads of one process (the
   safety net's simulation).
 
-Both pickle what they send, so a receiver gets a snapshot of the value as it was when sent. CPU
+Both pickle what they send (a notebook's own classes and functions by value, as cloudpickle does), so a receiver gets a snapshot of the value as it was when sent. CPU
 tensors travel as numpy buffers outside the pickle (protocol 5): unpickling a tensor the default
 way goes through ``torch.load`` and costs ~0.2 ms, more than the whole round trip.
 A wait never hangs: it wakes every 0.2 s to see whether the run was aborted (a peer failed, its
@@ -35,13 +35,15 @@ import queue
 import socket
 import sys
 import threading
+import types
 import uuid
 from collections import defaultdict, deque
 from typing import Any
 
+import cloudpickle
 import torch
 
-__all__ = ["ChannelError", "Channels", "ZmqChannels", "QueueChannels", "root_cause"]
+__all__ = ["ChannelError", "Unsendable", "dumps", "loads", "Channels", "ZmqChannels", "QueueChannels", "root_cause"]
 
 _ABORT = "__abort__"
 _POLL_S = 0.2
@@ -50,6 +52,10 @@ _BIG = 65536  # bytes: larger buffers travel outside the pickle, uncopied
 
 class ChannelError(RuntimeError):
     """A channel cannot deliver: its peer failed or was lost, or the run was aborted."""
+
+
+class Unsendable(TypeError):
+    """A value to send does not pickle (:func:`fragnb.runtime.travel.unsendable` says which part)."""
 
 
 def root_cause(errors: list[BaseException]) -> BaseException:
@@ -62,6 +68,9 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         if type(obj) is torch.Tensor and obj.device.type == "cpu" and not obj.requires_grad and obj.dtype != torch.bfloat16:
             return torch.from_numpy, (obj.numpy(),)
+        if isinstance(obj, (type, types.FunctionType)) and obj.__module__ == "__main__":
+            # a notebook's class (a `Transition` namedtuple) or function: no worker can import it by name
+            return cloudpickle.loads, (cloudpickle.dumps(obj),)
         return NotImplemented
 
 
@@ -103,7 +112,10 @@ class Channels:
 
     def send(self, peers: list[str], tag: str, value: Any) -> None:
         """Send ``value`` to each of ``peers`` (pickled once)."""
-        frames = dumps(value)
+        try:
+            frames = dumps(value)
+        except Exception as e:
+            raise Unsendable(f"{type(e).__name__}: {e}") from e
         size = sum(memoryview(f).nbytes for f in frames)
         for peer in peers:
             self._put(peer, tag, frames)

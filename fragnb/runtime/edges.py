@@ -14,42 +14,49 @@ import torch
 
 from ..errors import FragmentError
 
-__all__ = ["Mismatch", "gather", "scatter", "combine", "to_device", "refuse_autograd"]
+__all__ = ["Mismatch", "gather", "env_axis", "scatter", "combine", "to_device", "refuse_autograd"]
 
 
 class Mismatch(ValueError):
     """Replicas hold values of one variable that cannot be combined into the plain-Python value."""
 
 
-def gather(parts: list, kind: str = "sharded", strict: bool = True) -> Any:
+def gather(parts: list, kind: str = "sharded", strict: bool = True, share: int | None = None) -> Any:
     """Many replicas' values of one variable as one.
 
     ``sharded`` values (computed from each replica's environments) are concatenated along the
-    environment axis: tensors and lists end to end, dicts and tuples element-wise. Anything else,
-    and every ``replicated`` value, must be equal on every replica; one is taken. With ``strict``
-    false (data-parallel policies, whose replicas each run the whole loop) replica 0's is taken.
+    environment axis: tensors and lists end to end, dicts and tuples element-wise. A tensor's
+    environment axis is its first of ``share`` (each replica's environments) in size, the leading
+    one if none is: storage allocated as ``(num_steps, num_envs)`` joins along its second. Anything
+    else, and every ``replicated`` value, must be equal on every replica; one is taken. With
+    ``strict`` false (data-parallel policies, whose replicas each run the whole loop) replica 0's is taken.
     """
     first = parts[0]
     if len(parts) == 1:
         return first
     if kind == "sharded":
         if isinstance(first, torch.Tensor) and first.dim() > 0:
-            return torch.cat(parts)
+            return torch.cat(parts, env_axis(first.shape, share))
         if isinstance(first, np.ndarray) and first.ndim > 0:  # a Gymnasium-style loop's arrays
-            return np.concatenate(parts)
+            return np.concatenate(parts, env_axis(first.shape, share))
         if isinstance(first, list) and first and all(isinstance(x, torch.Tensor) and x.dim() > 0 for x in first) \
                 and all(isinstance(p, list) and len(p) == len(first) for p in parts):
-            return [torch.cat(xs) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
+            return [gather(list(xs), kind, strict, share) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
         if isinstance(first, list):
             return [x for p in parts for x in p]
         if isinstance(first, tuple) and all(isinstance(p, tuple) and len(p) == len(first) for p in parts):
-            items = [gather(list(xs), kind, strict) for xs in zip(*parts)]
+            items = [gather(list(xs), kind, strict, share) for xs in zip(*parts)]
             return type(first)(*items) if hasattr(first, "_fields") else tuple(items)
         if isinstance(first, dict) and all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
-            return {k: gather([p[k] for p in parts], kind, strict) for k in first}
+            return {k: gather([p[k] for p in parts], kind, strict, share) for k in first}
     if strict and not all(_equal(first, p) for p in parts[1:]):
         raise Mismatch(f"replicas hold different values ({_short(first)} vs {_short(next(p for p in parts if not _equal(first, p)))})")
     return first
+
+
+def env_axis(shape, envs: int | None) -> int:
+    """The axis of ``shape`` that runs over ``envs`` environments: the first of that size, else the leading one."""
+    return next((d for d, size in enumerate(shape) if size == envs), 0)
 
 
 def _equal(a, b) -> bool:
@@ -69,13 +76,13 @@ def _short(value) -> str:
 
 
 def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
-    """Replica ``index``'s share of ``value``: tensors whose leading axis is the environments are
-    split evenly; dicts and tuples element-wise; anything else is whole."""
+    """Replica ``index``'s share of ``value``: tensors with an axis of the ``num_envs`` environments
+    (see :func:`env_axis`) are split evenly along it; dicts and tuples element-wise; anything else is whole."""
     if count == 1 or num_envs is None:
         return value
-    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0 and len(value) == num_envs:
-        size = num_envs // count
-        return value[index * size : (index + 1) * size]
+    if isinstance(value, (torch.Tensor, np.ndarray)) and num_envs in value.shape:
+        size, axis = num_envs // count, env_axis(value.shape, num_envs)
+        return value[(slice(None),) * axis + (slice(index * size, (index + 1) * size),)]
     if isinstance(value, dict):
         return {k: scatter(v, index, count, num_envs) for k, v in value.items()}
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
@@ -84,10 +91,11 @@ def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
 
 
 def combine(var: str, parts: list, index: int, count: int, num_envs: int | None, kind: str = "sharded",
-            origin: str = "", strict: bool = True) -> Any:
-    """What replica ``index`` of ``count`` receives of ``var`` from the senders' ``parts``."""
+            origin: str = "", strict: bool = True, share: int | None = None) -> Any:
+    """What replica ``index`` of ``count`` receives of ``var`` from the senders' ``parts``, each of
+    ``share`` environments if known."""
     try:
-        value = gather(parts, kind, strict)
+        value = gather(parts, kind, strict, share)
     except Mismatch as e:
         raise FragmentError(
             f"`{var}` ({origin}) is computed on each of {len(parts)} replicas from their own environments and "

@@ -10,6 +10,7 @@ import cloudpickle
 from ..components import Component
 from ..errors import FragmentError
 from ..plan.program import header_names
+from .travel import blocker, described
 
 __all__ = ["Payload", "pack"]
 
@@ -40,12 +41,11 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
 def _cannot_travel(graph, objects: dict, group: str) -> FragmentError:
     """The error for objects a worker cannot receive: which one, why, and the first line that uses it."""
     for name, value in objects.items():
-        try:
-            cloudpickle.dumps(value)
-        except Exception as e:
+        found = blocker(value, cloudpickle.dumps, name)
+        if found:
             line = next((s.lineno for s in graph.statements if name in s.reads or name in s.components), None)
             return FragmentError(
-                f"`{name}` ({type(value).__name__}) cannot be sent to the workers of group {group!r}: {type(e).__name__}: {e}. "
+                f"`{name}` ({type(value).__name__}) cannot be sent to the workers of group {group!r}: {described(found)}. "
                 "What a distributed policy ships must pickle (cloudpickle): keep locks, open files, sockets and threads "
                 "out of its attributes (create them lazily, or drop them in __getstate__), or run it under 'single'",
                 line, graph.source.splitlines()[line - 1] if line else None)

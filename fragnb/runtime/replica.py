@@ -28,6 +28,7 @@ from .decoupled import FreeWalker
 from .generators import restore, seed_replica
 from .payload import Payload
 from .timing import Timer
+from .travel import refuse_unreturnable
 from .walker import Walker
 
 if TYPE_CHECKING:
@@ -195,7 +196,9 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
             rep.channels.close()
 
     if len(names) == 1:
-        return {names[0]: one(names[0])}
+        results = {names[0]: one(names[0])}
+        refuse_unreturnable(results, plan.program.origin)
+        return results
     results: dict[str, dict] = {}
     errors: list[BaseException] = []
 
@@ -212,6 +215,7 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
         t.join()
     if errors:
         raise root_cause(errors)
+    refuse_unreturnable(results, plan.program.origin)
     return results
 
 

@@ -16,6 +16,7 @@ from . import replica
 from .channels import QueueChannels, root_cause
 from .merge import merge
 from .result import RunResult
+from .travel import refuse_unreturnable
 
 __all__ = ["InThreads"]
 
@@ -55,5 +56,7 @@ class InThreads:
             replica.drop_run(run_id)
         if errors:
             raise root_cause(list(errors.values()))
+        refuse_unreturnable(finals, script.program.origin)
         merge(job.namespace, script, finals)
         return RunResult.of_replicas(placement.graph.name, placement.policy.name, finals, start, script.leader, script.decoupled)
+

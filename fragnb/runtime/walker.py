@@ -25,11 +25,13 @@ import cloudpickle
 from ..plan.instrument import DRIVER
 from ..plan.program import DrivenLoop, Segment
 from ..plan.script import ReplicaId, Script, peers, weights_attribute
+from .channels import Unsendable, dumps
 from .decisions import partners, segment_tag, share
 from .edges import combine, refuse_autograd, to_device
 from .generators import restore, states
 from .result import arrival_order, plain_order
 from .timing import note
+from .travel import unsendable
 
 if TYPE_CHECKING:
     from .channels import Channels
@@ -197,7 +199,7 @@ class Walker:
             for sender, key, into in inputs:
                 parts = [r[key] for r in received[sender] if key in r]
                 if parts:
-                    self.take(key, into, parts, self.share(sender, keys[sender]))
+                    self.take(key, into, parts, self.share(sender, keys[sender]), sender)
             self.execute(seg)
         exports = seg.exports | {w.source for w in self.script.weights if w.owner == group and w.owner_comp in seg.components}
         for key in exports:
@@ -225,7 +227,10 @@ class Walker:
     # -- values in and out ----------------------------------------------------------------------
     def send(self, group: str, tag: str, out: dict) -> None:
         """Send a segment of ``group`` what it reads from this replica."""
-        self.ch.send(self.partners(group, list(out)), tag, out)
+        try:
+            self.ch.send(self.partners(group, list(out)), tag, out)
+        except Unsendable:
+            raise unsendable(out, dumps, self.script.program.origin, self.rep.group, group) from None
 
     def receive(self, group: str, tag: str, keys: list[str]) -> list[dict]:
         """What each replica of ``group`` sent this replica for a segment (``keys``)."""
@@ -258,15 +263,17 @@ class Walker:
             return self.rep.records.pop(key, [])
         return ns[key] if key in ns else _MISSING
 
-    def take(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None]) -> None:
-        """Combine the senders' ``parts`` of ``key`` into this replica's share (``cut``: its index and
-        count among the replicas sharing what the parts make up, and their environments), on its device."""
+    def take(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None], sender: str) -> None:
+        """Combine the senders' ``parts`` of ``key`` (from replicas of ``sender``) into this replica's
+        share (``cut``: its index and count among the replicas sharing what the parts make up, and
+        their environments), on its device."""
         rep, script, program = self.rep, self.script, self.script.program
         kinds, origin = program.kinds, program.origin
         index, count, num_envs = cut
 
         def share(var: str, values: list):
-            value = combine(var, values, index, count, num_envs, kinds.get(var, "sharded"), origin.get(var, ""), script.strict)
+            value = combine(var, values, index, count, num_envs, kinds.get(var, "sharded"), origin.get(var, ""), script.strict,
+                            script.shard_size(sender))
             return to_device(value, rep.device)
 
         if key.startswith("weights:"):  # whole on every replica, never split along the environments

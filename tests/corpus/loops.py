@@ -661,6 +661,33 @@ LOOPS: list[CorpusLoop] = [
             epochs_run.append(epoch + 1)
         """,
     ),
+    # Storage preallocated as CleanRL does, `(num_steps, num_envs)` with the environments second,
+    # sized by the env's own `num_envs`: each replica allocates its shard's, joined along axis 1.
+    _loop(
+        "preallocated_storage",
+        GAUSSIAN_SETUP.replace("{env_import}", "from corpus.components import Pendulum").replace(
+            "{env}", "Pendulum(num_envs=num_envs, seed=0)"
+        ),
+        """
+        obs = env.reset()
+        for it in range(iterations):
+            obs_buf = torch.zeros(num_steps, env.num_envs, 3)
+            act_buf = torch.zeros(num_steps, env.num_envs, 1)
+            rewards = torch.zeros(num_steps, env.num_envs)
+            for step in range(num_steps):
+                action, logprob = actor.act(obs)
+                obs_buf[step] = obs
+                act_buf[step] = action
+                obs, reward, terminated, truncated, info = env.step(action)
+                rewards[step] = reward
+            returns = torch.zeros_like(rewards)
+            running = torch.zeros(env.num_envs)
+            for t in reversed(range(num_steps)):
+                running = rewards[t] + gamma * running
+                returns[t] = running
+            loss = learner.update(obs_buf, act_buf, returns)
+        """,
+    ),
 ]
 
 BY_NAME = {loop.name: loop for loop in LOOPS}

@@ -1,0 +1,101 @@
+"""What keeps a value from travelling to another worker: the innermost part of it that does not pickle.
+
+"cannot pickle '_thread.lock' object" names neither the variable nor where the lock hides in it;
+:func:`blocker` walks the value (containers, attributes, a function's globals and closure) down to
+the part that fails on its own, so an error can say ``learner.log.lock`` or
+``GaussianActor.act.__globals__['math']``.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+
+import cloudpickle
+
+from ..errors import FragmentError
+
+__all__ = ["blocker", "described", "unsendable", "refuse_unreturnable"]
+
+_DEPTH = 8
+
+
+def blocker(value: Any, dumps: Callable[[Any], Any], path: str) -> tuple[str, Any, Exception] | None:
+    """(path, object, error) of the innermost part of ``value`` that ``dumps`` refuses, or ``None``
+    if ``value`` serialises."""
+    try:
+        dumps(value)
+        return None
+    except Exception as e:
+        error = e
+    return _innermost(value, dumps, path, error, 0, set())
+
+
+def described(found: tuple[str, Any, Exception]) -> str:
+    """```path``` (a TYPE: ERROR), for a message."""
+    path, obj, error = found
+    return f"`{path}` (a {type(obj).__qualname__}: {type(error).__name__}: {error})"
+
+
+def _innermost(value, dumps, path, error, depth, seen) -> tuple[str, Any, Exception]:
+    if depth < _DEPTH and id(value) not in seen:
+        seen.add(id(value))
+        for sub_path, sub in _parts(value, path):
+            try:
+                dumps(sub)
+            except Exception as e:
+                return _innermost(sub, dumps, sub_path, e, depth + 1, seen)
+    return path, value, error
+
+
+def _parts(value, path):
+    if isinstance(value, dict):
+        return [(f"{path}[{k!r}]", v) for k, v in value.items()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, types.MethodType):
+        return [(f"{path}.__self__", value.__self__), (f"{path}.__func__", value.__func__)]
+    if isinstance(value, types.FunctionType):
+        named = [(f"{path}.__globals__[{n!r}]", value.__globals__[n]) for n in value.__code__.co_names if n in value.__globals__]
+        cells = [(f"{path}.{n}", c.cell_contents) for n, c in zip(value.__code__.co_freevars, value.__closure__ or ())]
+        return named + cells
+    if isinstance(value, type):
+        return [(f"{value.__qualname__}.{n}", v) for n, v in vars(value).items() if isinstance(v, types.FunctionType)]
+    state = getattr(value, "__dict__", None)
+    if isinstance(state, dict):
+        return [(f"{path}.{k}", v) for k, v in state.items()]
+    return []
+
+
+def unsendable(out: dict, dumps: Callable[[Any], Any], origin: dict[str, str], sender: str, receiver: str) -> FragmentError:
+    """The error for a segment's values (``out``: key -> value) that do not pickle: the variable, the
+    line that assigns it and the part of it that blocks."""
+    # a split loop's records are per-step dicts of the variables a later group replays
+    named = [(v, x) for key, value in out.items() for step in (value if key.startswith("record:") else [{key: value}])
+             for v, x in step.items()]
+    for var, value in named:
+        found = blocker(value, dumps, var)
+        if found:
+            lineno, _, line = origin.get(var, "").removeprefix("line ").partition(": ")
+            return FragmentError(
+                f"`{var}` cannot travel from group {sender!r} to {receiver!r}: {described(found)}. Values that flow between "
+                "roles must pickle: keep locks, open files, generators, sockets and modules out of them (send the "
+                "numbers or tensors the other side reads), or run under 'single'",
+                int(lineno) if lineno.isdigit() else None, line or None)
+    return FragmentError(f"the values group {sender!r} sends to {receiver!r} do not pickle together ({sorted(out)})")
+
+
+def refuse_unreturnable(finals: dict[str, dict], origin: dict[str, str]) -> None:
+    """What replicas leave (``finals``, by replica) comes back to the notebook pickled, as a Dask
+    task's result: the safety net's replicas, threads, refuse before any worker starts what would
+    fail there, and a worker (with no safety net) names the variable rather than Dask's "Could not
+    serialize object of type lock"."""
+    for name, final in sorted(finals.items()):
+        for var, value in final["variables"].items():
+            if found := blocker(value, cloudpickle.dumps, var):
+                lineno, _, line = origin.get(var, "").removeprefix("line ").partition(": ")
+                raise FragmentError(
+                    f"`{var}` cannot come back from {name} to the notebook: {described(found)}. What the cell leaves "
+                    "in its variables must pickle under a distributed policy: keep locks, open files, generators and "
+                    "sockets out of them, or run under 'single'",
+                    int(lineno) if lineno.isdigit() else None, line or None)
