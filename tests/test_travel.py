@@ -111,3 +111,14 @@ outs = []
     run(source, ns)
     compare_namespaces(plain, ns, source)
     assert type(ns["outs"][0]).__name__ == "Act" and len(ns["outs"]) == len(plain["outs"])
+
+
+@pytest.mark.parametrize("policy, home", [("coarse", "actors"), ("fine", "envs")])
+def test_reading_a_sharded_components_attribute_in_another_group_is_refused_naming_the_fix(policy, home):
+    source = cell(("torch.stack(act_buf), returns)", "torch.stack(act_buf), returns / env.num_envs)"))
+    graph = fragnb.capture(source, namespace(), name="g")
+    with pytest.raises(FragmentError, match=rf"`env.num_envs` is read in group 'learner', and `env` lives in group '{home}' "
+                                            r"\(x2, each replica holding a share of it\): no copy of it is there. Read it into "
+                                            r"a notebook value in an earlier cell \(`num_envs = env.num_envs`\)") as info:
+        fragnb.policies.placement.place(graph, policy, actors=2)
+    assert "returns / env.num_envs" in info.value.line

@@ -6,6 +6,7 @@ error surfaces before anything runs.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from .policy import DistributionPolicy, resolve
 
 if TYPE_CHECKING:
     from ..graph import Edge, FragmentGraph
+    from ..graph.model import Statement
 
 __all__ = ["Placement", "FragmentPlacement", "EdgePlacement", "place", "choices"]
 
@@ -267,20 +269,39 @@ def _shardwise(component, method: str) -> bool:
 
 def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
     """A component used from two worker groups would have two diverging copies: refuse."""
-    where: dict[str, dict[str, int]] = {}
+    where: dict[str, dict[str, Statement]] = {}
     for frag in graph.fragments:
         for s in frag.statements:
             for comp in s.components:
-                where.setdefault(comp, {}).setdefault(fragments[frag.name].group, s.lineno)
+                where.setdefault(comp, {}).setdefault(fragments[frag.name].group, s)
     for comp, groups in where.items():
         if len(groups) > 1:
-            uses = ", ".join(f"line {line} in group {g!r}" for g, line in groups.items())
-            line = max(groups.values())
+            home, (group, late) = next(iter(groups)), max(groups.items(), key=lambda gs: gs[1].lineno)
+            read = _attributes_read(late.node, comp)
+            if read:
+                n = fragments[next(f.name for f in graph.fragments if groups[home] in f.statements)].replicas
+                raise FragmentError(
+                    f"`{comp}.{read}` is read in group {group!r}, and `{comp}` lives in group {home!r}"
+                    f"{f' (x{n}, each replica holding a share of it)' if n > 1 else ''}: no copy of it is there. Read it "
+                    f"into a notebook value in an earlier cell (`{read} = {comp}.{read}`) and use that, or compute it in "
+                    f"a statement of {comp}'s own role", late.lineno, graph.source.splitlines()[late.lineno - 1])
+            uses = ", ".join(f"line {st.lineno} in group {g!r}" for g, st in groups.items())
             raise FragmentError(
                 f"`{comp}` is used from two worker groups ({uses}); each would hold its own copy and their states "
                 "would diverge. Use it from statements of one role (e.g. call its method yourself instead of handing "
                 "it to a function), or choose a policy that places those roles together",
-                line, graph.source.splitlines()[line - 1])
+                late.lineno, graph.source.splitlines()[late.lineno - 1])
+
+
+def _attributes_read(node: ast.AST, name: str) -> str | None:
+    """The attribute of ``name`` a statement reads, if all it does with ``name`` is read attributes
+    (``env.num_envs``), not call a method or hand ``name`` itself on."""
+    calls = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    attributes = [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name]
+    names = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name]
+    if attributes and len(attributes) == len(names) and not any(id(a) in calls for a in attributes):
+        return attributes[0].attr
+    return None
 
 
 def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
