@@ -69,18 +69,16 @@ def test_each_replica_cuts_exactly_its_own_environments_out_of_what_its_partners
             assert torch.equal(mine, whole.chunk(receivers)[i]), (senders, receivers, i)
 
 
-def test_storage_with_the_environments_second_joins_and_splits_along_that_axis():
-    steps_first = torch.arange(4 * 6 * 3).reshape(4, 6, 3)  # (num_steps, num_envs, obs) as CleanRL preallocates it
-    parts = list(steps_first.chunk(3, dim=1))  # three replicas of 2 environments each
-    assert torch.equal(combine("obs", parts, 0, 1, None, share=2), steps_first)
-    assert torch.equal(combine("obs", [p[:, :, 0] for p in parts], 0, 1, None, share=2), steps_first[:, :, 0])
-    assert torch.equal(combine("obs", [p[0] for p in parts], 0, 1, None, share=2), steps_first[0])  # environments first
-    assert torch.equal(combine("obs", [steps_first], 1, 3, 6), parts[1])  # a replica's share of the whole
-    assert torch.equal(combine("x", [torch.ones(4, 5)] * 2, 0, 1, None, share=3), torch.ones(8, 5))  # no such axis: the leading one
-    assert torch.equal(combine("x", [torch.ones(5, 5)], 0, 2, 3), torch.ones(5, 5))  # nothing of 3 environments: whole
-    # An axis as long as each replica's environments before theirs (2 steps of 2 per replica) is taken
-    # for theirs: the safety net, which compares with plain Python, refuses such a run.
-    assert combine("obs", [torch.zeros(2, 2)] * 3, 0, 1, None, share=2).shape == (6, 2)
+def test_storage_with_the_environments_second_joins_along_the_axis_plain_pythons_shape_says():
+    steps_first = torch.arange(4 * 8 * 3).reshape(4, 8, 3)  # (num_steps, num_envs, obs) as CleanRL preallocates it
+    parts = list(steps_first.chunk(4, dim=1))  # four replicas of 2 environments each
+    assert torch.equal(combine("obs", parts, 0, 1, None, full=(4, 8, 3)), steps_first)
+    assert torch.equal(combine("obs", parts[:2], 0, 1, None, full=(4, 8, 3)), steps_first[:, :4])  # an even share of it
+    assert torch.equal(combine("obs", [p[0] for p in parts], 0, 1, None, full=(8, 3)), steps_first[0])  # environments first
+    assert torch.equal(combine("obs", parts, 0, 1, None), torch.cat(parts))  # shape unknown (--no-check): the leading axis
+    # A batch each replica sampled (128 x obs 4, with 4 environments each) makes up no tensor of plain
+    # Python's shape along any axis: joined along the leading one, for the safety net to tell apart.
+    assert combine("batch", [torch.zeros(128, 4)] * 2, 0, 1, None, full=(128, 4)).shape == (256, 4)
 
 
 # -- trajectory selection ---------------------------------------------------------------------

@@ -81,6 +81,9 @@ class Script:
     seed: int = 0
     rng_group: str | None = None
     rng: dict | None = None
+    #: Shapes of the cell's tensor variables in plain Python, as the safety net saw them: which axis
+    #: replicas' parts of one join along (fragnb.runtime.edges.env_axis). Empty with --no-check.
+    shapes: dict[str, tuple] = field(default_factory=dict)
 
     @classmethod
     def of(cls, placement: Placement, limit: int | None = None, until=None, checkpoint_every: int = 0) -> Script:
@@ -104,11 +107,6 @@ class Script:
 
     def replicas(self) -> list[str]:
         return [name for g, n in self.groups.items() for name in peers(g, n)]
-
-    def shard_size(self, group: str) -> int | None:
-        """How many environments each replica of ``group`` holds, if it splits them evenly."""
-        n = self.groups[group]
-        return self.num_envs // n if self.num_envs and self.num_envs % n == 0 else None
 
     def components(self) -> dict[str, list[str]]:
         """The components each group's statements use: what its replicas send back at the end."""

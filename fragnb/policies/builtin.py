@@ -8,7 +8,7 @@ __all__: list[str] = []
 register(DistributionPolicy("single", "a plain loop (CleanRL)", "every fragment in this process; edges are direct references",
                             tradeoff="nothing crosses a process and nothing waits; one core does all the work"))
 register(DistributionPolicy(
-    "coarse", "Acme, RLlib sync sampling; MSRL MultiActorSingleLearner",
+    "coarse", "RLlib sync sampling; MSRL MultiActorSingleLearner; Acme's layout (Acme runs it asynchronously)",
     "actor fragments (env + inference + buffer insert) x N on workers; learner x 1 (GPU if any)",
     groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
     replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
@@ -28,7 +28,7 @@ register(DistributionPolicy(
     tradeoff="N full copies share the work and exchange only gradients; each update waits for the slowest copy's all-reduce",
 ))
 register(DistributionPolicy(
-    "async", "IMPALA / A3C; MSRL AsyncMultiActorSingleLearner",
+    "async", "IMPALA (without V-trace); A3C's asynchrony (A3C sends gradients); MSRL AsyncMultiActorSingleLearner",
     "actor fragments x N run free, streaming trajectories; learner x 1 consumes them as they arrive",
     groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
     replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),

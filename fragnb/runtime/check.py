@@ -48,11 +48,12 @@ def check(placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool =
         iterations = (1,)
     draws = None
     for count in iterations:
-        draws = _compare(placement, dataclasses.replace(script, limit=count, until=None, checkpoint_every=0), draws, exact)
+        draws, shapes = _compare(placement, dataclasses.replace(script, limit=count, until=None, checkpoint_every=0), draws, exact)
+        script.shapes = shapes  # the run joins replicas' tensors as plain Python's shapes say
     return time.perf_counter() - start, draws
 
 
-def _compare(placement, script, draws: Draws | None, exact: bool) -> Draws:
+def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws, dict[str, tuple]]:
     graph, iterations = placement.graph, script.limit
     plain, simulated = copies(graph), copies(graph)
     with contextlib.redirect_stdout(io.StringIO()), generators():  # the notebook's generators are untouched
@@ -65,6 +66,8 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> Draws:
         else:
             run_plain(graph, plain, iterations)
         restore(saved)
+        script.shapes = shapes = {v: tuple(plain[v].shape) for v in script.variables
+                                  if isinstance(plain.get(v), (torch.Tensor, np.ndarray)) and plain[v].ndim > 1}
         InThreads().execute(Job(placement, script, simulated, live=None))
     loose = set() if draws.exact(placement) else draws.tainted(graph)
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
@@ -72,7 +75,7 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> Draws:
             raise _differs(placement, iterations, name, "exists only in one of them")
         if name in plain and (diff := (structure if name in loose else difference)(plain[name], simulated[name], name)):
             raise _differs(placement, iterations, name, diff)
-    return draws
+    return draws, shapes
 
 
 def structure(a, b, path: str) -> str | None:

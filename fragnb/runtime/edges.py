@@ -21,42 +21,51 @@ class Mismatch(ValueError):
     """Replicas hold values of one variable that cannot be combined into the plain-Python value."""
 
 
-def gather(parts: list, kind: str = "sharded", strict: bool = True, share: int | None = None) -> Any:
+def gather(parts: list, kind: str = "sharded", strict: bool = True, full: tuple | None = None) -> Any:
     """Many replicas' values of one variable as one.
 
     ``sharded`` values (computed from each replica's environments) are concatenated along the
     environment axis: tensors and lists end to end, dicts and tuples element-wise. A tensor's
-    environment axis is its first of ``share`` (each replica's environments) in size, the leading
-    one if none is: storage allocated as ``(num_steps, num_envs)`` joins along its second. Anything
-    else, and every ``replicated`` value, must be equal on every replica; one is taken. With
-    ``strict`` false (data-parallel policies, whose replicas each run the whole loop) replica 0's is taken.
+    environment axis is the leading one, unless ``full`` (its shape in plain Python, which the safety
+    net saw) says the parts make it up along another: storage preallocated as ``(num_steps,
+    num_envs)`` joins along its second. Anything else, and every ``replicated`` value, must be equal
+    on every replica; one is taken. With ``strict`` false (data-parallel policies, whose replicas each
+    run the whole loop) replica 0's is taken.
     """
     first = parts[0]
     if len(parts) == 1:
         return first
     if kind == "sharded":
         if isinstance(first, torch.Tensor) and first.dim() > 0:
-            return torch.cat(parts, env_axis(first.shape, share))
+            return torch.cat(parts, env_axis([p.shape for p in parts], full))
         if isinstance(first, np.ndarray) and first.ndim > 0:  # a Gymnasium-style loop's arrays
-            return np.concatenate(parts, env_axis(first.shape, share))
+            return np.concatenate(parts, env_axis([p.shape for p in parts], full))
         if isinstance(first, list) and first and all(isinstance(x, torch.Tensor) and x.dim() > 0 for x in first) \
                 and all(isinstance(p, list) and len(p) == len(first) for p in parts):
-            return [gather(list(xs), kind, strict, share) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
+            return [torch.cat(xs) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
         if isinstance(first, list):
             return [x for p in parts for x in p]
         if isinstance(first, tuple) and all(isinstance(p, tuple) and len(p) == len(first) for p in parts):
-            items = [gather(list(xs), kind, strict, share) for xs in zip(*parts)]
+            items = [gather(list(xs), kind, strict) for xs in zip(*parts)]
             return type(first)(*items) if hasattr(first, "_fields") else tuple(items)
         if isinstance(first, dict) and all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
-            return {k: gather([p[k] for p in parts], kind, strict, share) for k in first}
+            return {k: gather([p[k] for p in parts], kind, strict) for k in first}
     if strict and not all(_equal(first, p) for p in parts[1:]):
         raise Mismatch(f"replicas hold different values ({_short(first)} vs {_short(next(p for p in parts if not _equal(first, p)))})")
     return first
 
 
-def env_axis(shape, envs: int | None) -> int:
-    """The axis of ``shape`` that runs over ``envs`` environments: the first of that size, else the leading one."""
-    return next((d for d, size in enumerate(shape) if size == envs), 0)
+def env_axis(shapes: list, full: tuple | None) -> int:
+    """The axis along which parts of ``shapes`` make up (all or an even share of) a tensor of shape
+    ``full``: the one axis where they add up to it, or a divisor of it, and agree with it elsewhere;
+    else the leading one."""
+    if full is not None:
+        for d in range(len(full)):
+            if all(len(s) == len(full) and all(s[k] == full[k] for k in range(len(full)) if k != d) for s in shapes):
+                total = sum(s[d] for s in shapes)
+                if total and full[d] % total == 0 and d > 0:
+                    return d
+    return 0
 
 
 def _equal(a, b) -> bool:
@@ -76,13 +85,13 @@ def _short(value) -> str:
 
 
 def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
-    """Replica ``index``'s share of ``value``: tensors with an axis of the ``num_envs`` environments
-    (see :func:`env_axis`) are split evenly along it; dicts and tuples element-wise; anything else is whole."""
+    """Replica ``index``'s share of ``value``: tensors whose leading axis is the environments are
+    split evenly; dicts and tuples element-wise; anything else is whole."""
     if count == 1 or num_envs is None:
         return value
-    if isinstance(value, (torch.Tensor, np.ndarray)) and num_envs in value.shape:
-        size, axis = num_envs // count, env_axis(value.shape, num_envs)
-        return value[(slice(None),) * axis + (slice(index * size, (index + 1) * size),)]
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0 and len(value) == num_envs:
+        size = num_envs // count
+        return value[index * size : (index + 1) * size]
     if isinstance(value, dict):
         return {k: scatter(v, index, count, num_envs) for k, v in value.items()}
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
@@ -91,11 +100,11 @@ def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
 
 
 def combine(var: str, parts: list, index: int, count: int, num_envs: int | None, kind: str = "sharded",
-            origin: str = "", strict: bool = True, share: int | None = None) -> Any:
-    """What replica ``index`` of ``count`` receives of ``var`` from the senders' ``parts``, each of
-    ``share`` environments if known."""
+            origin: str = "", strict: bool = True, full: tuple | None = None) -> Any:
+    """What replica ``index`` of ``count`` receives of ``var`` from the senders' ``parts`` (``full``:
+    its shape in plain Python, if known)."""
     try:
-        value = gather(parts, kind, strict, share)
+        value = gather(parts, kind, strict, full)
     except Mismatch as e:
         raise FragmentError(
             f"`{var}` ({origin}) is computed on each of {len(parts)} replicas from their own environments and "

@@ -33,7 +33,7 @@ def merge(ns: dict, script, finals: dict[str, dict]) -> None:
                 ns.pop(var, None)  # the cell deleted it (`del`)
                 continue
             ns[var] = combine(var, parts(g, "variables", var), 0, 1, None, program.kinds.get(var, "sharded"),
-                              program.origin.get(var, ""), script.strict, script.shard_size(g))
+                              program.origin.get(var, ""), script.strict, script.shapes.get(var))
         elif var in scalars:
             ns[var] = scalars[var]
     comps = [(c, g) for g in script.groups for c in finals[peers(g, 1)[0]]["components"]]

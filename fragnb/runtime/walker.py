@@ -199,7 +199,7 @@ class Walker:
             for sender, key, into in inputs:
                 parts = [r[key] for r in received[sender] if key in r]
                 if parts:
-                    self.take(key, into, parts, self.share(sender, keys[sender]), sender)
+                    self.take(key, into, parts, self.share(sender, keys[sender]))
             self.execute(seg)
         exports = seg.exports | {w.source for w in self.script.weights if w.owner == group and w.owner_comp in seg.components}
         for key in exports:
@@ -263,17 +263,16 @@ class Walker:
             return self.rep.records.pop(key, [])
         return ns[key] if key in ns else _MISSING
 
-    def take(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None], sender: str) -> None:
-        """Combine the senders' ``parts`` of ``key`` (from replicas of ``sender``) into this replica's
-        share (``cut``: its index and count among the replicas sharing what the parts make up, and
-        their environments), on its device."""
+    def take(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None]) -> None:
+        """Combine the senders' ``parts`` of ``key`` into this replica's share (``cut``: its index and
+        count among the replicas sharing what the parts make up, and their environments), on its device."""
         rep, script, program = self.rep, self.script, self.script.program
         kinds, origin = program.kinds, program.origin
         index, count, num_envs = cut
 
         def share(var: str, values: list):
             value = combine(var, values, index, count, num_envs, kinds.get(var, "sharded"), origin.get(var, ""), script.strict,
-                            script.shard_size(sender))
+                            script.shapes.get(var))
             return to_device(value, rep.device)
 
         if key.startswith("weights:"):  # whole on every replica, never split along the environments
