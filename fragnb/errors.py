@@ -28,6 +28,12 @@ class FragmentError(ValueError):
             text += f"\n    {lineno} | {self.line}"
         super().__init__(text)
 
+    @classmethod
+    def at(cls, message: str, origin: str) -> "FragmentError":
+        """The error at a line as a plan's ``origin`` names it (``"line 7: loss = ..."``; may be empty)."""
+        lineno, _, line = origin.removeprefix("line ").partition(": ")
+        return cls(message, int(lineno) if lineno.isdigit() else None, line or None)
+
     def _render_traceback_(self):
         # IPython shows this instead of a traceback: a user's mistake is one message, not a stack.
         return [f"FragmentError: {self}"]

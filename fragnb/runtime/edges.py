@@ -132,13 +132,12 @@ def refuse_autograd(out: dict, origin: dict[str, str], sender: str, receiver: st
         named = [(v, x) for step in value for v, x in step.items()] if key.startswith("record:") else [(key, value)]
         var, path = next(((v, p) for v, x in named if (p := _graph_in(x, v)) is not None), (None, None))
         if path is not None:
-            lineno, _, line = origin.get(var, "").removeprefix("line ").partition(": ")
-            raise FragmentError(
+            raise FragmentError.at(
                 f"`{path}` carries an autograd graph from group {sender!r} to {receiver!r}: gradients cannot follow it to another process, so the "
                 f"learner's backward() would not reach the network and its weights would never change. Recompute it on "
                 f"the learner's side from what the rollout stores (observations and actions: PPO recomputes its "
                 f"log-probabilities), or `.detach()` it where no gradient should flow",
-                int(lineno) if lineno.isdigit() else None, line or None)
+                origin.get(var, ""))
 
 
 def _graph_in(value: Any, path: str, depth: int = 0) -> str | None:

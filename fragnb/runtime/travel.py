@@ -76,12 +76,11 @@ def unsendable(out: dict, dumps: Callable[[Any], Any], origin: dict[str, str], s
     for var, value in named:
         found = blocker(value, dumps, var)
         if found:
-            lineno, _, line = origin.get(var, "").removeprefix("line ").partition(": ")
-            return FragmentError(
+            return FragmentError.at(
                 f"`{var}` cannot travel from group {sender!r} to {receiver!r}: {described(found)}. Values that flow between "
                 "roles must pickle: keep locks, open files, generators, sockets and modules out of them (send the "
                 "numbers or tensors the other side reads), or run under 'single'",
-                int(lineno) if lineno.isdigit() else None, line or None)
+                origin.get(var, ""))
     return FragmentError(f"the values group {sender!r} sends to {receiver!r} do not pickle together ({sorted(out)})")
 
 
@@ -93,9 +92,8 @@ def refuse_unreturnable(finals: dict[str, dict], origin: dict[str, str]) -> None
     for name, final in sorted(finals.items()):
         for var, value in final["variables"].items():
             if found := blocker(value, cloudpickle.dumps, var):
-                lineno, _, line = origin.get(var, "").removeprefix("line ").partition(": ")
-                raise FragmentError(
+                raise FragmentError.at(
                     f"`{var}` cannot come back from {name} to the notebook: {described(found)}. What the cell leaves "
                     "in its variables must pickle under a distributed policy: keep locks, open files, generators and "
                     "sockets out of them, or run under 'single'",
-                    int(lineno) if lineno.isdigit() else None, line or None)
+                    origin.get(var, ""))
