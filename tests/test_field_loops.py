@@ -2,6 +2,7 @@
 and capture finds the roles from the ecosystem's types."""
 
 import pytest
+import torch
 
 import fragnb
 from corpus.compare import compare_namespaces
@@ -24,11 +25,96 @@ def test_field_loop_under_single_leaves_the_plain_namespace(loop):
     assert graph.dot  # it draws
 
 
-@pytest.mark.parametrize("loop", FIELD, ids=[loop.name for loop in FIELD])
-def test_field_loop_is_refused_by_distributed_policies_before_any_worker_naming_the_plain_objects(loop):
-    graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
-    with pytest.raises(fragnb.FragmentError, match="plain objects|not supported|no component"):
-        graph.place("coarse", actors=2)
+#: What 2 replicas of each field loop give: the namespace of plain Python (exact), a run that says it
+#: is statistical and trains, or a refusal before any worker starts that names the true cause.
+UNDER_TWO_REPLICAS = [
+    ("cleanrl_ppo", "coarse", "statistical"),
+    ("cleanrl_ppo", "fine", "exact"),  # inference runs once: the one replica draws plain Python's numbers
+    ("ppo_continuous", "coarse", "statistical"),
+    ("ppo_continuous", "fine", "exact"),
+    ("a2c", "coarse", r"`entropies\[0\]` carries an autograd graph from group 'actors' to 'learner'"),
+    ("a2c", "fine", "exact"),
+    ("dqn_tutorial", "coarse", r"`env` \(gymnasium.wrappers.TimeLimit\).*one environment, stepped episode by episode.*SyncVectorEnv"),
+    ("reinforce", "fine", r"`env` \(gymnasium.wrappers.TimeLimit\).*one environment, stepped episode by episode.*SyncVectorEnv"),
+]
+
+
+def _weights(ns):
+    return {f"{name}.{k}": v.clone() for name, net in ns.items() if isinstance(net, torch.nn.Module) for k, v in net.state_dict().items()}
+
+
+@pytest.mark.parametrize("name,policy,expect", UNDER_TWO_REPLICAS, ids=[f"{n}-{p}" for n, p, _ in UNDER_TWO_REPLICAS])
+def test_field_loop_under_two_replicas_is_exact_statistical_or_refused_with_the_cause(name, policy, expect):
+    loop = FIELD_BY_NAME[name]
+    plain = _plain(loop)
+    ns = loop.namespace()
+    before = _weights(ns)
+    graph = fragnb.capture(loop.cell, ns, name=loop.name)
+    if expect not in ("exact", "statistical"):
+        with pytest.raises(fragnb.FragmentError, match=expect):
+            fragnb.run(graph, policy, actors=2, progress=False, plot=False)
+        return
+    result = fragnb.run(graph, policy, actors=2, progress=False, plot=False)
+    assert result.guarantee == expect
+    alone = fragnb.run(fragnb.capture(loop.cell, loop.namespace(), name=loop.name), "single", progress=False, plot=False)
+    assert result.env_steps == alone.env_steps > 0  # each replica counts the steps of its share
+    if expect == "exact":
+        compare_namespaces(plain, ns, loop.cell)
+    else:
+        assert any("draws from torch's global generator in 'actors' x2" in d for d in result.draws)
+        after = _weights(ns)
+        assert after.keys() == before.keys() and any(not torch.equal(before[k], after[k]) for k in before)  # it trained
+        for var in ("obs", "actions", "logprobs", "rewards"):  # storage joined along the environments' axis
+            assert ns[var].shape == plain[var].shape
+
+
+def test_a_vector_env_shard_seeds_and_steps_as_its_environments_do_in_the_whole_batch():
+    import gymnasium as gym
+    import numpy as np
+
+    from fragnb import shards
+
+    def make():
+        return gym.vector.SyncVectorEnv([lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1")) for _ in range(4)])
+
+    whole, split = make(), make()
+    parts = [shards.shard(split, i, 2) for i in range(2)]
+    assert [p.num_envs for p in parts] == [2, 2] and parts[1].observation_space.shape == (2, 4)
+    obs = np.concatenate([p.reset(seed=3)[0] for p in parts])
+    assert np.array_equal(obs, whole.reset(seed=3)[0])
+    for t in range(40):  # past episode ends: autoreset state travels with each sub-environment
+        actions = np.array([t % 2, 1, 0, (t // 3) % 2])
+        full = whole.step(actions)
+        halves = [p.step(actions[2 * i : 2 * i + 2]) for i, p in enumerate(parts)]
+        assert np.array_equal(full[0], np.concatenate([h[0] for h in halves]))
+        assert np.array_equal(full[1], np.concatenate([h[1] for h in halves]))
+    merged = shards.merge(parts)
+    assert merged.num_envs == 4 and "reset" not in vars(merged)
+    assert np.array_equal(merged.step(np.zeros(4, dtype=int))[0], whole.step(np.zeros(4, dtype=int))[0])
+
+
+def test_a_vector_envs_infos_from_two_shards_join_as_the_whole_batch_reports_them():
+    import numpy as np
+
+    from fragnb.runtime.edges import gather
+
+    ended = {"episode": {"r": np.array([0.0, 12.0]), "_r": np.array([False, True])}, "_episode": np.array([False, True])}
+    joined = gather([{}, ended])
+    assert np.array_equal(joined["_episode"], [False, False, False, True])
+    assert np.array_equal(joined["episode"]["r"], [0.0, 0.0, 0.0, 12.0]) and joined["episode"]["r"].dtype == np.float64
+    assert gather([{}, {}]) == {}
+
+
+def test_objects_a_distributed_policy_cannot_move_are_refused_naming_the_way_out():
+    import gymnasium as gym
+
+    ns = {"envs": gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, shared_memory=False), "np": __import__("numpy")}
+    try:
+        graph = fragnb.capture("for it in range(2):\n    out = envs.step(np.zeros(2, dtype=int))\n", ns, name="async_env")
+        with pytest.raises(fragnb.FragmentError, match="AsyncVectorEnv.*use gym.vector.SyncVectorEnv"):
+            graph.place("coarse", actors=2)
+    finally:
+        ns["envs"].close()
 
 
 def test_cleanrl_ppo_roles_come_from_types_and_dataflow():

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from ..components import Component, modules_of, role_of
 from ..errors import FragmentError
+from ..shards import invariant, unsupported
 from .model import Edge, Fragment, FragmentGraph, Loop, Statement, cell_filename
 from .normalize import Normalizer
 from .roles import MODULE, call_role, is_foreign, reentrant_context, role
@@ -464,7 +465,8 @@ class _Capture:
             elif any(isinstance(arg, ast.Name) and self.component(arg.id) is not None for arg in call.args + [k.value for k in call.keywords]):
                 handed = True  # the component itself, not one of its attributes
         touched = {n.id: self.role(self.component(n.id)) for n in ast.walk(node)
-                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and self.component(n.id) is not None}
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and self.component(n.id) is not None
+                   and not _reads_only(node, n.id, invariant(self.namespace[n.id]))}
         # Reading a plain object's attribute (`envs.single_observation_space.shape` in the learner's
         # flatten) is not using it: the statement goes where its values are needed.
         roles_of_touched = {n: r for n, r in touched.items() if n in called or not is_foreign(self.namespace[n])}
@@ -613,14 +615,15 @@ class _Capture:
         return out
 
     def limit_foreign(self, components: dict[str, str]) -> None:
-        foreign = [c for c in components if is_foreign(self.namespace[c])]
-        if not foreign:
-            return
-        first = next(s for s in self.statements if set(s.components) & set(foreign))
-        kinds = ", ".join(f"`{c}` ({_type_name(self.namespace[c])})" for c in foreign)
-        self.limit(f"the loop calls plain objects: {kinds}. Only `single` runs them for now: distributed policies move "
-                   "fragnb components (fragnb.envs.GymnasiumEnv for a Gymnasium id; fragnb.components.Actor, Learner, "
-                   "Buffer around your networks)", first.lineno)
+        """Distributed policies split and send Gymnasium vector envs, networks and optimisers
+        (:mod:`fragnb.shards`); a loop calling another object of the ecosystem runs under `single` only."""
+        for c in components:
+            why = unsupported(self.namespace[c]) if is_foreign(self.namespace[c]) else None
+            if why:
+                first = next(s for s in self.statements if c in s.components)
+                self.limit(f"the loop calls `{c}` ({_type_name(self.namespace[c])}), which a distributed policy cannot "
+                           f"move: {why}", first.lineno)
+                return
 
     def group(self) -> list[Fragment]:
         groups: dict[tuple[str, Loop | None], list[Statement]] = {}
@@ -671,6 +674,16 @@ class _Capture:
             for attr, value in modules_of(self.namespace[comp]).items():
                 found.setdefault(id(value), f"{comp}.{attr}")
         return found
+
+
+def _reads_only(node: ast.AST, name: str, attributes: frozenset[str]) -> bool:
+    """Whether all ``node`` does with ``name`` is read some of ``attributes`` (``envs.single_action_space``)."""
+    if not attributes:
+        return False
+    names = sum(1 for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name)
+    reads = sum(1 for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
+                and n.attr in attributes)
+    return names == reads
 
 
 def _stores(node: ast.stmt) -> bool:

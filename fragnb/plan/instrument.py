@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import linecache
 
-__all__ = ["DRIVER", "instrument", "compile_cell", "remember_source"]
+__all__ = ["DRIVER", "instrument", "compile_cell", "remember_source", "plain_env_steps"]
 
 DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while code of a run executes
 
@@ -57,6 +57,16 @@ def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = Fa
         return out
 
     return build(body, True)
+
+
+def plain_env_steps(graph, statements, replicas: int = 1) -> dict[int, int]:
+    """Which of ``statements`` step a plain (Gymnasium) environment, with how many environments each
+    of ``replicas`` replicas steps (node id -> count): fragnb's own envs count their steps themselves."""
+    from ..components import Env
+
+    ns = graph.namespace
+    plain = [c for c, role in graph.components.items() if role == "env" and not isinstance(ns.get(c), Env)]
+    return {id(s.node): int(getattr(ns[c], "num_envs", 1)) // replicas for s in statements for c in plain if f"{c}.step" in s.calls}
 
 
 def remember_source(filename: str, source: str) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..components import modules_of, role_of
 from ..errors import FragmentError
-from .instrument import DRIVER, instrument
+from .instrument import DRIVER, instrument, plain_env_steps
 
 if TYPE_CHECKING:
     from ..graph import FragmentGraph
@@ -56,12 +56,14 @@ class Program:
     ``kinds`` says how each variable's values combine across replicas: ``"sharded"`` (computed from
     the environments a replica holds: concatenated along the environment axis) or
     ``"replicated"`` (computed from the loop counters and notebook values alone: the same on every
-    replica, checked). ``origin`` names the cell line that assigns a variable, for messages."""
+    replica, checked). ``origin`` names the cell line that assigns a variable, for messages.
+    ``axes`` gives the environment axis of sharded storage that is not the leading one."""
 
     items: list
     segments: list[Segment]
     kinds: dict[str, str]
     origin: dict[str, str]
+    axes: dict[str, int] = field(default_factory=dict)
 
 
 def plan(placement: Placement) -> Program:
@@ -103,7 +105,8 @@ def plan(placement: Placement) -> Program:
                     items.append(DrivenLoop(node, build(node.body, False)))
                     continue
                 order, crossing = split
-                replayed.update({i: tuple(names) for i, (_, names) in crossing.items() if isinstance(i, int)})
+                replayed.update({i if isinstance(i, int) else i[2]: tuple(names) for i, (_, names) in crossing.items()
+                                 if isinstance(i, int) or i[0] == "before"})
                 for g in order:
                     add(items, g, _project(node, g, group_of, stmt_of, crossing, helper))
                 continue
@@ -127,12 +130,15 @@ def plan(placement: Placement) -> Program:
     segments = segments_of(items)
     for index, seg in enumerate(segments):
         seg.index = index
-        seg.module = ast.fix_missing_locations(ast.Module(instrument(seg.nodes, owner), []))
+        leaves = [stmt_of[id(n)] for node in seg.nodes for n in _leaves(node) if id(n) in stmt_of]
+        steps = plain_env_steps(graph, leaves, placement.groups[seg.group][0])
+        seg.module = ast.fix_missing_locations(ast.Module(instrument(seg.nodes, owner, steps=steps), []))
         compile(seg.module, graph.filename, "exec")  # fail here, not on a worker; tracebacks name cell lines
     for seg in segments:
         seg.exports = {v for v in seg.writes if any(v in other.reads for other in segments if other.group != seg.group)}
         seg.exports |= set(seg.records)
-    return Program(items, segments, _kinds(graph), _origins(graph))
+    kinds = _kinds(graph)
+    return Program(items, segments, kinds, _origins(graph), _env_axes(graph, kinds))
 
 
 def _refuse_jumps(loop: ast.For, top: bool, groups_in, graph: FragmentGraph) -> None:
@@ -218,9 +224,11 @@ def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict,
             senders = {group_of[i] for i in inside if var in graph.statements[i].writes}
             if len(senders) > 1:
                 return None
-            for sender in senders:
+            for sender in senders - groups if len(groups) == 1 else senders:  # a group's own values need no record
                 edges |= {(sender, g) for g in groups if g != sender}
-                crossing.setdefault(("loop", id(inner)), (sender, []))[1].append(var)
+                if crossing.setdefault(("loop", id(inner)), (sender, []))[0] != sender:
+                    return None  # values of two groups in one header
+                crossing[("loop", id(inner))][1].append(var)
     for i in sorted(inside):
         g = group_of[i]
         for var, producers in graph.reach.get(i, {}).items():
@@ -233,6 +241,9 @@ def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict,
             (sender,) = senders
             edges.add((sender, g))
             crossing.setdefault(i, (sender, []))[1].append(var)
+    for i, (sender, names) in list(crossing.items()):
+        if isinstance(i, int) and (outer := _hoist(loop, graph.statements[i].node, sender, set(names), group_of, stmt_of)) is not None:
+            crossing[("before", id(outer), i)] = crossing.pop(i)
     edges |= _weight_flows(loop, graph, group_of, stmt_of)
     groups = list(dict.fromkeys(group_of[i] for i in sorted(inside)))
     order: list[str] = []
@@ -242,6 +253,25 @@ def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict,
             return None  # the groups depend on each other both ways: drive the loop step by step
         order.append(ready[0])
     return order, crossing
+
+
+def _hoist(loop: ast.For, node: ast.stmt, sender: str, names: set[str], group_of: dict, stmt_of: dict) -> ast.For | None:
+    """The outermost loop nested in ``loop`` around ``node`` inside which ``sender`` does not change
+    ``names``: recorded once before it, they need not make the sender run that loop too (a rollout's
+    `for i in np.nonzero(infos["_episode"])[0]: writer.append(...)` on the learner's side)."""
+    path, body = [], loop.body
+    while True:
+        inner = next((n for n in body if isinstance(n, ast.For) and any(leaf is node for leaf in _leaves(n))), None)
+        if inner is None:
+            break
+        path.append(inner)
+        body = inner.body
+    for inner in path:
+        bound = {n.id for f in [inner, *_loops(inner.body)] for n in ast.walk(f.target) if isinstance(n, ast.Name)}
+        written = {v for n in _leaves(inner) if group_of[stmt_of[id(n)].index] == sender for v in stmt_of[id(n)].writes}
+        if not names & (bound | written):
+            return inner
+    return None
 
 
 def _weight_flows(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict) -> set[tuple[str, str]]:
@@ -263,6 +293,8 @@ def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing:
     reads this group's values, a record of them; before one of this group's that reads another's,
     their replay."""
 
+    by_index = {s.index: s for s in stmt_of.values()}
+
     def call(method: str, *args) -> ast.stmt:
         return ast.Expr(ast.Call(ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), [ast.Constant(a) for a in args], []))
 
@@ -270,6 +302,13 @@ def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing:
         out = []
         for node in nodes:
             if isinstance(node, ast.For):
+                for key, (sender, names) in crossing.items():  # values recorded once before the loop, not in it
+                    if isinstance(key, tuple) and key[0] == "before" and key[1] == id(node):
+                        s = by_index[key[2]]
+                        op = "replay" if group_of[s.index] == group else "record" if sender == group else None
+                        if op:
+                            out.append(ast.copy_location(call(op, f"record:{s.index}", *(() if op == "replay" else (tuple(names),))), node))
+                            helper[id(out[-1])] = (s, op, tuple(names), f"record:{s.index}")
                 body = project(node.body)
                 sender, names = crossing.get(("loop", id(node)), (None, ()))
                 first = stmt_of[id(next(_leaves(node)))]
@@ -314,6 +353,31 @@ def _kinds(graph: FragmentGraph) -> dict[str, str]:
             if s.index in tainted or kinds.get(v) != "sharded":
                 kinds[v] = "sharded" if s.index in tainted else kinds.get(v, "replicated")
     return kinds
+
+
+def _env_axes(graph: FragmentGraph, kinds: dict[str, str]) -> dict[str, int]:
+    """The environment axis of sharded storage, from how the loop fills it: ``obs[step] = next_obs``
+    puts ``next_obs``'s environments (its leading axis) on ``obs``'s second, whatever the sizes
+    (CartPole's 4 observations beside 4 environments cannot be told apart by shape). Only axes
+    other than the leading one are listed."""
+    axes: dict[str, int] = {}
+    for _ in range(len(graph.statements)):  # a fixed point: storage filled from storage
+        before = dict(axes)
+        for s in graph.statements:
+            node = s.node
+            while isinstance(node, ast.With) and len(node.body) == 1:
+                node = node.body[0]
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)):
+                continue
+            target = node.targets[0]
+            index = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+            if not isinstance(target.value, ast.Name) or kinds.get(target.value.id) != "sharded" or any(isinstance(i, ast.Slice) for i in index):
+                continue
+            axis = len(index) + (axes.get(node.value.id, 0) if isinstance(node.value, ast.Name) else 0)
+            axes.setdefault(target.value.id, axis)
+        if axes == before:
+            break
+    return {v: a for v, a in axes.items() if a}
 
 
 def _origins(graph: FragmentGraph) -> dict[str, str]:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
-from ..components import Env, modules_of, role_of
+import torch
+
+from .. import shards
+from ..components import modules_of, role_of
 from ..graph.model import cell_filename
 from .decoupled import refuse
 from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_of
@@ -89,14 +92,15 @@ class Script:
     def of(cls, placement: Placement, limit: int | None = None, until=None, checkpoint_every: int = 0) -> Script:
         graph = placement.graph
         program = plan(placement)
-        env = next((v for v in map(graph.namespace.get, graph.components) if isinstance(v, Env)), None)
+        envs = [shards.num_envs(graph.namespace[c]) for c, r in graph.components.items() if r == "env"]
+        num_envs = next((n for n in envs if n is not None), None)
         loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
         last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
         if placement.policy.decoupled:
             refuse(placement, program)
             last = placement.home
         return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
-                   env.num_envs if env else None, list(graph.stop_flags), placement.exact and not placement.policy.decoupled, limit, sorted(graph_writes(graph)), until,
+                   num_envs, list(graph.stop_flags), placement.exact and not placement.policy.decoupled, limit, sorted(graph_writes(graph)), until,
                    str(ReplicaId(last, 0)), placement.policy.decoupled, placement.params.get("max_staleness", 0),
                    0 if placement.policy.decoupled else checkpoint_every)
 
@@ -119,7 +123,8 @@ def peers(group: str, count: int) -> list[str]:
 
 
 def weights_key(component: str, attribute: str) -> str:
-    """How the network ``component.attribute`` is named among a segment's exports: ``weights:component:attribute``."""
+    """How the network ``component.attribute`` is named among a segment's exports: ``weights:component:attribute``
+    (``weights:agent:`` for a bare network ``agent`` the loop calls itself)."""
     return f"weights:{component}:{attribute}"
 
 
@@ -130,16 +135,21 @@ def weights_attribute(key: str) -> tuple[str, str]:
 
 
 def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weights]:
-    """Networks held by components in two groups; the group of a learner holding one owns it."""
-    ns = placement.graph.namespace
+    """Networks held by components in two groups; the group of a learner holding one owns it (a bare
+    network the loop calls, CleanRL's ``agent``: the group whose statements train it)."""
+    graph = placement.graph
+    ns = graph.namespace
+    trains = {placement.fragments[f.name].group for f in graph.fragments if f.role == "learner"}
     holders: dict[int, list[tuple[str, str, str]]] = {}
     for seg in segments:
         for comp in sorted(seg.components):
-            for attr, value in modules_of(ns[comp]).items():
+            held = {"": ns[comp]} if isinstance(ns[comp], torch.nn.Module) else modules_of(ns[comp])
+            for attr, value in held.items():
                 if (comp, attr, seg.group) not in holders.setdefault(id(value), []):
                     holders[id(value)].append((comp, attr, seg.group))
     out = []
     for entries in holders.values():
-        comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), entries[0])
+        comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), None) or \
+            next((e for e in entries if not role_of(ns[e[0]]) and e[2] in trains), entries[0])
         out += [Weights(weights_key(comp, attr), owner, comp, weights_key(c, a), g, c) for c, a, g in entries if g != owner]
     return out

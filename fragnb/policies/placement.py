@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..components import Env
+from ..shards import num_envs, shardwise
 from ..errors import FragmentError
 from ..text import human, workers
 from .policy import DistributionPolicy, resolve
@@ -123,9 +123,10 @@ class Placement:
     @property
     def inference_batch(self) -> int | None:
         """Environments each replica of the actor fragments serves per inference call."""
-        env = next((v for v in map(self.graph.namespace.get, self.graph.components) if isinstance(v, Env)), None)
+        ns = self.graph.namespace
+        envs = next((n for c, r in self.graph.components.items() if r == "env" and (n := num_envs(ns[c])) is not None), None)
         actor = next((p for f, p in self.fragments.items() if self.graph.fragment(f).role == "actor"), None)
-        return env.num_envs // actor.replicas if env and actor else None
+        return envs // actor.replicas if envs and actor else None
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         from ..ui.render import mimebundle
@@ -199,6 +200,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     _check_divisible(graph, fragments, policy)
     _check_one_group_per_component(graph, fragments)
     _check_no_bare_parameters_shared(graph, fragments)
+    _check_plain_learners(graph, fragments, policy)
     home = policy.groups["driver"] if policy.decoupled else None
     edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind)), home) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated)
@@ -254,7 +256,7 @@ def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: d
         if counts[groups[role]] == 1:
             continue
         calls = sorted({c for f in graph.fragments if f.role == role for s in f.statements for c in s.calls})
-        methods = [c for c in calls if not _shardwise(graph.namespace[c.split(".")[0]], c.split(".")[1])]
+        methods = [c for c in calls if not shardwise(graph.namespace[c.split(".")[0]], c.split(".")[1])]
         if methods:
             groups[role] = home
             notes.append(f"{role} placed with {home!r}, not replicated: the loop calls {', '.join(f'`{m}`' for m in methods)}, "
@@ -262,17 +264,17 @@ def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: d
     return groups, notes
 
 
-def _shardwise(component, method: str) -> bool:
-    declared = type(component).shardwise
-    return declared is None or method in declared
-
-
 def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
-    """A component used from two worker groups would have two diverging copies: refuse."""
+    """A component used from two worker groups would have two diverging copies: refuse. (A bare
+    network is the exception: its weights go from the group that trains it to the others.)"""
+    import torch
+
     where: dict[str, dict[str, Statement]] = {}
     for frag in graph.fragments:
         for s in frag.statements:
             for comp in s.components:
+                if isinstance(graph.namespace[comp], torch.nn.Module):
+                    continue
                 where.setdefault(comp, {}).setdefault(fragments[frag.name].group, s)
     for comp, groups in where.items():
         if len(groups) > 1:
@@ -302,6 +304,24 @@ def _attributes_read(node: ast.AST, name: str) -> str | None:
     if attributes and len(attributes) == len(names) and not any(id(a) in calls for a in attributes):
         return attributes[0].attr
     return None
+
+
+def _check_plain_learners(graph: FragmentGraph, fragments: dict[str, FragmentPlacement], policy: DistributionPolicy) -> None:
+    """Replicated learners average the gradients of fragnb Learners' networks; a plain optimiser's
+    network would train on each replica's share alone."""
+    import torch
+
+    for frag in graph.fragments:
+        if frag.role != "learner" or fragments[frag.name].replicas == 1:
+            continue
+        for s in frag.statements:
+            plain = [c for c in s.components if isinstance(graph.namespace[c], (torch.nn.Module, torch.optim.Optimizer))]
+            if plain:
+                raise FragmentError(
+                    f"policy {policy.name!r} runs {fragments[frag.name].replicas} learners, which average the gradients of "
+                    f"fragnb Learners' networks; `{plain[0]}` ({type(graph.namespace[plain[0]]).__name__}) is trained by the "
+                    "loop itself, so each learner would train on its own share alone. Use one learner (coarse, fine, async, "
+                    "srl), or wrap the update in a fragnb.components.Learner", s.lineno, graph.source.splitlines()[s.lineno - 1])
 
 
 def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:

@@ -16,6 +16,7 @@ statement. Then:
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 from dataclasses import dataclass, field
@@ -94,13 +95,32 @@ class Draws:
                 if not new <= names:
                     names |= new
                     changed = True
-            # a network shared with a changed component changes with it (the actor samples with the learner's weights)
-            nets = {id(m) for c in names if c in graph.components for m in modules_of(graph.namespace[c]).values()}
-            sharing = {c for c in graph.components if any(id(m) in nets for m in modules_of(graph.namespace[c]).values())}
+            # a network shared with a changed component changes with it (the actor samples with the learner's
+            # weights), and so does an optimiser over its parameters (CleanRL's `optimizer` over `agent`'s)
+            params = {c: _parameters(graph.namespace[c]) for c in graph.components}
+            nets = set().union(*(params[c] for c in names if c in params))
+            sharing = {c for c, ps in params.items() if ps & nets}
             if not sharing <= names:
                 names |= sharing
                 changed = True
+            # a loop over tainted values binds tainted targets (`for i in np.nonzero(infos["_episode"])[0]`)
+            for loop in graph.loops:
+                if loop.node is not None and {n.id for n in ast.walk(loop.node.iter) if isinstance(n, ast.Name)} & names:
+                    bound = {n.id for n in ast.walk(loop.node.target) if isinstance(n, ast.Name)}
+                    if not bound <= names:
+                        names |= bound
+                        changed = True
         return names
+
+
+def _parameters(obj) -> set[int]:
+    """The ids of the trained tensors an object holds: its networks', or an optimiser's."""
+    import torch
+
+    if isinstance(obj, torch.optim.Optimizer):
+        return {id(p) for group in obj.param_groups for p in group["params"]}
+    nets = [obj] if isinstance(obj, torch.nn.Module) else list(modules_of(obj).values())
+    return {id(p) for net in nets for p in net.parameters()}
 
 
 def find_draws(graph, iterations: int = 1) -> Draws:

@@ -14,21 +14,21 @@ import torch
 
 from ..errors import FragmentError
 
-__all__ = ["Mismatch", "gather", "env_axis", "scatter", "combine", "to_device", "refuse_autograd"]
+__all__ = ["Mismatch", "gather", "vector_info", "env_axis", "scatter", "combine", "to_device", "refuse_autograd"]
 
 
 class Mismatch(ValueError):
     """Replicas hold values of one variable that cannot be combined into the plain-Python value."""
 
 
-def gather(parts: list, kind: str = "sharded", strict: bool = True, full: tuple | None = None) -> Any:
+def gather(parts: list, kind: str = "sharded", strict: bool = True, full: tuple | None = None, axis: int = 0) -> Any:
     """Many replicas' values of one variable as one.
 
     ``sharded`` values (computed from each replica's environments) are concatenated along the
     environment axis: tensors and lists end to end, dicts and tuples element-wise. A tensor's
     environment axis is the leading one, unless ``full`` (its shape in plain Python, which the safety
-    net saw) says the parts make it up along another: storage preallocated as ``(num_steps,
-    num_envs)`` joins along its second. Anything else, and every ``replicated`` value, must be equal
+    net saw) or ``axis`` (what the dataflow says: ``obs[step] = next_obs``) says the parts make it up
+    along another: storage preallocated as ``(num_steps, num_envs)`` joins along its second. Anything else, and every ``replicated`` value, must be equal
     on every replica; one is taken. With ``strict`` false (data-parallel policies, whose replicas each
     run the whole loop) replica 0's is taken.
     """
@@ -37,9 +37,9 @@ def gather(parts: list, kind: str = "sharded", strict: bool = True, full: tuple 
         return first
     if kind == "sharded":
         if isinstance(first, torch.Tensor) and first.dim() > 0:
-            return torch.cat(parts, env_axis([p.shape for p in parts], full))
+            return torch.cat(parts, env_axis([p.shape for p in parts], full, axis))
         if isinstance(first, np.ndarray) and first.ndim > 0:  # a Gymnasium-style loop's arrays
-            return np.concatenate(parts, env_axis([p.shape for p in parts], full))
+            return np.concatenate(parts, env_axis([p.shape for p in parts], full, axis))
         if isinstance(first, list) and first and all(isinstance(x, torch.Tensor) and x.dim() > 0 for x in first) \
                 and all(isinstance(p, list) and len(p) == len(first) for p in parts):
             return [torch.cat(xs) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
@@ -50,22 +50,59 @@ def gather(parts: list, kind: str = "sharded", strict: bool = True, full: tuple 
             return type(first)(*items) if hasattr(first, "_fields") else tuple(items)
         if isinstance(first, dict) and all(isinstance(p, dict) and p.keys() == first.keys() for p in parts):
             return {k: gather([p[k] for p in parts], kind, strict) for k in first}
+        if all(vector_info(p) for p in parts):
+            return _join_infos(parts)
     if strict and not all(_equal(first, p) for p in parts[1:]):
         raise Mismatch(f"replicas hold different values ({_short(first)} vs {_short(next(p for p in parts if not _equal(first, p)))})")
     return first
 
 
-def env_axis(shapes: list, full: tuple | None) -> int:
+def vector_info(value) -> bool:
+    """Whether ``value`` looks like a Gymnasium vector env's ``infos``: a dict of per-environment
+    arrays (and dicts of them), where a key appears only once some environment reported it."""
+    return isinstance(value, dict) and all(isinstance(v, np.ndarray) and v.ndim == 1 or vector_info(v) for v in value.values())
+
+
+def _join_infos(parts: list[dict]) -> dict:
+    """Shards' ``infos`` as the whole batch's: a key one shard lacks is blank there (zeros, a false
+    ``_key`` mask), as Gymnasium fills it for environments that did not report it."""
+    size = next((len(a) for p in parts for a in _arrays(p)), None)
+    if size is None:
+        return {}
+    out = {}
+    for key in dict.fromkeys(k for p in parts for k in p):
+        present = next(p[key] for p in parts if key in p)
+        if isinstance(present, dict):
+            out[key] = _join_infos([p.get(key) or _blank_info(present, size) for p in parts])
+        else:
+            out[key] = np.concatenate([p[key] if key in p else _blank(present, size) for p in parts])
+    return out
+
+
+def _arrays(info: dict):
+    for v in info.values():
+        yield from _arrays(v) if isinstance(v, dict) else (v,)
+
+
+def _blank(like: np.ndarray, size: int) -> np.ndarray:
+    return np.full(size, None, dtype=object) if like.dtype == object else np.zeros(size, like.dtype)
+
+
+def _blank_info(like: dict, size: int) -> dict:
+    return {k: _blank_info(v, size) if isinstance(v, dict) else _blank(v, size) for k, v in like.items()}
+
+
+def env_axis(shapes: list, full: tuple | None, axis: int = 0) -> int:
     """The axis along which parts of ``shapes`` make up (all or an even share of) a tensor of shape
     ``full``: the one axis where they add up to it, or a divisor of it, and agree with it elsewhere;
-    else the leading one."""
+    else ``axis`` (where they have one)."""
     if full is not None:
         for d in range(len(full)):
             if all(len(s) == len(full) and all(s[k] == full[k] for k in range(len(full)) if k != d) for s in shapes):
                 total = sum(s[d] for s in shapes)
                 if total and full[d] % total == 0 and d > 0:
                     return d
-    return 0
+    return axis if all(len(s) > axis for s in shapes) else 0
 
 
 def _equal(a, b) -> bool:
@@ -84,14 +121,18 @@ def _short(value) -> str:
     return text if len(text) < 60 else text[:57] + "..."
 
 
-def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
-    """Replica ``index``'s share of ``value``: tensors whose leading axis is the environments are
-    split evenly; dicts and tuples element-wise; anything else is whole."""
+def scatter(value: Any, index: int, count: int, num_envs: int | None, axis: int = 0) -> Any:
+    """Replica ``index``'s share of ``value``: tensors whose environment axis (``axis``, else the
+    leading one) holds the environments are split evenly along it; dicts and tuples element-wise;
+    anything else is whole."""
     if count == 1 or num_envs is None:
         return value
-    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0 and len(value) == num_envs:
-        size = num_envs // count
-        return value[index * size : (index + 1) * size]
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0:
+        axis = axis if value.ndim > axis and value.shape[axis] == num_envs else 0
+        if value.shape[axis] == num_envs:
+            size = num_envs // count
+            cut = (slice(None),) * axis + (slice(index * size, (index + 1) * size),)
+            return value[cut]
     if isinstance(value, dict):
         return {k: scatter(v, index, count, num_envs) for k, v in value.items()}
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
@@ -100,18 +141,18 @@ def scatter(value: Any, index: int, count: int, num_envs: int | None) -> Any:
 
 
 def combine(var: str, parts: list, index: int, count: int, num_envs: int | None, kind: str = "sharded",
-            origin: str = "", strict: bool = True, full: tuple | None = None) -> Any:
+            origin: str = "", strict: bool = True, full: tuple | None = None, axis: int = 0) -> Any:
     """What replica ``index`` of ``count`` receives of ``var`` from the senders' ``parts`` (``full``:
-    its shape in plain Python, if known)."""
+    its shape in plain Python, if known; ``axis``: its environment axis, as the dataflow says)."""
     try:
-        value = gather(parts, kind, strict, full)
+        value = gather(parts, kind, strict, full, axis)
     except Mismatch as e:
         raise FragmentError(
             f"`{var}` ({origin}) is computed on each of {len(parts)} replicas from their own environments and "
             f"{e}: it is a per-replica value (a mean or count over one replica's environments, say) that no "
             "operator turns into the plain-Python value. Compute it from values the single-replica side "
             "receives, e.g. after the rollout loop in a statement that uses no component") from None
-    return scatter(value, index, count, num_envs)
+    return scatter(value, index, count, num_envs, axis)
 
 
 def to_device(value: Any, device: str) -> Any:

@@ -20,7 +20,7 @@ import types
 import torch
 
 from ..components import Env
-from ..plan.instrument import DRIVER, compile_cell, instrument
+from ..plan.instrument import DRIVER, compile_cell, instrument, plain_env_steps
 from .result import RunResult
 from .timing import Timer
 
@@ -32,7 +32,7 @@ def exec_cell(graph, ns: dict, driver, trace: bool = False, count_steps: bool = 
     iteration hook; with ``trace``, ``driver.done(statement index)`` after every statement; with
     ``count_steps``, ``driver.stepped(n)`` after a plain vector environment's ``step``)."""
     index = {id(s.node): s.index for s in graph.statements} if trace else None
-    steps = _plain_env_steps(graph, ns) if count_steps else None
+    steps = plain_env_steps(graph, graph.statements) if count_steps else None
     code = compile_cell(graph.filename, graph.source, instrument(graph.tree.body, graph.owners(), hook_loop=True, trace=index, steps=steps))
     ns[DRIVER] = driver
     try:
@@ -40,13 +40,6 @@ def exec_cell(graph, ns: dict, driver, trace: bool = False, count_steps: bool = 
     finally:
         for name in (DRIVER, *graph.temps):  # capture's own names never reach the notebook
             ns.pop(name, None)
-
-
-def _plain_env_steps(graph, ns: dict) -> dict[int, int]:
-    """Statements that step a plain (Gymnasium) environment, with how many environments it steps:
-    fragnb's own envs count their steps themselves."""
-    plain = {c for c, role in graph.components.items() if role == "env" and not isinstance(ns.get(c), Env)}
-    return {id(s.node): int(getattr(ns[c], "num_envs", 1)) for s in graph.statements for c in plain if f"{c}.step" in s.calls}
 
 
 def copies(graph) -> dict:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pickle
 
-import torch
-
-from ..components import Component, role_of
+from .. import shards
+from ..components import role_of
 from ..plan.script import ReplicaId, peers
 from .edges import combine
 from .walker import held
@@ -33,13 +32,14 @@ def merge(ns: dict, script, finals: dict[str, dict]) -> None:
                 ns.pop(var, None)  # the cell deleted it (`del`)
                 continue
             ns[var] = combine(var, parts(g, "variables", var), 0, 1, None, program.kinds.get(var, "sharded"),
-                              program.origin.get(var, ""), script.strict, script.shapes.get(var))
+                              program.origin.get(var, ""), script.strict, script.shapes.get(var), program.axes.get(var, 0))
         elif var in scalars:
             ns[var] = scalars[var]
     comps = [(c, g) for g in script.groups for c in finals[peers(g, 1)[0]]["components"]]
-    for name, g in sorted(comps, key=lambda cg: role_of(ns[cg[0]]) == "learner"):
-        shards = parts(g, "components", name)
-        _absorb(ns[name], type(shards[0]).merge(shards) if len(shards) > 1 else shards[0])
+    owners = {w.owner_comp: w.owner for w in script.weights}
+    # learners last, and a network's owner after the groups that only received its weights: theirs win
+    for name, g in sorted(comps, key=lambda cg: (role_of(ns[cg[0]]) == "learner", owners.get(cg[0]) == cg[1])):
+        shards.absorb(ns[name], shards.merge(parts(g, "components", name)))
 
 
 def checkpoint_finals(script, blobs: dict[str, bytes]) -> dict[str, dict]:
@@ -52,13 +52,3 @@ def checkpoint_finals(script, blobs: dict[str, bytes]) -> dict[str, dict]:
         finals[name] = {**held(script, group, state["ns"], held_by[group]), **{k: state["walker"][k] for k in ("scalars", "last_writer")}}
     return finals
 
-
-def _absorb(target: Component, merged: Component) -> None:
-    """Take ``merged``'s state into ``target`` in place: networks and optimisers load their state, so
-    objects the notebook shares (one policy for actor and learner) stay shared."""
-    for name, value in vars(merged).items():
-        current = vars(target).get(name)
-        if isinstance(current, (torch.nn.Module, torch.optim.Optimizer)):
-            current.load_state_dict(value.state_dict())
-        else:
-            setattr(target, name, value)

@@ -6,10 +6,12 @@ import pickle
 from typing import NamedTuple
 
 import cloudpickle
+import numpy as np
+import torch
 
-from ..components import Component
 from ..errors import FragmentError
 from ..plan.program import header_names
+from ..shards import splits
 from .travel import blocker, described
 
 __all__ = ["Payload", "pack"]
@@ -17,11 +19,13 @@ __all__ = ["Payload", "pack"]
 
 class Payload(NamedTuple):
     """The notebook objects a group's statements and the loops' headers read (cloudpickled), its
-    segments' code (pickled AST, compiled where it runs), and which of its components are split per replica."""
+    segments' code (pickled AST, compiled where it runs), which of its components are split per
+    replica, and which of its values are cut to a replica's environments (by their environment axis)."""
 
     objects: bytes
     codes: bytes
     sharded: list[str]
+    scattered: dict[str, int]
 
 
 def pack(graph, ns: dict, script, group: str) -> Payload:
@@ -29,13 +33,25 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
     segs = [s for s in script.program.segments if s.group == group]
     names = {v for s in segs for v in s.reads | s.components if v in ns} | {v for v in header_names(script.program.items) if v in ns}
     n = script.groups[group]
-    sharded = sorted(v for v in names if n > 1 and isinstance(ns[v], Component) and "num_envs" in vars(ns[v]))
+    sharded = sorted(v for v in names if n > 1 and splits(ns[v]))
+    scattered = {v: axis for v in sorted(names) if n > 1 and (axis := _env_axis(ns[v], v, script)) is not None}
     objects = {v: ns[v] for v in sorted(names)}
     try:
         blob = cloudpickle.dumps(objects)
     except Exception as e:
         raise _cannot_travel(graph, objects, group) from e
-    return Payload(blob, pickle.dumps({s.index: s.module for s in segs}), sharded)
+    return Payload(blob, pickle.dumps({s.index: s.module for s in segs}), sharded, scattered)
+
+
+def _env_axis(value, name: str, script) -> int | None:
+    """Where a notebook value the loop goes on filling per environment (storage preallocated in an
+    earlier cell, the first observations) holds its environments, if it does: each replica starts
+    from its share."""
+    program = script.program
+    if program.kinds.get(name) != "sharded" or not isinstance(value, (torch.Tensor, np.ndarray)) or script.num_envs is None:
+        return None
+    axis = program.axes.get(name, 0)
+    return axis if value.ndim > axis and value.shape[axis] == script.num_envs else None
 
 
 def _cannot_travel(graph, objects: dict, group: str) -> FragmentError:

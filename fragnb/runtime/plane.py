@@ -24,6 +24,7 @@ import cloudpickle
 from ..plan.instrument import remember_source
 from ..plan.script import ReplicaId, Script
 from ..policies import Placement
+from ..shards import shard
 from . import replica
 from .channels import root_cause
 from .clusters import ClusterError, connect, shutdown, workers
@@ -315,7 +316,7 @@ class _Run:
         ns, sharded = self.ns, self.payloads[group].sharded
         n = self.script.groups[group]
         return {"lost": True, "variables": {}, "iterations": progress.done.get(name, 0), "steps": progress.steps.get(name, 0),
-                "components": {c: ns[c].shard(index, n) if c in sharded else ns[c] for c in self.script.components()[group]},
+                "components": {c: shard(ns[c], index, n) if c in sharded else ns[c] for c in self.script.components()[group]},
                 "episodes": progress.by_replica.get(name, []), "ticks": [], "intervals": [], "seconds": {},
                 "bytes_sent": 0, "messages_sent": 0, "checkpoint_seconds": 0.0}
 

@@ -22,9 +22,11 @@ import distributed
 from ..components import Component, Env, Learner, modules_of
 from ..plan.instrument import remember_source
 from ..plan.script import ReplicaId
+from ..shards import shard
 from . import collectives
 from .channels import ZmqChannels, root_cause
 from .decoupled import FreeWalker
+from .edges import scatter
 from .generators import restore, seed_replica
 from .payload import Payload
 from .timing import Timer
@@ -55,6 +57,7 @@ class Replica:
     seconds: dict[str, float] = field(default_factory=dict)
     seen: dict[str, int] = field(default_factory=dict)  # episodes already reported, per env component
     steps0: dict[str, int] = field(default_factory=dict)  # env steps of each env component at start
+    plain_steps: int = 0  # steps of plain Gymnasium environments (stepped() counts them)
     timers: dict[str, Timer] = field(default_factory=dict)
     channels: Channels | None = None  # its inbox and its peers' (a Dask run)
     stop: threading.Event = field(default_factory=threading.Event)  # the user asked the run to stop (read by the deciding replica, Script.leader)
@@ -85,6 +88,9 @@ class Replica:
             self.timers[name] = Timer(self.seconds, name, self.intervals)
         return self.timers[name]
 
+    def stepped(self, n: int) -> None:
+        self.plain_steps += n
+
     def envs(self) -> dict[str, Env]:
         return {k: v for k, v in self.ns.items() if isinstance(v, Env)}
 
@@ -96,7 +102,7 @@ class Replica:
             batch, start = env.num_envs * self.count, self.steps0[name] // env.num_envs  # in vector steps
             episodes += [(ep, (ep.step - start) * batch) for ep in env.episodes[self.seen[name] :]]
             self.seen[name] = len(env.episodes)
-        return episodes, sum(env.env_steps - self.steps0[name] for name, env in self.envs().items())
+        return episodes, sum(env.env_steps - self.steps0[name] for name, env in self.envs().items()) + self.plain_steps
 
 
 def _snapshot(value):
@@ -117,7 +123,9 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
     if resume is None:
         ns = pickle.loads(payload.objects)
         for name in payload.sharded:
-            ns[name] = ns[name].shard(index, count)
+            ns[name] = shard(ns[name], index, count)
+        for name, axis in payload.scattered.items():
+            ns[name] = scatter(ns[name], index, count, ns[name].shape[axis], axis)
         if device != "cpu":  # environments stay on the CPU (actors answer them there) unless fused with them on the device
             for comp in (v for v in ns.values() if isinstance(v, Component) and (fused or not isinstance(v, Env))):
                 comp.to(device)

@@ -25,6 +25,7 @@ import cloudpickle
 from ..plan.instrument import DRIVER
 from ..plan.program import DrivenLoop, Segment
 from ..plan.script import ReplicaId, Script, peers, weights_attribute
+from ..shards import network, to_cpu
 from .channels import Unsendable, dumps
 from .decisions import partners, segment_tag, share
 from .edges import combine, refuse_autograd, to_device
@@ -108,7 +109,7 @@ class Walker:
         start = time.perf_counter()
         rep = self.rep
         state = {"ns": {k: v for k, v in rep.ns.items() if k not in ("__builtins__", "print")},
-                 "replica": {"seen": rep.seen, "steps0": rep.steps0, "records": rep.records, "replays": rep.replays, "seconds": rep.seconds},
+                 "replica": {"seen": rep.seen, "steps0": rep.steps0, "plain_steps": rep.plain_steps, "records": rep.records, "replays": rep.replays, "seconds": rep.seconds},
                  "walker": {**{k: getattr(self, k) for k in self._STATE}, "generators": states()}}
         blob = cloudpickle.dumps(state)
         rep.keep(self.iterations, blob)
@@ -258,7 +259,7 @@ class Walker:
         ns = self.rep.ns
         if key.startswith("weights:"):
             comp, attr = weights_attribute(key)
-            return getattr(ns[comp], attr).state_dict()
+            return network(ns[comp], attr).state_dict()
         if key.startswith("record:"):
             return self.rep.records.pop(key, [])
         return ns[key] if key in ns else _MISSING
@@ -272,13 +273,13 @@ class Walker:
 
         def share(var: str, values: list):
             value = combine(var, values, index, count, num_envs, kinds.get(var, "sharded"), origin.get(var, ""), script.strict,
-                            script.shapes.get(var))
+                            script.shapes.get(var), program.axes.get(var, 0))
             return to_device(value, rep.device)
 
         if key.startswith("weights:"):  # whole on every replica, never split along the environments
             comp, attr = weights_attribute(into)
             weights = combine(key, parts, 0, 1, None, "replicated", f"the weights of {weights_attribute(key)[0]}", script.strict)
-            getattr(rep.ns[comp], attr).load_state_dict(to_device(weights, rep.device))
+            network(rep.ns[comp], attr).load_state_dict(to_device(weights, rep.device))
         elif key.startswith("record:"):
             rep.replays[key] = [{v: share(v, [p[v] for p in steps]) for v in steps[0]} for steps in zip(*parts)][::-1]
         elif not any(p is _MISSING for p in parts):
@@ -342,7 +343,7 @@ def held(script: Script, group: str, ns: dict, components: list[str]) -> dict:
     """A replica's part of what the notebook merges: the variables its group assigned last, and its components."""
     written = {v for s in script.program.segments if s.group == group for v in s.writes}
     return {"variables": to_device({v: ns[v] for v in script.variables if v in written and v in ns}, "cpu"),
-            "components": {c: ns[c].to("cpu") for c in components if c in ns}}  # the notebook may have no GPU
+            "components": {c: to_cpu(ns[c]) for c in components if c in ns}}  # the notebook may have no GPU
 
 
 def where(error: BaseException, replica: str) -> str:

@@ -1,0 +1,187 @@
+"""Shards: how each object a loop calls splits over replicas and joins back, whoever wrote it.
+
+fragnb's components carry the protocol themselves (:meth:`Component.shard`, ``merge``,
+``shardwise``); the ecosystem's objects get it here, by type, so that a loop written for
+Gymnasium and torch distributes as it stands:
+
+- a Gymnasium ``SyncVectorEnv`` splits into the same vector env over a slice of its sub-environments,
+  which travel with their state (an env reset in an earlier cell goes on where it was); a shard's
+  ``reset(seed=s)`` seeds its sub-environment ``i`` with ``s + i`` counted in the whole batch, as
+  plain Python's ``reset`` does, so the seeds do not depend on the split;
+- networks and optimisers are not split: each replica holds a whole copy (a learner's weights go to
+  the actors' copies after each update, see :mod:`fragnb.plan.script`).
+
+Objects of other ecosystem types (one Gymnasium env, an ``AsyncVectorEnv``, a vector wrapper) are
+refused under distributed policies: :func:`unsupported` says why.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+
+from .components import Component, shard_slice
+
+__all__ = ["num_envs", "splits", "shard", "merge", "shardwise", "invariant", "absorb", "to_cpu", "unsupported", "network"]
+
+#: A vector env's attributes that every shard has as the whole batch has them: reading one where
+#: no shard lives (the learner's `envs.single_observation_space.shape`) needs no environment there.
+_VECTOR_INVARIANT = frozenset({"single_observation_space", "single_action_space", "spec", "metadata", "render_mode",
+                               "autoreset_mode", "observation_mode", "copy"})
+
+
+def _sync_vector_env(obj: Any) -> bool:
+    vector = sys.modules.get("gymnasium.vector")
+    return vector is not None and type(obj) is vector.SyncVectorEnv
+
+
+def num_envs(obj: Any) -> int | None:
+    """How many environments ``obj`` holds, if it holds a batch of them that replicas split."""
+    if isinstance(obj, Component) and "num_envs" in vars(obj):
+        return obj.num_envs
+    if _sync_vector_env(obj):
+        return obj.num_envs
+    return None
+
+
+def splits(obj: Any) -> bool:
+    """Whether each replica of a group holds its own share of ``obj`` (else a whole copy)."""
+    return num_envs(obj) is not None
+
+
+def shard(obj: Any, index: int, count: int) -> Any:
+    """Replica ``index`` of ``count``'s share of ``obj`` (``obj`` itself where it does not split)."""
+    if isinstance(obj, Component):
+        return obj.shard(index, count)
+    if _sync_vector_env(obj):
+        return _shard_vector_env(obj, index, count)
+    return obj
+
+
+def merge(parts: list) -> Any:
+    """The inverse of :func:`shard`: one object over all environments of ``parts``, in order."""
+    if isinstance(parts[0], Component):
+        return type(parts[0]).merge(parts) if len(parts) > 1 else parts[0]
+    if _sync_vector_env(parts[0]):
+        return _merge_vector_envs(parts)
+    return parts[0]  # a network or an optimiser: every replica's copy is the same
+
+
+def shardwise(obj: Any, method: str) -> bool:
+    """Whether ``obj.method`` called on a shard does to its environments what the call on the whole
+    batch does to them (a replay buffer's ``sample`` does not: its component stays unreplicated)."""
+    if isinstance(obj, Component):
+        declared = type(obj).shardwise
+        return declared is None or method in declared
+    return True  # a vector env steps each sub-env alone; a network computes each input alone
+
+
+def invariant(obj: Any) -> frozenset[str]:
+    """Attributes of ``obj`` that are the same on every shard and on the whole."""
+    return _VECTOR_INVARIANT if _sync_vector_env(obj) else frozenset()
+
+
+def network(obj: Any, attribute: str) -> torch.nn.Module:
+    """The network ``attribute`` of ``obj``; ``obj`` itself for ``""`` (a bare ``nn.Module`` the loop calls)."""
+    return getattr(obj, attribute) if attribute else obj
+
+
+def absorb(target: Any, merged: Any) -> None:
+    """Take ``merged``'s state into the notebook's ``target`` in place: networks and optimisers load
+    their state, so objects the notebook shares (one network for actor and learner, an optimiser
+    over its parameters) stay shared."""
+    if isinstance(target, (torch.nn.Module, torch.optim.Optimizer)):
+        target.load_state_dict(merged.state_dict())
+        return
+    for name, value in vars(merged).items():
+        current = vars(target).get(name)
+        if isinstance(current, (torch.nn.Module, torch.optim.Optimizer)):
+            current.load_state_dict(value.state_dict())
+        else:
+            setattr(target, name, value)
+
+
+def to_cpu(obj: Any) -> Any:
+    """``obj`` with its tensors on the CPU, for the notebook (which may have no GPU)."""
+    if isinstance(obj, (Component, torch.nn.Module)):
+        return obj.to("cpu")
+    return obj
+
+
+def unsupported(obj: Any) -> str | None:
+    """Why a distributed policy cannot move an ecosystem object the loop calls (``None``: it can)."""
+    if isinstance(obj, (Component, torch.nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)) or _sync_vector_env(obj):
+        return None
+    vector = sys.modules.get("gymnasium.vector")
+    if vector is not None and isinstance(obj, vector.AsyncVectorEnv):
+        return ("an AsyncVectorEnv's environments live in processes of its own, which cannot be sent to a worker: "
+                "use gym.vector.SyncVectorEnv (each replica already runs in its own process)")
+    if vector is not None and isinstance(obj, vector.VectorWrapper):
+        return ("a vector wrapper keeps state across the whole batch, which fragnb cannot split: wrap each environment "
+                "instead (`gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))` in make_env, as CleanRL does)")
+    if isinstance(obj, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        return None
+    gymnasium = sys.modules.get("gymnasium")
+    if gymnasium is not None and isinstance(obj, gymnasium.Env):
+        return ("it is one environment, stepped episode by episode: make a vector env of several "
+                "(gym.vector.SyncVectorEnv([make_env(...) for _ in range(num_envs)])) and step them together for a fixed "
+                "number of steps, so that replicas can split them")
+    return "fragnb does not know how to split or send it"
+
+
+def _shard_vector_env(env, index: int, count: int):
+    from gymnasium.vector.utils import batch_space
+
+    sl = shard_slice(env.num_envs, index, count)
+    part = copy.copy(env)
+    part.envs, part.env_fns, part._env_obs = env.envs[sl], list(env.env_fns)[sl], env._env_obs[sl]
+    part.num_envs = sl.stop - sl.start
+    for name in ("_rewards", "_terminations", "_truncations", "_autoreset_envs"):
+        setattr(part, name, getattr(env, name)[sl].copy())
+    part.action_space = batch_space(env.single_action_space, part.num_envs)
+    part.observation_space = batch_space(env.single_observation_space, part.num_envs)
+    part._observations = env._observations[sl].copy() if isinstance(env._observations, np.ndarray) else _empty_observations(part)
+    # An instance attribute shadows the class's reset: this shard seeds as its place in the batch says.
+    part.reset = _OffsetReset(part, sl.start)
+    return part
+
+
+def _merge_vector_envs(parts: list):
+    from gymnasium.vector.utils import batch_space
+
+    whole = copy.copy(parts[0])
+    vars(whole).pop("reset", None)
+    whole.envs = [e for p in parts for e in p.envs]
+    whole.env_fns = [f for p in parts for f in p.env_fns]
+    whole._env_obs = [o for p in parts for o in p._env_obs]
+    whole.num_envs = len(whole.envs)
+    for name in ("_rewards", "_terminations", "_truncations", "_autoreset_envs"):
+        setattr(whole, name, np.concatenate([getattr(p, name) for p in parts]))
+    whole.action_space = batch_space(whole.single_action_space, whole.num_envs)
+    whole.observation_space = batch_space(whole.single_observation_space, whole.num_envs)
+    observations = [p._observations for p in parts]
+    whole._observations = np.concatenate(observations) if all(isinstance(o, np.ndarray) for o in observations) else _empty_observations(whole)
+    return whole
+
+
+def _empty_observations(env):
+    # The batch buffer the next step or reset writes into (the sub-environments hold the observations).
+    from gymnasium.vector.utils import create_empty_array
+
+    return create_empty_array(env.single_observation_space, n=env.num_envs, fn=np.zeros)
+
+
+class _OffsetReset:
+    """A shard's ``reset``: an integer seed counts from the shard's first environment in the whole batch."""
+
+    def __init__(self, env, offset: int):
+        self.env, self.offset = env, offset
+
+    def __call__(self, *, seed=None, options=None):
+        if isinstance(seed, int):
+            seed = [seed + self.offset + i for i in range(self.env.num_envs)]
+        return type(self.env).reset(self.env, seed=seed, options=options)
