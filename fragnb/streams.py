@@ -9,13 +9,15 @@ distribution policy reproduce the single-process result (DESIGN.md, invariant 1)
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 import zlib
 from functools import lru_cache
 
 import torch
 
-__all__ = ["EnvStreams"]
+__all__ = ["EnvStreams", "serving", "reached", "advanced"]
 
 _MASK = 0xFFFFFFFF
 # Odd multipliers below 2**31 keep every product of 32-bit values inside int64 (no overflow).
@@ -153,10 +155,17 @@ class EnvStreams:
         """What ``dist.sample()`` draws, from these streams: the one line a loop changes for exactness.
 
         ``dist`` is batched over the environments (first axis ``streams``): a ``Categorical``, a
-        ``Normal``, a ``Bernoulli``, or one of them in ``Independent``.
+        ``Normal``, a ``Bernoulli``, or one of them in ``Independent``. On a replica that steps a share
+        of the environments (:func:`serving`), streams over the whole batch draw that share's rows.
         """
         D = torch.distributions
         base = dist.base_dist if isinstance(dist, D.Independent) else dist
+        share = getattr(_REPLICA, "share", None)
+        if share and len(base.batch_shape) and base.batch_shape[0] == share[1] != len(self) == share[2]:
+            part = self[share[0] : share[0] + share[1]]  # this replica's environments, advanced here alone
+            drawn = part.sample(dist)
+            self.counters[share[0] : share[0] + share[1]] = part.counters
+            return drawn
         if len(base.batch_shape) == 0 or base.batch_shape[0] != len(self):
             raise ValueError(f"the distribution's batch shape {tuple(base.batch_shape)} does not start with this object's "
                              f"{len(self)} streams (one per environment)")
@@ -175,3 +184,48 @@ class EnvStreams:
 
     def load_state_dict(self, state: dict) -> None:
         self.counters = state["counters"].clone()
+
+
+
+# -- a replica's share -----------------------------------------------------------------------------------
+# A field loop samples inside its network's method (`action = streams.sample(probs)` in CleanRL's
+# `get_action_and_value`), on an EnvStreams object of its own over the whole batch, which every replica
+# receives whole. On a replica's thread fragnb says which environments that replica steps, and a
+# whole-batch object draws from their streams only: the numbers those environments draw in plain Python.
+_REPLICA = threading.local()
+
+
+@contextlib.contextmanager
+def serving(first: int, count: int, total: int):
+    """On this thread, an EnvStreams over all ``total`` environments asked for ``count`` rows draws
+    from the streams of environments ``first .. first + count - 1``."""
+    _REPLICA.share = (first, count, total)
+    try:
+        yield
+    finally:
+        _REPLICA.share = None
+
+
+def reached(values, ns: dict) -> dict[str, EnvStreams]:
+    """EnvStreams of the notebook ``ns`` that the methods of ``values``' classes (and the functions
+    among ``values``) draw from by name: CleanRL's ``Agent.get_action_and_value`` sampling from a
+    global ``streams``. They must travel, and come back, with what calls them."""
+    import types
+
+    found: dict[str, EnvStreams] = {}
+    functions = [v for v in values if isinstance(v, types.FunctionType)]
+    functions += [f for v in values for f in vars(type(v)).values() if isinstance(f, types.FunctionType)]
+    for fn in functions:
+        if fn.__globals__ is ns:
+            found.update({n: ns[n] for n in fn.__code__.co_names if isinstance(ns.get(n), EnvStreams)})
+    return found
+
+
+def advanced(start: torch.Tensor, copies: list[torch.Tensor]) -> torch.Tensor:
+    """The counters of streams that replicas drew from, each its own environments' share: where a
+    copy moved on from ``start``, its count."""
+    counters = start.clone()
+    for c in copies:
+        moved = c != start
+        counters[moved] = c[moved]
+    return counters

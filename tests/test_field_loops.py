@@ -68,6 +68,32 @@ def test_field_loop_under_two_replicas_is_exact_statistical_or_refused_with_the_
             assert ns[var].shape == plain[var].shape
 
 
+def _exact_cleanrl():
+    """CleanRL's loop with the one sampling line swapped for per-environment streams (and the setup
+    line that makes them)."""
+    from corpus.field import CLEANRL_PPO_CELL, CLEANRL_PPO_SETUP
+    from corpus.loops import _loop
+
+    setup = CLEANRL_PPO_SETUP.replace("action = probs.sample()", "action = streams.sample(probs)").replace(
+        "    agent = Agent(envs).to(device)\n",
+        "    agent = Agent(envs).to(device)\n    streams = EnvStreams(args.seed, torch.arange(args.num_envs), 'action')\n").replace(
+        "import random\n", "import random\n    from fragnb.streams import EnvStreams\n")
+    assert "streams.sample(probs)" in setup and "EnvStreams(args.seed" in setup
+    return _loop("cleanrl_exact", setup, CLEANRL_PPO_CELL)
+
+
+@pytest.mark.parametrize("policy", ["coarse", "fine"])
+def test_cleanrl_with_its_sampling_line_on_streams_is_exact_under_two_replicas(policy):
+    loop = _exact_cleanrl()
+    plain = _plain(loop)
+    ns = loop.namespace()
+    result = fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), policy, actors=2, progress=False, plot=False, exact=True)
+    assert result.guarantee == "exact"
+    compare_namespaces(plain, ns, loop.cell)
+    # the streams the agent's method drew from came back advanced, each replica's environments from it
+    assert torch.equal(ns["streams"].counters, plain["streams"].counters) and int(ns["streams"].counters[0]) > 0
+
+
 def test_a_vector_env_shard_seeds_and_steps_as_its_environments_do_in_the_whole_batch():
     import gymnasium as gym
     import numpy as np

@@ -21,7 +21,7 @@ import torch
 from ..components import Component, Episode
 from ..errors import FragmentError
 from ..plan.program import graph_writes
-from ..streams import EnvStreams
+from ..streams import EnvStreams, reached
 from .draws import Draws, Watching, refuse_inexact
 from .edges import vector_info
 from .generators import generators, restore, states
@@ -57,6 +57,12 @@ def check(placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool =
 def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws, dict[str, tuple]]:
     graph, iterations = placement.graph, script.limit
     plain, simulated = copies(graph), copies(graph)
+    job = Job(placement, script, simulated, live=None)
+    # Packed before the plain side runs: classes and functions are shared, not copied, and what their
+    # globals hold (an EnvStreams a network's method samples from) moves on as the plain side draws.
+    job.payloads
+    shared = reached([graph.namespace[n] for n in graph.inputs if n in graph.namespace], graph.namespace)
+    kept = {name: s.counters.clone() for name, s in shared.items()}
     with contextlib.redirect_stdout(io.StringIO()), generators():  # the notebook's generators are untouched
         saved = states()  # both copies start from what the run starts from
         if draws is None:
@@ -67,9 +73,11 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
         else:
             run_plain(graph, plain, iterations)
         restore(saved)
+        for name, counters in kept.items():  # and so are the streams the plain side drew from through them
+            shared[name].counters = counters
         script.shapes = shapes = {v: tuple(plain[v].shape) for v in script.variables
                                   if isinstance(plain.get(v), (torch.Tensor, np.ndarray)) and plain[v].ndim > 1}
-        InThreads().execute(Job(placement, script, simulated, live=None))
+        InThreads().execute(job)
     loose = set() if draws.exact(placement) else draws.tainted(graph)
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
         if (name in plain) != (name in simulated) and name not in loose:  # a sampled episode may not end: `for i in ended` ran no time

@@ -7,6 +7,7 @@ import pickle
 from .. import shards
 from ..components import role_of
 from ..plan.script import ReplicaId, peers
+from ..streams import advanced
 from .edges import combine
 from .walker import held
 
@@ -35,6 +36,8 @@ def merge(ns: dict, script, finals: dict[str, dict]) -> None:
                               program.origin.get(var, ""), script.strict, script.shapes.get(var), program.axes.get(var, 0))
         elif var in scalars:
             ns[var] = scalars[var]
+    for name in {n for f in finals.values() for n in f.get("streams", ())}:  # each replica drew its environments' share
+        ns[name].counters = advanced(ns[name].counters, [f["streams"][name] for f in finals.values() if name in f.get("streams", ())])
     comps = [(c, g) for g in script.groups for c in finals[peers(g, 1)[0]]["components"]]
     owners = {w.owner_comp: w.owner for w in script.weights}
     # learners last, and a network's owner after the groups that only received its weights: theirs win

@@ -12,6 +12,7 @@ import torch
 from ..errors import FragmentError
 from ..plan.program import header_names
 from ..shards import splits
+from ..streams import reached
 from .travel import blocker, described
 
 __all__ = ["Payload", "pack"]
@@ -26,6 +27,7 @@ class Payload(NamedTuple):
     codes: bytes
     sharded: list[str]
     scattered: dict[str, int]
+    streams: list[str]  # EnvStreams its classes' methods draw from by name: they come back at the end
 
 
 def pack(graph, ns: dict, script, group: str) -> Payload:
@@ -36,11 +38,13 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
     sharded = sorted(v for v in names if n > 1 and splits(ns[v]))
     scattered = {v: axis for v in sorted(names) if n > 1 and (axis := _env_axis(ns[v], v, script)) is not None}
     objects = {v: ns[v] for v in sorted(names)}
+    streams = reached(objects.values(), ns)
+    objects.update(streams)  # one pickle: the replica's methods and its namespace hold the same object
     try:
         blob = cloudpickle.dumps(objects)
     except Exception as e:
         raise _cannot_travel(graph, objects, group) from e
-    return Payload(blob, pickle.dumps({s.index: s.module for s in segs}), sharded, scattered)
+    return Payload(blob, pickle.dumps({s.index: s.module for s in segs}), sharded, scattered, sorted(streams))
 
 
 def _env_axis(value, name: str, script) -> int | None:

@@ -11,6 +11,7 @@ takes it whole.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import pickle
 import sys
 import threading
@@ -23,6 +24,7 @@ from ..components import Component, Env, Learner, modules_of
 from ..plan.instrument import remember_source
 from ..plan.script import ReplicaId
 from ..shards import shard
+from ..streams import serving
 from . import collectives
 from .channels import ZmqChannels, root_cause
 from .decoupled import FreeWalker
@@ -58,6 +60,7 @@ class Replica:
     seen: dict[str, int] = field(default_factory=dict)  # episodes already reported, per env component
     steps0: dict[str, int] = field(default_factory=dict)  # env steps of each env component at start
     plain_steps: int = 0  # steps of plain Gymnasium environments (stepped() counts them)
+    streams: list[str] = field(default_factory=list)  # EnvStreams its networks' methods draw from (Payload.streams)
     timers: dict[str, Timer] = field(default_factory=dict)
     channels: Channels | None = None  # its inbox and its peers' (a Dask run)
     stop: threading.Event = field(default_factory=threading.Event)  # the user asked the run to stop (read by the deciding replica, Script.leader)
@@ -129,12 +132,12 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
         if device != "cpu":  # environments stay on the CPU (actors answer them there) unless fused with them on the device
             for comp in (v for v in ns.values() if isinstance(v, Component) and (fused or not isinstance(v, Env))):
                 comp.to(device)
-        rep = Replica(group, index, count, device, ns, compiled)
+        rep = Replica(group, index, count, device, ns, compiled, streams=payload.streams)
         rep.seen = {name: len(env.episodes) for name, env in rep.envs().items()}
         rep.steps0 = {name: env.env_steps for name, env in rep.envs().items()}
     else:
         state = pickle.loads(resume)
-        rep = Replica(group, index, count, device, state["ns"], compiled, resumed=state["walker"], **state["replica"])
+        rep = Replica(group, index, count, device, state["ns"], compiled, resumed=state["walker"], streams=payload.streams, **state["replica"])
     rep.ns["print"] = forward_print  # the cell's prints reach the notebook, once
     _REPLICAS[(run_id, group, index)] = rep
     return rep
@@ -171,14 +174,16 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
     """Walk ``script`` as ``rep`` (from where its checkpoint left off, if it resumes one); return what
     the notebook merges. A failure tells every peer, so that none waits for this replica."""
     walker = (FreeWalker if script.decoupled else Walker)(rep, script, channels, events)
-    if rep.resumed is not None:
-        walker.restore(rep.resumed)
-    try:
-        walker.run()
-        return walker.finals(components)
-    except BaseException as e:
-        channels.abort_peers(f"replica {walker.name} failed: {type(e).__name__}: {e}")
-        raise
+    size = script.num_envs // rep.count if script.num_envs else 0
+    with serving(rep.index * size, size, script.num_envs) if size else contextlib.nullcontext():
+        if rep.resumed is not None:
+            walker.restore(rep.resumed)
+        try:
+            walker.run()
+            return walker.finals(components)
+        except BaseException as e:
+            channels.abort_peers(f"replica {walker.name} failed: {type(e).__name__}: {e}")
+            raise
 
 
 def run_program(run_id: str, names: list[str], addresses: dict[str, dict], script: bytes, held: dict[str, list[str]],

@@ -326,6 +326,7 @@ class Walker:
             **held(self.script, rep.group, rep.ns, components),
             "scalars": dict(self.scalars),
             "last_writer": dict(self.last_writer),
+            "streams": {name: rep.ns[name].counters for name in rep.streams},
             "iterations": self.iterations,
             "stopped": self.stopped,
             "steps": self.collect()[1],
