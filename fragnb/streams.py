@@ -214,7 +214,7 @@ def reached(values, ns: dict) -> dict[str, EnvStreams]:
 
     found: dict[str, EnvStreams] = {}
     functions = [v for v in values if isinstance(v, types.FunctionType)]
-    functions += [f for v in values for f in vars(type(v)).values() if isinstance(f, types.FunctionType)]
+    functions += [f for v in values for cls in type(v).__mro__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
     for fn in functions:
         if fn.__globals__ is ns:
             found.update({n: ns[n] for n in fn.__code__.co_names if isinstance(ns.get(n), EnvStreams)})
