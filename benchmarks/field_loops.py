@@ -1,8 +1,10 @@
 """What `%%fragment` costs a loop as the field writes it: CleanRL-style PPO on CartPole (Gymnasium vector
 env, an `nn.Module` agent, `torch.optim.Adam`, preallocated storage, GAE and minibatch epochs in the
-cell) as plain Python against the same cell under fragnb's `single`, interleaved, in one process.
+cell) as plain Python against the same cell under fragnb's `single`, interleaved, in one process;
+then under `coarse` and `fine` with 2 replicas on a warm local cluster (the workers started before the
+clock), each run's wall time split into the safety net and the rest.
 
-    .venv/bin/python benchmarks/field_loops.py [--steps 40960] [--repeat 5]
+    .venv/bin/python benchmarks/field_loops.py [--steps 40960] [--repeat 5] [--distributed-repeat 3]
 
 The loop is tests/corpus/field.py's `cleanrl_ppo` at CleanRL's own sizes (4 environments, 128
 steps per rollout, 4 epochs of 4 minibatches). Each repeat runs both ways, alternating which goes
@@ -50,10 +52,20 @@ def single(setup_src: str, cell: str) -> float:
     return time.perf_counter() - start
 
 
+def distributed(setup_src: str, cell: str, policy: str) -> tuple[float, float]:
+    ns: dict = {}
+    exec(compile(setup_src, "<setup>", "exec"), ns)
+    graph = fragnb.capture(cell, ns, name="cleanrl_ppo")
+    start = time.perf_counter()
+    result = fragnb.run(graph, policy, actors=2, progress=False, plot=False)
+    return time.perf_counter() - start, result.check_seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40960, help="environment steps per run")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--distributed-repeat", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
     setup_src, cell = setup(args.steps)
@@ -72,8 +84,16 @@ def main() -> int:
     for name, ts in times.items():
         t = statistics.median(ts)
         print(f"{name:<15} {t:>8.2f} {args.steps / t:>9.0f} {t / base:>8.3f}x")
-    print("coarse / fine: refused before any worker starts (the loop's objects are plain Gymnasium and torch objects; "
-          "distributing them is not built yet)")
+    if args.distributed_repeat:
+        small = setup(4 * 128 * 2)[0]
+        for policy in ("coarse", "fine"):
+            distributed(small, cell, policy)  # starts the workers, off the clock
+        print(f"{'run (2 replicas)':<15} {'seconds':>8} {'steps/s':>9} {'vs plain':>9} {'safety net':>11}")
+        for policy in ("coarse", "fine"):
+            runs = [distributed(setup_src, cell, policy) for _ in range(args.distributed_repeat)]
+            t, net = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+            print(f"{policy:<15} {t:>8.2f} {args.steps / t:>9.0f} {t / base:>8.3f}x {net:>10.2f}s")
+        fragnb.shutdown()
     return 0
 
 

@@ -187,3 +187,31 @@ def test_an_autograd_graph_crossing_worker_groups_is_refused_naming_the_variable
     assert any(not torch.equal(before[k], v) for k, v in policy.state_dict().items())
     with pytest.raises(fragnb.FragmentError, match=r"^line 6: `logp` carries an autograd graph from group 'actors' to 'learner'.*Recompute it on the learner's side"):
         fragnb.run(graph, "coarse", actors=2, progress=False, plot=False, check=check)
+
+
+def test_a_role_is_overridden_in_one_line_by_the_objects_name():
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    ns = loop.namespace()
+    cell = loop.cell
+    inferred = fragnb.capture(cell, ns, name=loop.name)
+    assert "writer" not in inferred.components  # a list: bookkeeping, the driver's
+    graph = fragnb.capture(cell, ns, name=loop.name, roles={"envs": "env", "writer": "buffer"})
+    assert graph.components["writer"] == "buffer"
+    assert any("writer.append" in s.source and s.role == "buffer" for s in graph.statements)
+    with pytest.raises(ValueError, match=r"role 'critic' for `envs`: a role is one of \['actor', 'buffer', 'env', 'learner'\]"):
+        fragnb.capture(cell, ns, name=loop.name, roles={"envs": "critic"})
+    with pytest.raises(ValueError, match="no such name in the notebook"):
+        fragnb.capture(cell, ns, name=loop.name, roles={"nothing": "actor"})
+
+
+def test_the_magic_takes_roles_as_name_equals_role(shell):
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    shell.user_ns.update(loop.namespace())
+    shell.run_cell_magic("fragment", "byo --quiet --role writer=buffer", loop.cell)
+    assert shell.user_ns["byo"].components["writer"] == "buffer"
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="--role takes NAME=ROLE"):
+        shell.run_cell_magic("fragment", "byo --quiet --role writer", loop.cell)
+    with pytest.raises(UsageError, match="a role is one of"):
+        shell.run_cell_magic("fragment", "byo --quiet --role writer=critic", loop.cell)

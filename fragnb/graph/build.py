@@ -25,7 +25,7 @@ import types
 from dataclasses import replace
 from typing import Any, Callable
 
-from ..components import Component, modules_of, role_of
+from ..components import ROLES, Component, modules_of, role_of
 from ..errors import FragmentError
 from ..shards import invariant, unsupported
 from .model import Edge, Fragment, FragmentGraph, Loop, Statement, cell_filename
@@ -69,7 +69,8 @@ PURE_METHODS = frozenset("""
 """.split())
 
 
-def capture(source_or_function: str | Callable, namespace: dict[str, Any] | None = None, name: str = "fragment") -> FragmentGraph:
+def capture(source_or_function: str | Callable, namespace: dict[str, Any] | None = None, name: str = "fragment",
+            roles: dict[str, str] | None = None) -> FragmentGraph:
     """Capture a training loop into a :class:`~fragnb.graph.FragmentGraph`.
 
     Parameters
@@ -81,6 +82,10 @@ def capture(source_or_function: str | Callable, namespace: dict[str, Any] | None
         globals, or to the caller's globals for a string. It is read, never changed.
     name : str
         Name of the graph (``%%fragment NAME``).
+    roles : dict, optional
+        Roles to give the objects of these notebook names, instead of what their types say
+        (``{"q_net": "actor"}``; ``%%fragment NAME --role q_net=actor``): ``env``, ``actor``,
+        ``learner`` or ``buffer``.
 
     Raises
     ------
@@ -104,7 +109,19 @@ def capture(source_or_function: str | Callable, namespace: dict[str, Any] | None
     else:
         source, default_ns = str(source_or_function), sys._getframe(1).f_globals
     namespace = default_ns if namespace is None else namespace
-    return _Capture(source, namespace, name).graph()
+    return _Capture(source, namespace, name, _overrides(roles or {}, namespace)).graph()
+
+
+def _overrides(roles: dict[str, str], namespace: dict) -> dict[int, str]:
+    """``roles`` by object (id), checked: what a user names must exist and the role must be one fragnb places."""
+    out = {}
+    for var, r in roles.items():
+        if r not in ROLES:
+            raise ValueError(f"role {r!r} for `{var}`: a role is one of {sorted(ROLES)}")
+        if var not in namespace:
+            raise ValueError(f"role for `{var}`: no such name in the notebook (give roles to objects made in earlier cells)")
+        out[id(namespace[var])] = r
+    return out
 
 
 def _function_body(fn: Callable) -> tuple[str, dict]:
@@ -284,8 +301,9 @@ def _call_root(func: ast.expr) -> ast.Name | None:
 
 
 class _Capture:
-    def __init__(self, source: str, namespace: dict[str, Any], name: str):
+    def __init__(self, source: str, namespace: dict[str, Any], name: str, overrides: dict[int, str] | None = None):
         self.source, self.namespace, self.name = source, namespace, name
+        self.overrides = overrides or {}  # id(object) -> the role the user gave it
         self.lines = source.splitlines()
 
     def error(self, message: str, node: ast.AST | int | None = None) -> FragmentError:
@@ -417,6 +435,8 @@ class _Capture:
         """A loop written against fragnb's components keeps their roles alone (its networks and
         optimisers are plain values, as they always were); a loop of plain objects gets roles from
         the ecosystem's types (:mod:`fragnb.graph.roles`)."""
+        if obj is not None and id(obj) in self.overrides:
+            return self.overrides[id(obj)]
         return role_of(obj) if self.native else role(obj)
 
     def call_role(self, call: ast.Call) -> str | None:

@@ -295,6 +295,12 @@ class Walker:
             exec(rep.codes[seg.index], ns)
         except Exception as e:
             e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
+            if rep.count > 1 and self.script.num_envs and _shape_error(e):
+                share = self.script.num_envs // rep.count
+                e.add_note(f"This replica steps {share} of the {self.script.num_envs} environments: a tensor sized from the "
+                           f"whole batch in the loop (`torch.zeros(num_envs)`) does not fit its share. Size it from what the "
+                           f"replica holds (`torch.zeros_like(reward)`, `len(next_obs)`), or allocate it in an earlier cell, "
+                           f"where fragnb splits it along its environments")
             raise
         finally:
             ns.pop(DRIVER, None)
@@ -359,6 +365,12 @@ def where(error: BaseException, replica: str) -> str:
     filename, lineno = last.tb_frame.f_code.co_filename, last.tb_lineno
     text = linecache.getline(filename, lineno).strip()
     return f'  File "{filename}", line {lineno}, in {replica}' + (f"\n    {text}" if text else "")
+
+
+def _shape_error(e: BaseException) -> bool:
+    text = str(e)
+    return isinstance(e, (RuntimeError, ValueError, IndexError)) and any(
+        w in text for w in ("size of tensor", "shape", "must match", "out of bounds", "broadcast"))
 
 
 class _Missing:

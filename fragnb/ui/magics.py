@@ -8,6 +8,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from .. import policies
+from ..errors import FragmentError
 from ..graph import FragmentGraph, capture
 from ..runtime import CHECKPOINT_EVERY, measure, run_placement
 
@@ -41,6 +42,8 @@ class FragmentMagics(Magics):
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
     @argument("--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)")
     @argument("--exact", action="store_true", help="refuse a run that could only be statistical (global random draws in replicated statements)")
+    @argument("--role", action="append", default=[], metavar="NAME=ROLE",
+              help="give the object NAME this role instead of what its type says (env, actor, learner, buffer); repeatable")
     @argument("--until-return", type=float, metavar="R",
               help="with --run: stop after the first iteration where the mean return of the last 20 episodes reaches R")
     @cell_magic
@@ -80,7 +83,15 @@ class FragmentMagics(Magics):
             raise UsageError(f"%%fragment {args.name}: `{args.name}` already holds your {type(ns[args.name]).__name__}, "
                              "which the graph would replace; give the graph another name")
         # A blank first line stands for the %%fragment line: errors then name the lines Jupyter numbers.
-        graph = capture("\n" + self.shell.transform_cell(cell), ns, name=args.name)
+        roles = dict(r.split("=", 1) for r in args.role if "=" in r)
+        if len(roles) != len(args.role):
+            raise UsageError(f"--role takes NAME=ROLE, got {[r for r in args.role if '=' not in r]}")
+        try:
+            graph = capture("\n" + self.shell.transform_cell(cell), ns, name=args.name, roles=roles)
+        except ValueError as e:
+            if isinstance(e, FragmentError):
+                raise
+            raise UsageError(str(e)) from None
         try:
             placement = graph.place(policy, **params)  # bad parameters fail here, before anything runs
         except (TypeError, ValueError) as e:
