@@ -215,3 +215,16 @@ def test_the_magic_takes_roles_as_name_equals_role(shell):
         shell.run_cell_magic("fragment", "byo --quiet --role writer", loop.cell)
     with pytest.raises(UsageError, match="a role is one of"):
         shell.run_cell_magic("fragment", "byo --quiet --role writer=critic", loop.cell)
+
+
+def test_values_read_from_a_clock_are_no_difference_to_the_safety_net():
+    """CleanRL logs steps per second from time.time(): never the same twice, so not compared."""
+    import time
+
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    cell = loop.cell + ('    print("SPS:", int(global_step / (time.time() - start_time)))\n'
+                        '    writer.append(("charts/SPS", int(global_step / (time.time() - start_time)), global_step))\n')
+    ns = {**loop.namespace(), "start_time": time.time() - 1e-3}
+    result = fragnb.run(fragnb.capture(cell, ns, name=loop.name), "fine", actors=2, progress=False, plot=False)
+    assert result.guarantee == "exact"
+    assert [step for tag, _, step in ns["writer"] if tag == "charts/SPS"] == [64, 128, 192]

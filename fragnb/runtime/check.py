@@ -22,7 +22,7 @@ from ..components import Component, Episode
 from ..errors import FragmentError
 from ..plan.program import graph_writes
 from ..streams import EnvStreams, reached
-from .draws import Draws, Watching, refuse_inexact
+from .draws import Draws, Watching, clock_reads, reached_from, refuse_inexact
 from .edges import vector_info
 from .generators import generators, restore, states
 from .job import Job
@@ -78,7 +78,8 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
         script.shapes = shapes = {v: tuple(plain[v].shape) for v in script.variables
                                   if isinstance(plain.get(v), (torch.Tensor, np.ndarray)) and plain[v].ndim > 1}
         InThreads().execute(job)
-    loose = set() if draws.exact(placement) else draws.tainted(graph)
+    # what depends on the draws of a statistical run, or on a clock, is compared by its structure only
+    loose = reached_from(graph, clock_reads(graph) | (set() if draws.exact(placement) else set(draws.statements)))
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
         if (name in plain) != (name in simulated) and name not in loose:  # a sampled episode may not end: `for i in ended` ran no time
             raise _differs(placement, iterations, name, "exists only in one of them")

@@ -26,7 +26,7 @@ from ..errors import FragmentError
 from .generators import GENERATORS, NAMES, generators, moved, states
 from .local import Dry, copies, exec_cell
 
-__all__ = ["Draws", "Watching", "find_draws", "refuse_inexact", "announcement"]
+__all__ = ["Draws", "Watching", "find_draws", "refuse_inexact", "announcement", "reached_from", "clock_reads"]
 
 class Watching(Dry):
     """A dry run's driver that notes, after every statement, which global generators moved."""
@@ -76,41 +76,47 @@ class Draws:
         return out
 
     def tainted(self, graph) -> set[str]:
-        """Names whose values depend on the draws: what the drawing statements write or change,
-        and everything computed from it, components included (a learner trained on sampled actions)."""
-        bad = set(self.statements)
-        names: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for s in graph.statements:
-                if s.index in bad:
-                    new = set(s.writes) | set(s.components)
-                else:
-                    if not (set(s.reads) | set(s.components)) & names:
-                        continue
-                    bad.add(s.index)
-                    new = set(s.writes) | set(s.components)
-                    changed = True
-                if not new <= names:
-                    names |= new
-                    changed = True
-            # a network shared with a changed component changes with it (the actor samples with the learner's
-            # weights), and so does an optimiser over its parameters (CleanRL's `optimizer` over `agent`'s)
-            params = {c: _parameters(graph.namespace[c]) for c in graph.components}
-            nets = set().union(*(params[c] for c in names if c in params))
-            sharing = {c for c, ps in params.items() if ps & nets}
-            if not sharing <= names:
-                names |= sharing
+        """Names whose values depend on the draws (see :func:`reached_from`)."""
+        return reached_from(graph, set(self.statements))
+
+
+def reached_from(graph, statements: set[int]) -> set[str]:
+    """Names whose values depend on what ``statements`` compute (random draws, clock readings): what
+    they write or change, and everything computed from it, components included (a learner trained on
+    sampled actions)."""
+    bad = set(statements)
+    names: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for s in graph.statements:
+            if s.index in bad:
+                new = set(s.writes) | set(s.components)
+            else:
+                if not (set(s.reads) | set(s.components)) & names:
+                    continue
+                bad.add(s.index)
+                new = set(s.writes) | set(s.components)
                 changed = True
-            # a loop over tainted values binds tainted targets (`for i in np.nonzero(infos["_episode"])[0]`)
-            for loop in graph.loops:
-                if loop.node is not None and {n.id for n in ast.walk(loop.node.iter) if isinstance(n, ast.Name)} & names:
-                    bound = {n.id for n in ast.walk(loop.node.target) if isinstance(n, ast.Name)}
-                    if not bound <= names:
-                        names |= bound
-                        changed = True
-        return names
+            if not new <= names:
+                names |= new
+                changed = True
+        # a network shared with a changed component changes with it (the actor samples with the learner's
+        # weights), and so does an optimiser over its parameters (CleanRL's `optimizer` over `agent`'s)
+        params = {c: _parameters(graph.namespace[c]) for c in graph.components}
+        nets = set().union(*(params[c] for c in names if c in params))
+        sharing = {c for c, ps in params.items() if ps & nets}
+        if not sharing <= names:
+            names |= sharing
+            changed = True
+        # a loop over tainted values binds tainted targets (`for i in np.nonzero(infos["_episode"])[0]`)
+        for loop in graph.loops:
+            if loop.node is not None and {n.id for n in ast.walk(loop.node.iter) if isinstance(n, ast.Name)} & names:
+                bound = {n.id for n in ast.walk(loop.node.target) if isinstance(n, ast.Name)}
+                if not bound <= names:
+                    names |= bound
+                    changed = True
+    return names
 
 
 def _parameters(obj) -> set[int]:
@@ -121,6 +127,30 @@ def _parameters(obj) -> set[int]:
         return {id(p) for group in obj.param_groups for p in group["params"]}
     nets = [obj] if isinstance(obj, torch.nn.Module) else list(modules_of(obj).values())
     return {id(p) for net in nets for p in net.parameters()}
+
+
+def clock_reads(graph) -> set[int]:
+    """Statements that read a clock (``time.time()``, ``time.perf_counter()``, ``datetime.now()``):
+    what they compute differs run to run (CleanRL's steps-per-second in its writer)."""
+    import datetime
+    import time
+
+    clocks = {time.time, time.perf_counter, time.monotonic, time.process_time, time.time_ns, time.perf_counter_ns,
+              time.monotonic_ns, datetime.datetime.now, datetime.datetime.utcnow}
+    found = set()
+    for s in graph.statements:
+        for call in (n for n in ast.walk(s.node) if isinstance(n, ast.Call)):
+            path, func = [], call.func
+            while isinstance(func, ast.Attribute):
+                path.append(func.attr)
+                func = func.value
+            if isinstance(func, ast.Name) and func.id in graph.namespace and func.id not in graph.temps:
+                obj = graph.namespace[func.id]
+                for attr in reversed(path):
+                    obj = getattr(obj, attr, None)
+                if any(obj is c for c in clocks):
+                    found.add(s.index)
+    return found
 
 
 def find_draws(graph, iterations: int = 1) -> Draws:
