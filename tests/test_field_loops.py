@@ -34,6 +34,10 @@ UNDER_TWO_REPLICAS = [
     ("ppo_continuous", "fine", "exact"),
     ("a2c", "coarse", r"`entropies\[0\]` carries an autograd graph from group 'actors' to 'learner'"),
     ("a2c", "fine", "exact"),
+    # epsilon-greedy on gathered greedy actions runs once, in the driver; the replay deque, sampled every
+    # step, stays with the learner (a placement note says so)
+    ("cleanrl_dqn", "coarse", "exact"),
+    ("cleanrl_dqn", "fine", "exact"),
     ("dqn_tutorial", "coarse", r"`env` \(gymnasium.wrappers.TimeLimit\).*one environment, stepped episode by episode.*SyncVectorEnv"),
     ("reinforce", "fine", r"`env` \(gymnasium.wrappers.TimeLimit\).*one environment, stepped episode by episode.*SyncVectorEnv"),
 ]

@@ -261,7 +261,24 @@ def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: d
             groups[role] = home
             notes.append(f"{role} placed with {home!r}, not replicated: the loop calls {', '.join(f'`{m}`' for m in methods)}, "
                          "which do not work environment by environment (see Component.shardwise)")
+    if counts[groups["buffer"]] > 1 and (read := _read_every_step(graph, groups, home)):
+        groups["buffer"] = home
+        notes.append(f"buffer placed with {home!r}, not replicated: line {read.lineno} reads `{', '.join(sorted(read.reads & _stored(graph)))}` "
+                     "in the loop that fills it, so each step's values travel there, not the whole store")
     return groups, notes
+
+
+def _stored(graph: FragmentGraph) -> set[str]:
+    return {v for f in graph.fragments if f.role == "buffer" and not f.components for s in f.statements for v in s.writes}
+
+
+def _read_every_step(graph: FragmentGraph, groups: dict[str, str], home: str):
+    """A statement of the home group that reads a plain store (a replay ``deque``) inside the loop
+    that fills it (DQN samples it every step): then the store belongs there, with its reader."""
+    stored = _stored(graph)
+    loops = [f.loop for f in graph.fragments if f.role == "buffer" and not f.components and f.loop is not None]
+    return next((s for f in graph.fragments if f.role != "buffer" and groups[f.role] == home for s in f.statements
+                 if s.reads & stored and any(loop.encloses(s.loop) for loop in loops)), None)
 
 
 def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
 import zlib
 
 import numpy as np
 import torch
 
-__all__ = ["GENERATORS", "NAMES", "states", "restore", "generators", "moved", "seed_replica"]
+__all__ = ["GENERATORS", "NAMES", "states", "restore", "generators", "moved", "seed_replica", "own_random"]
 
 #: The global generators a loop may draw from, by the name messages give them.
 GENERATORS = ("torch", "numpy", "random")
@@ -57,3 +58,44 @@ def seed_replica(seed: int, replica: str) -> None:
     torch.manual_seed(value)
     np.random.seed(value)
     random.seed(value)
+
+
+# -- Python's `random` on a Dask worker ---------------------------------------------------------------
+# A worker's own threads draw from Python's global generator too (tornado jitters its periodic
+# callbacks with random.random(), distributed picks peers with random.choice), so a replica that must
+# draw plain Python's numbers from it would get others. On a worker, the module's functions draw from
+# a generator of the replicas' own when called from a replica's thread, and from the global one else.
+_REPLICA_THREADS: set[int] = set()
+_REPLICA_RANDOM = random.Random()
+_FUNCTIONS = ("seed", "random", "uniform", "triangular", "randint", "choice", "randrange", "sample", "shuffle", "choices",
+              "normalvariate", "lognormvariate", "expovariate", "vonmisesvariate", "gammavariate", "gauss", "betavariate",
+              "paretovariate", "weibullvariate", "getstate", "setstate", "getrandbits", "randbytes", "binomialvariate")
+
+
+def _dispatch(name: str):
+    shared = getattr(random._inst, name)
+
+    def draw(*args, **kwargs):
+        own = threading.get_ident() in _REPLICA_THREADS
+        return getattr(_REPLICA_RANDOM, name)(*args, **kwargs) if own else shared(*args, **kwargs)
+
+    draw.__name__ = draw.__qualname__ = name
+    draw.__doc__ = shared.__doc__
+    draw.fragnb_dispatch = True
+    return draw
+
+
+@contextlib.contextmanager
+def own_random():
+    """Run the replicas of this thread (a Dask task's) on a `random` generator the worker's other threads
+    do not touch; :func:`states`, :func:`restore` and :func:`seed_replica` then mean that one."""
+    if not getattr(random.random, "fragnb_dispatch", False):
+        for name in _FUNCTIONS:
+            if hasattr(random._inst, name):
+                setattr(random, name, _dispatch(name))
+    me = threading.get_ident()
+    _REPLICA_THREADS.add(me)
+    try:
+        yield
+    finally:
+        _REPLICA_THREADS.discard(me)

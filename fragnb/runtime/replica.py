@@ -29,7 +29,7 @@ from . import collectives
 from .channels import ZmqChannels, root_cause
 from .decoupled import FreeWalker
 from .edges import scatter
-from .generators import restore, seed_replica
+from .generators import own_random, restore, seed_replica
 from .payload import Payload
 from .timing import Timer
 from .travel import refuse_unreturnable
@@ -193,11 +193,16 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
     events, no tensors). Returns what each replica holds at the end, by name."""
     worker = distributed.get_worker()
     plan = pickle.loads(script)
-    # One process, one set of global generators: replicas sharing a worker (srl's ring) share them too.
-    if plan.rng_group is not None and any(ReplicaId.parse(n).group == plan.rng_group for n in names):
-        restore(plan.rng)
-    else:
-        seed_replica(plan.seed, names[0])
+    with own_random():  # the worker's own threads draw from Python's global `random` too
+        # One process, one set of global generators: replicas sharing a worker (srl's ring) share them too.
+        if plan.rng_group is not None and any(ReplicaId.parse(n).group == plan.rng_group for n in names):
+            restore(plan.rng)
+        else:
+            seed_replica(plan.seed, names[0])
+        return _play_all(run_id, names, addresses, plan, held, topic, worker)
+
+
+def _play_all(run_id: str, names: list[str], addresses: dict[str, dict], plan, held: dict[str, list[str]], topic: str, worker) -> dict[str, dict]:
 
     def one(name: str) -> dict:
         group, index = ReplicaId.parse(name)
@@ -217,7 +222,8 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
 
     def thread(name: str) -> None:
         try:
-            results[name] = one(name)
+            with own_random():
+                results[name] = one(name)
         except BaseException as e:  # a failed replica has told its peers (play): the others end too
             errors.append(e)
 

@@ -397,6 +397,107 @@ DQN_CELL = """
                 break
 """
 
+# -- DQN as CleanRL's dqn.py writes it: a vector env, one training step per env step ----------------
+CLEANRL_DQN_SETUP = """
+    import random
+    from collections import deque
+    from dataclasses import dataclass
+
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torch.optim as optim
+
+
+    @dataclass
+    class Args:
+        seed: int = 1
+        num_envs: int = 4
+        total_timesteps: int = 40
+        learning_rate: float = 2.5e-4
+        buffer_size: int = 64
+        gamma: float = 0.99
+        tau: float = 1.0
+        target_network_frequency: int = 8
+        batch_size: int = 4
+        start_e: float = 1.0
+        end_e: float = 0.05
+        exploration_fraction: float = 0.5
+        learning_starts: int = 8
+        train_frequency: int = 2
+
+
+    def linear_schedule(start_e, end_e, duration, t):
+        slope = (end_e - start_e) / duration
+        return max(slope * t + start_e, end_e)
+
+
+    class QNetwork(nn.Module):
+        def __init__(self, envs):
+            super().__init__()
+            self.network = nn.Sequential(nn.Linear(np.array(envs.single_observation_space.shape).prod(), 32), nn.ReLU(),
+                                         nn.Linear(32, envs.single_action_space.n))
+
+        def forward(self, x):
+            return self.network(x)
+
+
+    args = Args()
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1")) for _ in range(args.num_envs)])
+    q_network = QNetwork(envs)
+    optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate)
+    target_network = QNetwork(envs)
+    target_network.load_state_dict(q_network.state_dict())
+    rb = deque(maxlen=args.buffer_size)
+    writer = []
+    obs, _ = envs.reset(seed=args.seed)
+"""
+
+CLEANRL_DQN_CELL = """
+    for global_step in range(args.total_timesteps):
+        epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
+        with torch.no_grad():
+            q_values = q_network(torch.Tensor(obs))
+        greedy = torch.argmax(q_values, dim=1).cpu().numpy()
+        explore = np.random.random(args.num_envs) < epsilon
+        actions = np.where(explore, np.random.randint(0, 2, args.num_envs), greedy)
+        next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+
+        if "episode" in infos:
+            for i in np.nonzero(infos["_episode"])[0]:
+                writer.append(("charts/episodic_return", float(infos["episode"]["r"][i]), global_step))
+
+        rb.append((obs, next_obs.copy(), actions, rewards, terminations))
+        obs = next_obs
+
+        if global_step > args.learning_starts:
+            if global_step % args.train_frequency == 0:
+                batch = random.sample(list(rb), args.batch_size)
+                b_obs = torch.Tensor(np.concatenate([b[0] for b in batch]))
+                b_next = torch.Tensor(np.concatenate([b[1] for b in batch]))
+                b_actions = torch.as_tensor(np.concatenate([b[2] for b in batch]))
+                b_rewards = torch.Tensor(np.concatenate([b[3] for b in batch]))
+                b_dones = torch.Tensor(np.concatenate([b[4] for b in batch]))
+                with torch.no_grad():
+                    target_max, _ = target_network(b_next).max(dim=1)
+                    td_target = b_rewards + args.gamma * target_max * (1 - b_dones)
+                old_val = q_network(b_obs).gather(1, b_actions.unsqueeze(1)).squeeze()
+                loss = F.mse_loss(td_target, old_val)
+                writer.append(("losses/td_loss", loss.item(), global_step))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+            if global_step % args.target_network_frequency == 0:
+                target_network.load_state_dict({k: args.tau * v + (1.0 - args.tau) * target_network.state_dict()[k]
+                                                for k, v in q_network.state_dict().items()})
+"""
+
 # -- REINFORCE as the PyTorch example writes it: an episode loop, log-probabilities kept -----------
 REINFORCE_SETUP = """
     from itertools import count
@@ -529,5 +630,6 @@ FIELD: list[CorpusLoop] = [
     _loop("dqn_tutorial", DQN_SETUP, DQN_CELL),
     _loop("reinforce", REINFORCE_SETUP, REINFORCE_CELL),
     _loop("a2c", A2C_SETUP, A2C_CELL),
+    _loop("cleanrl_dqn", CLEANRL_DQN_SETUP, CLEANRL_DQN_CELL),
 ]
 FIELD_BY_NAME = {loop.name: loop for loop in FIELD}
