@@ -498,6 +498,48 @@ CLEANRL_DQN_CELL = """
                                                 for k, v in q_network.state_dict().items()})
 """
 
+# -- REINFORCE over a vector env: Monte-Carlo returns per environment, dropout, log-probs recomputed -----
+VECTOR_REINFORCE_SETUP = """
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(2)
+    num_envs, num_steps, gamma = 4, 12, 0.99
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(num_envs)])
+    policy = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Dropout(p=0.1), nn.Linear(32, 2))
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    obs = torch.Tensor(envs.reset(seed=3)[0])
+    history = []
+"""
+
+VECTOR_REINFORCE_CELL = """
+    for update in range(4):
+        states, actions, rewards, dones = [], [], [], []
+        for step in range(num_steps):
+            with torch.no_grad():
+                action = torch.distributions.Categorical(logits=policy(obs)).sample()
+            next_obs, reward, terminated, truncated, _ = envs.step(action.numpy())
+            states.append(obs)
+            actions.append(action)
+            rewards.append(torch.as_tensor(reward, dtype=torch.float32))
+            dones.append(torch.as_tensor(terminated | truncated, dtype=torch.float32))
+            obs = torch.Tensor(next_obs)
+        returns, running = [], torch.zeros(num_envs)
+        for t in reversed(range(num_steps)):
+            running = rewards[t] + gamma * running * (1.0 - dones[t])
+            returns.insert(0, running)
+        returns = torch.stack(returns)
+        returns = (returns - returns.mean()) / (returns.std() + 1e-8)
+        logp = torch.distributions.Categorical(logits=policy(torch.stack(states))).log_prob(torch.stack(actions))
+        loss = -(logp * returns).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        history.append(loss.item())
+"""
+
 # -- REINFORCE as the PyTorch example writes it: an episode loop, log-probabilities kept -----------
 REINFORCE_SETUP = """
     from itertools import count
@@ -631,5 +673,6 @@ FIELD: list[CorpusLoop] = [
     _loop("reinforce", REINFORCE_SETUP, REINFORCE_CELL),
     _loop("a2c", A2C_SETUP, A2C_CELL),
     _loop("cleanrl_dqn", CLEANRL_DQN_SETUP, CLEANRL_DQN_CELL),
+    _loop("vector_reinforce", VECTOR_REINFORCE_SETUP, VECTOR_REINFORCE_CELL),
 ]
 FIELD_BY_NAME = {loop.name: loop for loop in FIELD}
