@@ -71,13 +71,22 @@ class Draws:
         for i, gens in sorted(self.statements.items()):
             s = graph.statements[i]
             frag = placement.fragments[graph.fragment_of(s).name]
-            out.append(f"line {s.lineno} (`{s.source.splitlines()[0].strip()}`) draws from {' and '.join(NAMES[g] for g in gens)} "
+            lineno, text = _line_of(graph, s)
+            out.append(f"line {lineno} (`{text}`) draws from {' and '.join(NAMES[g] for g in gens)} "
                        f"in {frag.group!r} x{frag.replicas}")
         return out
 
     def tainted(self, graph) -> set[str]:
         """Names whose values depend on the draws (see :func:`reached_from`)."""
         return reached_from(graph, set(self.statements))
+
+
+def _line_of(graph, s) -> tuple[int, str]:
+    """The line a statement's draw is on: inside a `with torch.no_grad():`, the statement it wraps."""
+    node = s.node
+    while isinstance(node, ast.With) and node.body:
+        node = node.body[0]
+    return node.lineno, graph.source.splitlines()[node.lineno - 1].strip()
 
 
 def reached_from(graph, statements: set[int]) -> set[str]:
@@ -172,7 +181,7 @@ def refuse_inexact(placement, draws: Draws, exact: bool) -> None:
             f"the exact guarantee was asked for, but {'; '.join(draws.lines(placement))}: replicas cannot draw plain "
             "Python's numbers from one global generator. Draw from per-environment streams instead "
             "(`streams.sample(dist)` for `dist.sample()`, `streams.uniform`, `streams.normal`: fragnb.streams.EnvStreams), "
-            "or leave out --exact for a statistical run", s.lineno, s.source.splitlines()[0])
+            "or leave out --exact for a statistical run", *_line_of(placement.graph, s))
 
 
 def announcement(placement, draws: Draws) -> str | None:
