@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .components import Component, shard_slice
+from .components import Component, modules_of, shard_slice
 
-__all__ = ["num_envs", "splits", "shard", "merge", "shardwise", "invariant", "absorb", "to_cpu", "unsupported", "network"]
+__all__ = ["num_envs", "splits", "shard", "merge", "shardwise", "invariant", "absorb", "to_cpu", "unsupported", "networks", "network"]
 
 #: A vector env's attributes that every shard has as the whole batch has them: reading one where
 #: no shard lives (the learner's `envs.single_observation_space.shape`) needs no environment there.
@@ -85,6 +85,11 @@ def invariant(obj: Any) -> frozenset[str]:
     return _VECTOR_INVARIANT if _sync_vector_env(obj) else frozenset()
 
 
+def networks(obj: Any) -> dict[str, torch.nn.Module]:
+    """The networks ``obj`` holds, by attribute (``{"": obj}`` for a bare ``nn.Module`` the loop calls)."""
+    return {"": obj} if isinstance(obj, torch.nn.Module) else modules_of(obj)
+
+
 def network(obj: Any, attribute: str) -> torch.nn.Module:
     """The network ``attribute`` of ``obj``; ``obj`` itself for ``""`` (a bare ``nn.Module`` the loop calls)."""
     return getattr(obj, attribute) if attribute else obj
@@ -114,7 +119,8 @@ def to_cpu(obj: Any) -> Any:
 
 def unsupported(obj: Any) -> str | None:
     """Why a distributed policy cannot move an ecosystem object the loop calls (``None``: it can)."""
-    if isinstance(obj, (Component, torch.nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)) or _sync_vector_env(obj):
+    schedulers = (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+    if isinstance(obj, (Component, torch.nn.Module, torch.optim.Optimizer, *schedulers)) or _sync_vector_env(obj):
         return None
     vector = sys.modules.get("gymnasium.vector")
     if vector is not None and isinstance(obj, vector.AsyncVectorEnv):
@@ -123,8 +129,6 @@ def unsupported(obj: Any) -> str | None:
     if vector is not None and isinstance(obj, vector.VectorWrapper):
         return ("a vector wrapper keeps state across the whole batch, which fragnb cannot split: wrap each environment "
                 "instead (`gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))` in make_env, as CleanRL does)")
-    if isinstance(obj, torch.optim.lr_scheduler.ReduceLROnPlateau):
-        return None
     gymnasium = sys.modules.get("gymnasium")
     if gymnasium is not None and isinstance(obj, gymnasium.Env):
         return ("it is one environment, stepped episode by episode: make a vector env of several "

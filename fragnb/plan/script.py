@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
-import torch
-
 from .. import shards
-from ..components import modules_of, role_of
+from ..components import role_of
 from ..graph.model import cell_filename
 from .decoupled import refuse
 from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_of
@@ -143,8 +141,7 @@ def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weigh
     holders: dict[int, list[tuple[str, str, str]]] = {}
     for seg in segments:
         for comp in sorted(seg.components):
-            held = {"": ns[comp]} if isinstance(ns[comp], torch.nn.Module) else modules_of(ns[comp])
-            for attr, value in held.items():
+            for attr, value in shards.networks(ns[comp]).items():
                 if (comp, attr, seg.group) not in holders.setdefault(id(value), []):
                     holders[id(value)].append((comp, attr, seg.group))
     out = []

@@ -21,8 +21,8 @@ import contextlib
 import io
 from dataclasses import dataclass, field
 
-from ..components import modules_of
 from ..errors import FragmentError
+from ..shards import networks
 from .generators import GENERATORS, NAMES, generators, moved, states
 from .local import Dry, copies, exec_cell
 
@@ -134,8 +134,7 @@ def _parameters(obj) -> set[int]:
 
     if isinstance(obj, torch.optim.Optimizer):
         return {id(p) for group in obj.param_groups for p in group["params"]}
-    nets = [obj] if isinstance(obj, torch.nn.Module) else list(modules_of(obj).values())
-    return {id(p) for net in nets for p in net.parameters()}
+    return {id(p) for net in networks(obj).values() for p in net.parameters()}
 
 
 def clock_reads(graph) -> set[int]:
