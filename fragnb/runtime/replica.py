@@ -25,7 +25,7 @@ from ..plan.instrument import remember_source
 from ..plan.script import ReplicaId
 from ..shards import shard
 from ..streams import serving
-from . import collectives
+from . import collectives, profiler
 from .channels import ZmqChannels, root_cause
 from .decoupled import FreeWalker
 from .edges import scatter
@@ -193,7 +193,7 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
     events, no tensors). Returns what each replica holds at the end, by name."""
     worker = distributed.get_worker()
     plan = pickle.loads(script)
-    with own_random():  # the worker's own threads draw from Python's global `random` too
+    with own_random(), profiler.paused(worker):  # the worker's own threads draw from Python's global `random` too
         # One process, one set of global generators: replicas sharing a worker (srl's ring) share them too.
         if plan.rng_group is not None and any(ReplicaId.parse(n).group == plan.rng_group for n in names):
             restore(plan.rng)
