@@ -232,31 +232,32 @@ class ZmqChannels(Channels):
             self.outboxes[peer] = sock
 
     def _put(self, peer: str, tag: str, frames: list) -> None:
-        # The header says which frames are large: those alone travel without copies (a zero-copy
-        # frame costs more than copying a small one).
-        big = "".join("1" if memoryview(f).nbytes > _BIG else "0" for f in frames)
-        header = f"{self.me}\0{tag}\0{big}".encode()
+        # One part for the header, the signature and the pickle, then one per large buffer (sent
+        # without copies): a small message is one call into zmq, and its receiver needs no flags to
+        # tell which parts to take without copying.
+        header = f"{self.me}\0{tag}".encode()
+        first = b"".join((len(header).to_bytes(2, "big"), header, self._sign(header, frames[0]), frames[0]))
         sock = self.outboxes[peer]
-        sock.send(header, self.zmq.SNDMORE)
-        sock.send(self._sign(header, frames[0]), self.zmq.SNDMORE)
-        for i, (f, b) in enumerate(zip(frames, big)):
-            sock.send(f, self.zmq.SNDMORE if i < len(frames) - 1 else 0, copy=b == "0")
+        sock.send(first, self.zmq.SNDMORE if len(frames) > 1 else 0)
+        for i, f in enumerate(frames[1:], 2):
+            sock.send(f, self.zmq.SNDMORE if i < len(frames) else 0, copy=False)
 
     def _next(self, timeout: float):
         try:  # the socket's receive timeout is the poll interval (cheaper than a Poller per call)
-            parts = [self.inbox.recv(self.zmq.NOBLOCK if timeout == 0 else 0)]
+            first = self.inbox.recv(self.zmq.NOBLOCK if timeout == 0 else 0)
         except self.zmq.Again:
             return None
+        big = []
         while self.inbox.getsockopt(self.zmq.RCVMORE):
-            big = len(parts) > 2 and _flags(parts[0])[len(parts) - 2:len(parts) - 1] == "1"
-            parts.append(self.inbox.recv(copy=False).buffer if big else self.inbox.recv())
-        header, signature, *frames = parts if len(parts) >= 3 else (b"", b"", b"")
+            big.append(self.inbox.recv(copy=False).buffer)
+        size = int.from_bytes(first[:2], "big")
+        header, signature, pickled = first[2:2 + size], first[2 + size:18 + size], memoryview(first)[18 + size:]
         # Anyone on this machine can reach the inbox: only a message signed with the run's key, which
         # only the notebook and the run's replicas know, is unpickled. Others are dropped unread.
-        if len(parts) < 3 or not hmac.compare_digest(signature, self._sign(header, frames[0])):
+        if len(first) < 18 + size or not hmac.compare_digest(signature, self._sign(header, pickled)):
             return None
-        sender, tag, _ = header.decode().split("\0")
-        return sender, tag, frames
+        sender, _, tag = header.decode("utf-8", "replace").partition("\0")
+        return sender, tag, [pickled, *big]
 
     def _sign(self, header: bytes, pickled) -> bytes:
         digest = hashlib.blake2b(header, key=self.key, digest_size=16)
@@ -268,12 +269,6 @@ class ZmqChannels(Channels):
             sock.close()
         self.inbox.close()  # closing twice is harmless
         self.outboxes.clear()
-
-
-def _flags(header: bytes) -> str:
-    """Which frames of a message are large, from its header ("" if the header is not one of ours)."""
-    fields = header.split(b"\0")
-    return fields[2].decode("ascii", "replace") if len(fields) == 3 else ""
 
 
 def _machine() -> str:
