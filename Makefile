@@ -61,6 +61,7 @@ bench: setup
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) benchmarks/ppo_cartpole.py
 	$(PY) benchmarks/dp_scaling.py
+	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/architectures.py
 	$(PY) benchmarks/capture_time.py
 	$(PY) benchmarks/explorer.py

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import logging
 import sys
+import time
 
 import torch
 from distributed import Client, LocalCluster
@@ -173,8 +174,7 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
     if kind in _EMBEDDED:
         cluster, client, _ = _EMBEDDED[kind]
         if kind == "local" and len(workers(client)) < count:
-            cluster.scale(count)
-            client.wait_for_workers(count, timeout=120)
+            _grow(cluster, client, count)
         return client
     # Dask's scheduler always serves HTTP (health checks), on 8787 of every interface unless told
     # otherwise: a free loopback port, with the bokeh dashboard only when asked for. Mutual TLS with
@@ -189,13 +189,35 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
         # rather than a main thread, made a learner update 2x slower here, not faster.
         # Dask's dashboard (bokeh) on a free loopback port: a second kernel does not collide on Dask's
         # default 8787, and nothing listens beyond this machine.
-        cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, host="127.0.0.1",
+        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
                                silence_logs=logging.CRITICAL, **opts)
     client = Client(cluster, set_as_default=False)
+    if kind == "local":
+        _grow(cluster, client, count)
     _prepare(client)
     client.register_plugin(IgnoreInterrupts())
     _EMBEDDED[kind] = (cluster, client, with_dashboard)
     return client
+
+
+def _grow(cluster, client: Client, count: int, timeout: float = 120.0) -> None:
+    """Scale ``cluster`` to ``count`` workers, started side by side; a start that takes more than a
+    second shows how many are up (a worker process takes about a second and 390 MB here: 33 took 41 s)."""
+    cluster.scale(count)
+    start = time.monotonic()
+    shown = last = None
+    while (up := len(workers(client))) < count:
+        waited = time.monotonic() - start
+        if waited > timeout:
+            raise ClusterError(f"only {up} of {count} Dask workers started within {timeout:.0f} s (memory? see the workers' logs); "
+                               "ask for fewer replicas")
+        if waited > 1.0 and (up, int(waited)) != last:  # a line a second at most: a notebook keeps every one
+            bar = "#" * (20 * up // count)
+            print(f"\rfragnb: starting Dask workers [{bar:<20}] {up}/{count} ({waited:.0f} s)", end="", file=sys.stderr, flush=True)
+            shown, last = True, (up, int(waited))
+        time.sleep(0.1)
+    if shown:
+        print(f"\rfragnb: started {count} Dask workers in {time.monotonic() - start:.1f} s{' ' * 20}", file=sys.stderr, flush=True)
 
 
 def _cuda_cluster(count: int, opts: dict):

@@ -3,9 +3,9 @@
 Every 10 ms a Dask worker's event loop walks the stacks of the threads running tasks
 (``distributed.worker.profile``, for the dashboard's Profile page). A replica's program is one task
 that runs for the whole run and calls many small torch operations, each of which releases and
-takes back the GIL: the sampler then made notebook 01's loop 1.4x slower in a worker than in the
-notebook (``benchmarks/scale.py``'s worker-cost row). fragnb's timeline (``RunResult.timeline()``)
-says where a replica's time goes instead.
+takes back the GIL: the sampler then made notebook 01's loop 1.2-1.45x slower in a worker than in
+the notebook (``gpu_only`` with one replica against ``single``, ``benchmarks/scale.py``'s first
+row). fragnb's timelines (``RunResult.timeline()``) say where a replica's time goes instead.
 """
 
 from __future__ import annotations
