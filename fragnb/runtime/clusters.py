@@ -205,16 +205,16 @@ def _grow(cluster, client: Client, count: int, timeout: float = 120.0) -> None:
     second shows how many are up (a worker process takes about a second and 390 MB here: 33 took 41 s)."""
     cluster.scale(count)
     start = time.monotonic()
-    shown = last = None
+    shown = None  # (workers up, whole seconds waited) of the last line shown
     while (up := len(workers(client))) < count:
         waited = time.monotonic() - start
         if waited > timeout:
             raise ClusterError(f"only {up} of {count} Dask workers started within {timeout:.0f} s (memory? see the workers' logs); "
                                "ask for fewer replicas")
-        if waited > 1.0 and (up, int(waited)) != last:  # a line a second at most: a notebook keeps every one
+        if waited > 1.0 and (up, int(waited)) != shown:  # a line a second at most: a notebook keeps every one
             bar = "#" * (20 * up // count)
             print(f"\rfragnb: starting Dask workers [{bar:<20}] {up}/{count} ({waited:.0f} s)", end="", file=sys.stderr, flush=True)
-            shown, last = True, (up, int(waited))
+            shown = (up, int(waited))
         time.sleep(0.1)
     if shown:
         print(f"\rfragnb: started {count} Dask workers in {time.monotonic() - start:.1f} s{' ' * 20}", file=sys.stderr, flush=True)

@@ -28,17 +28,15 @@ def paused(worker):
         yield
         return
     with _lock:
-        first = _holders.get(id(worker), 0) == 0
-        _holders[id(worker)] = _holders.get(id(worker), 0) + 1
-    if first:
+        _holders[id(worker)] = running = _holders.get(id(worker), 0) + 1
+    if running == 1:
         worker.loop.add_callback(sampler.stop)  # a tornado PeriodicCallback belongs to its loop's thread
     try:
         yield
     finally:
         with _lock:
-            _holders[id(worker)] -= 1
-            last = _holders[id(worker)] == 0
-            if last:
-                del _holders[id(worker)]
-        if last:
+            running = _holders.pop(id(worker)) - 1
+            if running:
+                _holders[id(worker)] = running
+        if not running:
             worker.loop.add_callback(sampler.start)
