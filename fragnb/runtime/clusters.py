@@ -217,7 +217,8 @@ def _grow(cluster, client: Client, count: int, timeout: float = 120.0) -> None:
             shown = (up, int(waited))
         time.sleep(0.1)
     if shown:
-        print(f"\rfragnb: started {count} Dask workers in {time.monotonic() - start:.1f} s{' ' * 20}", file=sys.stderr, flush=True)
+        done = f"fragnb: started {count} Dask workers in {time.monotonic() - start:.1f} s"
+        print(f"\r{done:<80}", file=sys.stderr, flush=True)  # over the whole of the last progress line
 
 
 def _cuda_cluster(count: int, opts: dict):
