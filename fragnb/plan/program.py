@@ -35,6 +35,7 @@ class Segment:
     writes: set[str] = field(default_factory=set)
     exports: set[str] = field(default_factory=set)  # writes that statements of other groups read
     components: set[str] = field(default_factory=set)
+    statements: set[int] = field(default_factory=set)  # indices of the graph's statements it holds
     module: ast.Module = field(default=None, repr=False)  # instrumented; shipped as AST, compiled where it runs
     records: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> variables it records for a later group
     replays: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> variables it replays from them
@@ -120,6 +121,7 @@ def plan(placement: Placement) -> Program:
         seg.reads = set().union(*(s.reads - set(replayed.get(s.index, ())) for s in leaves)) | _header_reads(seg.nodes)
         seg.writes = set().union(*(s.writes for s in leaves)) | _header_writes(seg.nodes)
         seg.components = {c for s in leaves for c in s.components}
+        seg.statements = {s.index for s in leaves}
         for node in (n for node in seg.nodes for n in _all_nodes(node) if id(n) in helper):
             stmt, op, names, key = helper[id(node)]
             (seg.records if op == "record" else seg.replays)[key] = names

@@ -82,6 +82,9 @@ class Script:
     seed: int = 0
     rng_group: str | None = None
     rng: dict | None = None
+    #: The segments whose statements draw from a global generator (None: not looked for, any may):
+    #: where replicas sharing a process swap in their own generators (fragnb.runtime.generators.Own).
+    drawing: frozenset[int] | None = None
     #: Shapes of the cell's tensor variables in plain Python, as the safety net saw them: which axis
     #: replicas' parts of one join along (fragnb.runtime.edges.env_axis). Empty with --no-check.
     shapes: dict[str, tuple] = field(default_factory=dict)

@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import torch
 
-__all__ = ["GENERATORS", "NAMES", "states", "restore", "generators", "moved", "seed_replica", "own_random"]
+__all__ = ["GENERATORS", "NAMES", "states", "restore", "generators", "moved", "seed_replica", "seeded", "Own", "own_random"]
 
 #: The global generators a loop may draw from, by the name messages give them.
 GENERATORS = ("torch", "numpy", "random")
@@ -58,6 +58,39 @@ def seed_replica(seed: int, replica: str) -> None:
     torch.manual_seed(value)
     np.random.seed(value)
     random.seed(value)
+
+
+# -- replicas sharing a process ------------------------------------------------------------------
+# Replicas that share a worker process as threads (a group folded onto fewer workers, srl's ring, a
+# worker with several threads) share its global generators too: their draws would interleave as the
+# threads happen to run, and a run would draw other numbers every time. Each holds its generators'
+# states of its own instead, swapped in under one lock around the statements that draw: it draws
+# what it would draw in a process of its own.
+_SWAP = threading.Lock()
+
+
+def seeded(seed: int, replica: str) -> dict:
+    """The generators' states :func:`seed_replica` gives ``replica``, leaving this process's as they were."""
+    with _SWAP, generators():
+        seed_replica(seed, replica)
+        return states()
+
+
+class Own:
+    """One replica's own global-generator states, in a process it shares with other replicas."""
+
+    def __init__(self, state: dict):
+        self.state = state
+
+    @contextlib.contextmanager
+    def drawing(self):
+        """Draw from this replica's states: the others' draws wait until it has drawn."""
+        with _SWAP:
+            restore(self.state)
+            try:
+                yield
+            finally:
+                self.state = states()
 
 
 # -- Python's `random` on a Dask worker ---------------------------------------------------------------

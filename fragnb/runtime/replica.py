@@ -29,7 +29,7 @@ from . import collectives, profiler
 from .channels import ZmqChannels, root_cause
 from .decoupled import FreeWalker
 from .edges import scatter
-from .generators import own_random, restore, seed_replica
+from .generators import Own, own_random, restore, seeded, states
 from .payload import Payload
 from .timing import Timer
 from .travel import refuse_unreturnable
@@ -70,6 +70,24 @@ class Replica:
     checkpoints: dict[int, bytes] = field(default_factory=dict)  # iteration -> its state then, until the notebook has it
     resumed: dict | None = None  # the walker's bookkeeping at the checkpoint this replica started from
     gone: set[str] = field(default_factory=set)  # peers whose worker died, that the run goes on without (async)
+    own: Own | None = None  # its global generators' states, when it shares its process with other replicas
+
+    def drawing(self, segment: int, drawing: frozenset[int] | None):
+        """Around a segment: a replica sharing its process draws from its own generators where the
+        segment draws (``drawing``: the segments that do; ``None``: not known, any may)."""
+        if self.own is None or (drawing is not None and segment not in drawing):
+            return contextlib.nullcontext()
+        return self.own.drawing()
+
+    def generators(self) -> dict:
+        """Its global generators' states now (kept in a checkpoint)."""
+        return self.own.state if self.own is not None else states()
+
+    def restore_generators(self, state: dict) -> None:
+        if self.own is not None:
+            self.own.state = state
+        else:
+            restore(state)
 
     def keep(self, iteration: int, blob: bytes) -> None:
         """Hold a checkpoint for the notebook; two at most (the notebook may still be fetching the older)."""
@@ -187,18 +205,22 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
 
 
 def run_program(run_id: str, names: list[str], addresses: dict[str, dict], script: bytes, held: dict[str, list[str]],
-                topic: str) -> dict[str, dict]:
+                topic: str, shared: bool = False) -> dict[str, dict]:
     """The long-lived task of one or more replicas of this worker (several: threads, as ``srl``'s
-    ring): connect their channels, walk the program, report progress under ``topic`` (small
-    events, no tensors). Returns what each replica holds at the end, by name."""
+    ring or a group with more replicas than the cluster has workers): connect their channels, walk
+    the program, report progress under ``topic`` (small events, no tensors). Returns what each
+    replica holds at the end, by name. ``shared``: other replicas of the run live in this process
+    (this task's, or other tasks' on a worker of several threads)."""
     worker = distributed.get_worker()
     plan = pickle.loads(script)
     with own_random(), profiler.paused(worker):  # the worker's own threads draw from Python's global `random` too
-        # One process, one set of global generators: replicas sharing a worker (srl's ring) share them too.
-        if plan.rng_group is not None and any(ReplicaId.parse(n).group == plan.rng_group for n in names):
-            restore(plan.rng)
-        else:
-            seed_replica(plan.seed, names[0])
+        for name in names:
+            group, index = ReplicaId.parse(name)
+            start = plan.rng if group == plan.rng_group else seeded(plan.seed, name)
+            if shared:
+                _REPLICAS[(run_id, group, index)].own = Own(start)
+            else:
+                restore(start)
         return _play_all(run_id, names, addresses, plan, held, topic, worker)
 
 

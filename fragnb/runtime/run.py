@@ -171,6 +171,8 @@ def _generators(script: Script, placement: Placement, draws: Draws | None) -> No
     notebook's states (it draws what plain Python draws), every other replica from its own seed.
     Unlooked-for draws (--no-check): the driver's group, when it has one replica."""
     script.seed = torch.initial_seed()
+    if draws is not None:
+        script.drawing = frozenset(seg.index for seg in script.program.segments if seg.statements & draws.statements.keys())
     if draws is not None and not draws.exact(placement):
         script.strict = False  # replicated values that depend on the draws differ by replica: replica 0's is taken
         return

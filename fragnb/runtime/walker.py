@@ -29,7 +29,6 @@ from ..shards import network, to_cpu
 from .channels import Unsendable, dumps
 from .decisions import partners, segment_tag, share
 from .edges import combine, refuse_autograd, to_device
-from .generators import restore, states
 from .result import arrival_order, plain_order
 from .timing import note
 from .travel import unsendable
@@ -110,7 +109,7 @@ class Walker:
         rep = self.rep
         state = {"ns": {k: v for k, v in rep.ns.items() if k not in ("__builtins__", "print")},
                  "replica": {"seen": rep.seen, "steps0": rep.steps0, "plain_steps": rep.plain_steps, "records": rep.records, "replays": rep.replays, "seconds": rep.seconds},
-                 "walker": {**{k: getattr(self, k) for k in self._STATE}, "generators": states()}}
+                 "walker": {**{k: getattr(self, k) for k in self._STATE}, "generators": rep.generators()}}
         blob = cloudpickle.dumps(state)
         rep.keep(self.iterations, blob)
         self.checkpoint_seconds += time.perf_counter() - start
@@ -119,7 +118,8 @@ class Walker:
     def restore(self, state: dict) -> None:
         """Go on from a checkpoint (the replica holds its namespace then): its bookkeeping as it was."""
         state = dict(state)
-        restore(state.pop("generators", None) or states())  # the global generators as they were then
+        if (saved := state.pop("generators", None)) is not None:
+            self.rep.restore_generators(saved)  # the replica's generators as they were then
         for key, value in state.items():
             setattr(self, key, value)
         self.resume = self.at
@@ -292,7 +292,8 @@ class Walker:
             ns[k] = self.scalars[k]
         ns[DRIVER] = rep
         try:
-            exec(rep.codes[seg.index], ns)
+            with rep.drawing(seg.index, self.script.drawing):
+                exec(rep.codes[seg.index], ns)
         except Exception as e:
             e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
             if rep.count > 1 and self.script.num_envs and _shape_error(e):
