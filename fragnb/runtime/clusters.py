@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import sys
 import time
 
@@ -21,7 +22,7 @@ from distributed.protocol import dask_deserialize, dask_serialize
 
 from .probe import ProbeError, check_scheduler
 
-__all__ = ["ClusterError", "connect", "shutdown", "workers", "named", "dashboard", "remote_addresses", "register_torch_serializer"]
+__all__ = ["ClusterError", "connect", "local_workers", "shutdown", "workers", "named", "dashboard", "remote_addresses", "register_torch_serializer"]
 
 
 class ClusterError(RuntimeError):
@@ -163,6 +164,20 @@ def workers(client: Client) -> dict:
     """The cluster's workers now, by address. (``Client.scheduler_info()`` returns a cache that the
     client's periodic refresh may just have replaced by one without workers.)"""
     return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
+#: fragnb's own cluster starts at most this many worker processes per core; a run with more replicas
+#: runs several of a group's replicas as threads of one process (a worker process costs about a
+#: second to start and 390 MB here; a replica in a shared one, a few MB).
+WORKERS_PER_CORE = 4
+
+
+def local_workers() -> int:
+    """How many worker processes fragnb's own cluster starts at most: :data:`WORKERS_PER_CORE` per core,
+    and no more than the free memory holds at 1 GiB each."""
+    import psutil
+
+    return max(2, min(WORKERS_PER_CORE * (os.cpu_count() or 1), psutil.virtual_memory().available // 2**30))
 
 
 def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:

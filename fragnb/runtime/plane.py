@@ -27,7 +27,7 @@ from ..policies import Placement
 from ..shards import shard
 from . import replica
 from .channels import root_cause
-from .clusters import ClusterError, connect, shutdown, workers
+from .clusters import ClusterError, connect, local_workers, shutdown, workers
 from .clusters import dashboard as dashboard_link
 from .merge import checkpoint_finals, merge
 from .payload import Payload
@@ -57,11 +57,11 @@ class OnDask:
         remember_source(script.filename, graph.source)
         lost: list[str] = []
         saved: tuple[int, dict[str, bytes]] | None = None  # the last checkpoint: (iteration, state of each replica)
-        began, fetch_seconds = None, 0.0
+        entered, began, fetch_seconds = time.time(), None, 0.0
         while True:
             run = owned = None
             try:
-                client, owned = connect(self.cluster, len(_tasks(placement, script)), self.dashboard)
+                client, owned = connect(self.cluster, _wanted(placement, script), self.dashboard)
                 run = _Run(placement, script, job.namespace, client, job.payloads, saved, wait_s=30.0 if lost else 0.0)
                 run.start()
                 began = began or run.start_wall
@@ -101,7 +101,7 @@ class OnDask:
         kept = sum(map(len, run.saved[1].values())) if run.saved else 0
         return RunResult.of_replicas(
             graph.name, placement.policy.name, finals, began, script.leader, script.decoupled,
-            client_bytes=run.client_bytes, inference_batch=placement.inference_batch, lost_workers=lost + run.lost,
+            client_bytes=run.client_bytes, inference_batch=placement.inference_batch, lost_workers=lost + run.lost, setup_seconds=began - entered,
             checkpoint_every=script.checkpoint_every, checkpoint_bytes=kept,
             checkpoint_seconds=max(f["checkpoint_seconds"] for f in finals.values()) + fetch_seconds + run.fetch_seconds)
 
@@ -124,6 +124,7 @@ class _Run:
         self.lost: list[str] = []  # why
         self.run_id = uuid.uuid4().hex[:12]
         self.topic = f"fragnb-{self.run_id}"
+        self.tasks: list[list[str]] = []  # the replicas of each long-lived task
         self.slots: dict[str, str] = {}  # replica -> worker address
         self.futures: dict[str, object] = {}
         self.client_bytes = 0
@@ -131,10 +132,10 @@ class _Run:
         self.checked = time.monotonic()  # when the workers' liveness was last read
 
     def start(self) -> None:
-        """Place every replica on a worker thread of its own, ship it its objects and code, open
-        its channel inbox, and start its program."""
+        """Place every task (one replica, or several as threads) on a worker thread of its own, ship
+        each replica its objects and code, open its channel inbox, and start its program."""
         placement, script = self.placement, self.script
-        self.slots = self.place()
+        self.tasks, self.slots = self.place()
         setup = {}
         key = secrets.token_bytes(32)  # signs the run's channel messages; travels only through Dask
         for g, (n, device) in placement.groups.items():
@@ -149,11 +150,13 @@ class _Run:
         blob = cloudpickle.dumps(script)  # the stop condition may be a notebook lambda
         held = script.components()
         self.start_wall = time.time()
-        self.futures = {task[0]: self.submit(task[0], replica.run_program, self.run_id, task, addresses, blob, held, self.topic)
-                        for task in _tasks(placement, script)}
+        hosts = list(self.slots.values())
+        self.futures = {task[0]: self.submit(task[0], replica.run_program, self.run_id, task, addresses, blob, held, self.topic,
+                                             hosts.count(self.slots[task[0]]) > 1)
+                        for task in self.tasks}
 
-    def place(self) -> dict[str, str]:
-        """A worker thread for each replica's program; a restart waits ``wait_s`` for the cluster to
+    def place(self) -> tuple[list[list[str]], dict[str, str]]:
+        """The tasks and a worker thread for each (:func:`_slots`); a restart waits ``wait_s`` for the cluster to
         replace a lost worker (a nanny restarts it, an adaptive cluster adds one)."""
         deadline = time.monotonic() + self.wait_s
         while True:
@@ -394,32 +397,57 @@ class _Progress:
         self.live.close(self.curve())
 
 
-def _tasks(placement: Placement, script: Script) -> list[list[str]]:
-    """The replicas each long-lived task runs: one, or a colocated group's replicas that share a
-    worker process as threads (``srl``'s ring: replica i on worker i mod workers)."""
+def _wanted(placement: Placement, script: Script) -> int:
+    """Workers to ask fragnb's own cluster for: one per task, up to what it starts
+    (:func:`~fragnb.runtime.clusters.local_workers`), beyond which replicas share processes; a process
+    group's members each need one."""
+    tasks = len(_tasks(placement, script))
+    return tasks if placement.policy.collectives else min(tasks, local_workers())
+
+
+def _tasks(placement: Placement, script: Script, capacity: int | None = None) -> list[list[str]]:
+    """The replicas each long-lived task runs: one, or several that share a worker process as
+    threads: ``srl``'s ring, and, where the cluster has fewer than ``capacity`` worker threads for
+    one task per replica, the replicas of each replicated group folded onto fewer tasks (replica i
+    with task i mod tasks, so the shares stay even)."""
     tasks = []
-    for group, n in script.groups.items():
-        per_worker = placement.colocated.get(group, 1)
-        workers = n // per_worker
-        tasks += [[str(ReplicaId(group, i)) for i in range(w, n, workers)] for w in range(workers)]
+    for group, count in _task_counts(placement, script.groups, capacity).items():
+        tasks += [[str(ReplicaId(group, i)) for i in range(w, script.groups[group], count)] for w in range(count)]
     return tasks
 
 
-def _slots(placement: Placement, script: Script, workers: dict) -> dict[str, str]:
-    """A worker thread for each task, spread over the workers: a replica's program holds its
-    thread for the whole run, so two on a one-thread worker would wait for each other forever."""
-    tasks = _tasks(placement, script)
+def _task_counts(placement: Placement, groups: dict[str, int], capacity: int | None) -> dict[str, int]:
+    """How many tasks each group's replicas run in: one per replica (or ring), unless that exceeds
+    ``capacity``; then replicated groups share what the others leave, in proportion to their
+    replicas. A process group's members (``multi_learner``, ``gpu_only``) need a process each: never folded."""
+    counts = {g: -(-n // placement.colocated.get(g, 1)) for g, n in groups.items()}
+    foldable = [g for g, t in counts.items() if t > 1 and g not in placement.colocated]
+    room = (capacity or 0) - sum(t for g, t in counts.items() if g not in foldable)
+    if capacity is None or sum(counts.values()) <= capacity or placement.policy.collectives or room < len(foldable):
+        return counts  # fits as it is, or cannot fit at all (_slots says so)
+    total = sum(groups[g] for g in foldable)
+    for g in foldable:  # a task each, and the rest of the room in proportion
+        per_task = -(-groups[g] // (1 + (room - len(foldable)) * groups[g] // total))
+        counts[g] = -(-groups[g] // per_task)
+    return counts
+
+
+def _slots(placement: Placement, script: Script, workers: dict) -> tuple[list[list[str]], dict[str, str]]:
+    """The tasks, and a worker thread for each, spread over the workers: a replica's program holds
+    its thread for the whole run, so two on a one-thread worker would wait for each other forever.
+    Returns the tasks and each replica's worker."""
     if not workers:
         raise ClusterError("the cluster has no workers; start some (`dask worker ADDRESS`) or use cluster='local'")
     threads = {w: info.get("nthreads", 1) for w, info in sorted(workers.items())}
     if placement.policy.collectives:  # each replica of the process group in a process of its own
         threads = dict.fromkeys(threads, 1)
     free = [w for k in range(max(threads.values())) for w, n in threads.items() if n > k]
+    tasks = _tasks(placement, script, len(free))
     if len(tasks) > len(free):
         raise ClusterError(f"{len(tasks)} replica programs each need a worker thread of their own for the whole run, and the cluster "
                            f"has {len(free)}{' (one per process: the process group needs it)' if placement.policy.collectives else ''}; "
                            "add workers or ask for fewer replicas")
-    return {name: worker for task, worker in zip(tasks, free) for name in task}
+    return tasks, {name: worker for task, worker in zip(tasks, free) for name in task}
 
 
 def _length(graph) -> int | None:

@@ -56,6 +56,9 @@ class RunResult:
     iteration_seconds: list[float] = field(default_factory=list, repr=False)
     #: Seconds the safety net took (its first iteration both ways, on copies; 0 when off).
     check_seconds: float = 0.0
+    #: Distributed runs: seconds from the cluster's call to the loop's start (starting workers if
+    #: needed, shipping each replica its objects and code, starting their programs).
+    setup_seconds: float = 0.0
     #: Each replica's timeline: (replica, fragment or what it waits for, "busy" or "wait", start, end), seconds since the start.
     intervals: list[tuple[str, str, str, float, float]] = field(default_factory=list, repr=False)
     #: Distributed runs: messages the replicas sent each other over channels.
