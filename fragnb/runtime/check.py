@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import io
 import math
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ import torch
 from ..components import Component, Episode
 from ..errors import FragmentError
 from ..plan.program import graph_writes
+from ..plan.script import Script
 from ..streams import EnvStreams, reached
 from .draws import Draws, Watching, clock_reads, reached_from, refuse_inexact
 from .edges import vector_info
@@ -32,7 +34,7 @@ from .threads import InThreads
 if TYPE_CHECKING:
     from ..policies import Placement
 
-__all__ = ["check", "difference", "structure"]
+__all__ = ["check", "smaller", "difference", "structure", "CHECKED_REPLICAS"]
 
 
 def check(placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool = False) -> tuple[float, Draws]:
@@ -47,11 +49,47 @@ def check(placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool =
     start = time.perf_counter()
     if placement.policy.decoupled:  # from the second iteration on, actors may act on older weights than plain Python's
         iterations = (1,)
+    small, fewer = smaller(placement)
+    if fewer:
+        print(f"fragnb: the safety net checks {fewer} (the same statements and edges, on larger shares): "
+              "its cost does not grow with the replicas", file=sys.stderr)
+    checked = script if small is placement else Script.of(small)
     draws = None
-    for count in iterations:
-        draws, shapes = _compare(placement, dataclasses.replace(script, limit=count, until=None, checkpoint_every=0), draws, exact)
-        script.shapes = shapes  # the run joins replicas' tensors as plain Python's shapes say
+    try:
+        for count in iterations:
+            draws, shapes = _compare(small, dataclasses.replace(checked, limit=count, until=None, checkpoint_every=0), draws, exact)
+            script.shapes = shapes  # the run joins replicas' tensors as plain Python's shapes say
+    except FragmentError as e:
+        if fewer:
+            e.add_note(f"The safety net checked {fewer}.")
+        raise
     return time.perf_counter() - start, draws
+
+
+#: The safety net checks a group of more replicas with this many at most (every replica is a thread of
+#: the notebook's process there: 32 took 16 s).
+CHECKED_REPLICAS = 4
+
+
+def smaller(placement: Placement) -> tuple[Placement, str]:
+    """``placement`` with each replica count above :data:`CHECKED_REPLICAS` cut to its largest
+    divisor up to it (the environments still split evenly), and what was cut, in words ("" if nothing).
+    A replica holds its share of the batch whatever the count, so what one computes differently from
+    plain Python shows with 4 replicas as with 64."""
+    policy, params = placement.policy, dict(placement.params)
+    cut = []
+    for group, n in policy.replicas.items():
+        name = n if isinstance(n, str) else n[0] if isinstance(n, tuple) else None
+        if name is None or params[name] <= CHECKED_REPLICAS:
+            continue
+        fewer = next((d for d in range(CHECKED_REPLICAS, 1, -1) if params[name] % d == 0), params[name])
+        if fewer != params[name]:
+            total = placement.groups[group][0]
+            cut.append(f"{group!r} with {total * fewer // params[name]} replicas in place of {total}")
+            params[name] = fewer
+    if not cut:
+        return placement, ""
+    return placement.graph.place(policy, **params), ", ".join(cut)
 
 
 def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws, dict[str, tuple]]:
