@@ -1,6 +1,6 @@
 """What distribution costs, and how the control plane grows with replicas, on notebook 01's loop.
 
-Three tables, in one run, on the embedded LocalCluster (workers started before any clock):
+Four tables, in one run, on the embedded LocalCluster (workers started before any clock):
 
 1. **Worker cost**: ``gpu_only`` with one replica on the CPU is ``single``'s computation fused in
    one Dask worker, with no communication: its ratio to ``single`` is what running in a worker costs
@@ -10,17 +10,23 @@ Three tables, in one run, on the embedded LocalCluster (workers started before a
    minutes: a ratio of neighbours is what is comparable), the median ratio of ``--repeat`` pairs,
    next to issue 20's targets. For each DP, the share of its replicas' time spent waiting for another
    group, from the run's timeline: what says why a target is missed.
-3. **Replica count** under ``coarse``, ``fine`` and ``async``: per run, seconds outside the loop (placing
-   replicas, shipping objects, starting programs, merging back), the loop, the safety net, messages
-   per iteration and the workers' memory (RSS, MB each), for 1, 2, 4 ... replicas; and how long the
-   cluster took to grow to that many workers.
+3. **Replica count** under ``coarse``, ``fine`` and ``async``, 1 to 64 replicas on 64 environments: the
+   worker processes the run used (beyond :func:`~fragnb.runtime.clusters.local_workers` a group's
+   replicas share processes as threads), how long the fresh cluster took to grow to them, the
+   seconds before the loop (``RunResult.setup_seconds``: shipping objects, starting programs), the
+   loop, the safety net (at most 4 replicas a group, whatever the count), messages per iteration,
+   the peak memory of a worker process, and what each added replica costs in processes already
+   running (summed peaks against the last smaller count on as many processes).
+4. **HalfCheetah** (a CPU-heavy environment, where distribution should pay even on 2 cores): env
+   steps/s of ``coarse`` and ``async`` with 2 actors over ``single``'s, paired as in 2 (target >= 1.6x).
 
-    .venv/bin/python benchmarks/scale.py [--iterations 12] [--repeat 3] [--replicas 1 2 4 8]
+    .venv/bin/python benchmarks/scale.py [--iterations 12] [--repeat 3] [--replicas 1 2 4 8 16 32 64] [--only-replicas]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -31,7 +37,7 @@ import torch
 import fragnb
 from fragnb import capture, run
 from fragnb.notebook import load_canonical
-from fragnb.runtime.clusters import connect
+from fragnb.runtime.clusters import connect, local_workers
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"
 
@@ -41,8 +47,11 @@ TARGETS = {"gpu_only": ({}, 1.1), "coarse": ({"actors": 2}, 1.2), "async": ({"ac
 COUNT = {"coarse": "actors", "fine": "actors", "async": "actors"}
 
 
-def timed(cell, policy: str, iterations: int, check: bool = False, **params) -> tuple[fragnb.RunResult, float]:
-    """One run of notebook 01's cell for ``iterations`` iterations; the result and its wall seconds."""
+def timed(cell, policy: str, iterations: int, envs: int | None = None, check: bool = False, **params) -> tuple[fragnb.RunResult, float]:
+    """One run of notebook 01's cell for ``iterations`` iterations (on ``envs`` environments, if given);
+    the result and its wall seconds."""
+    if envs is not None:
+        cell = dataclasses.replace(cell, setup=cell.setup.replace("PPOConfig()", f"PPOConfig(num_envs={envs})"))
     ns = cell.namespace(0)
     ns["iterations"] = iterations
     graph = capture(cell.body, ns, name="ppo")
@@ -76,28 +85,68 @@ def policies(cell, iterations: int, repeat: int) -> None:
               f"{waiting(r):>7.0%} {r.messages / max(r.iterations, 1):>8.0f}", flush=True)
 
 
-def memory_mb(client) -> float:
-    """Mean resident memory of the cluster's workers, in MB."""
-    import psutil
+def cheetah(iterations: int, repeat: int) -> None:
+    """Env steps/s on HalfCheetah (a CPU-heavy environment), ``coarse`` and ``async`` with 2 actors
+    against a ``single`` run just before each (issue 20's target: >= 1.6x)."""
+    try:
+        from algorithms import ppo_halfcheetah
+        import mujoco  # noqa: F401
+    except ImportError as e:
+        print(f"\n4. HalfCheetah: skipped ({e}; `pip install 'fragnb[mujoco]'`)")
+        return
+    print(f"\n4. HalfCheetah-v5 (8 environments x 256 steps an iteration, {iterations} iterations): env steps/s "
+          f"over the single run just before it (median of {repeat} pairs)")
+    print(f"{'policy':<18} {'steps/s':>8} {'single':>8} {'ratio':>6} {'target':>7} {'met':>4} {'waiting':>8}")
 
-    rss = client.run(lambda: psutil.Process().memory_info().rss)
-    return statistics.mean(rss.values()) / 1e6
+    def steps_per_s(policy, **params):
+        cell, ns = ppo_halfcheetah(0, 8 * 256 * iterations)
+        r = run(capture(cell, ns, name="cheetah"), policy, progress=False, plot=False,
+                **({} if policy == "single" else {"check": False}), **params)
+        return r.env_steps / r.seconds, r
+
+    for policy in ("coarse", "async"):
+        steps_per_s(policy, actors=2)  # its workers started, its code imported
+        pairs = []
+        for _ in range(repeat):
+            base, _ = steps_per_s("single")
+            rate, r = steps_per_s(policy, actors=2)
+            pairs.append((rate / base, rate, base, r))
+        ratio, rate, base, r = sorted(pairs, key=lambda p: p[0])[len(pairs) // 2]
+        print(f"{policy + ' (actors=2)':<18} {rate:>8.0f} {base:>8.0f} {ratio:>5.2f}x {1.6:>6.1f}x {'yes' if ratio >= 1.6 else 'no':>4} "
+              f"{waiting(r):>7.0%}", flush=True)
 
 
-def replicas(cell, iterations: int, counts: list[int]) -> None:
-    print(f"\n3. replica count ({iterations} iterations; overhead: wall seconds outside the loop and the safety net)")
-    print(f"{'policy':<8} {'replicas':>8} {'workers up s':>12} {'overhead s':>10} {'loop s':>7} {'net s':>6} "
-          f"{'msgs/it':>8} {'MB/worker':>9}")
+def peak_mb(client) -> dict[str, float]:
+    """Each worker's peak resident memory so far, in MB (the cluster is fresh for each replica count)."""
+    import resource
+
+    return client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3)
+
+
+def replicas(cell, iterations: int, counts: list[int], envs: int) -> None:
+    print(f"\n3. replica count ({iterations} iterations, {envs} environments; a fresh cluster for each count, at most "
+          f"{local_workers()} worker processes here, beyond which a group's replicas share processes as threads)")
+    print("   setup: seconds from the cluster's call to the loop's start (shipping objects, starting programs); "
+          "net: the safety net (at most 4 replicas a group); MB/added: memory per replica added to as many processes")
+    print(f"{'policy':<8} {'replicas':>8} {'procs':>5} {'workers up s':>12} {'setup s':>8} {'loop s':>7} {'net s':>6} "
+          f"{'msgs/it':>8} {'peak MB/proc':>12} {'MB/added':>9}")
+    before: dict[tuple[str, int], tuple[int, float]] = {}  # (policy, processes) -> (replicas, summed peak MB) of a smaller count
     for n in counts:
         fragnb.shutdown()  # the cluster grows from nothing to this run's workers, on the clock
         start = time.perf_counter()
-        client, _ = connect(None, n + 1)
+        client, _ = connect(None, min(n + 1, local_workers()))
         up = time.perf_counter() - start
         for policy in COUNT:
-            timed(cell, policy, 1, **{COUNT[policy]: n})
-            r, wall = timed(cell, policy, iterations, check=True, **{COUNT[policy]: n})
-            print(f"{policy:<8} {n:>8} {up:>12.1f} {wall - r.seconds - r.check_seconds:>10.2f} {r.seconds:>7.2f} "
-                  f"{r.check_seconds:>6.2f} {r.messages / max(r.iterations, 1):>8.0f} {memory_mb(client):>9.0f}", flush=True)
+            timed(cell, policy, 1, envs, **{COUNT[policy]: n})
+            r, _ = timed(cell, policy, iterations, envs, check=True, **{COUNT[policy]: n})
+            peaks = peak_mb(client)
+            procs, total = len(peaks), sum(peaks.values())
+            # what each replica added to the same processes, against the last smaller count on as many
+            fewer, then = before.get((policy, procs), (None, None))
+            added = f"{(total - then) / (n - fewer):>9.1f}" if fewer else f"{'-':>9}"
+            before[(policy, procs)] = (n, total)
+            print(f"{policy:<8} {n:>8} {procs:>5} {up:>12.1f} {r.setup_seconds:>8.2f} {r.seconds:>7.2f} "
+                  f"{r.check_seconds:>6.2f} {r.messages / max(r.iterations, 1):>8.0f} {max(peaks.values()):>12.0f} {added}", flush=True)
             up = 0.0
 
 
@@ -105,13 +154,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    parser.add_argument("--envs", type=int, default=64, help="environments in table 3 (each replica count must divide it)")
+    parser.add_argument("--only-replicas", action="store_true", help="table 3 alone")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cell = load_canonical(NOTEBOOK)
     began = time.perf_counter()
-    policies(cell, args.iterations, args.repeat)
-    replicas(cell, max(2, args.iterations // 3), args.replicas)
+    if not args.only_replicas:
+        policies(cell, args.iterations, args.repeat)
+        cheetah(max(2, args.iterations // 4), args.repeat)
+    replicas(cell, max(2, args.iterations // 3), args.replicas, args.envs)
     fragnb.shutdown()
     print(f"\n(whole run {time.perf_counter() - began:.0f} s)")
     return 0
