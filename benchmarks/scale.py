@@ -141,7 +141,7 @@ def replicas(cell, iterations: int, counts: list[int], envs: int) -> None:
           "net: the safety net (at most 4 replicas a group); MB/added: memory per replica added to as many processes")
     print(f"{'policy':<8} {'replicas':>8} {'procs':>5} {'workers up s':>12} {'setup s':>8} {'loop s':>7} {'net s':>6} "
           f"{'msgs/it':>8} {'peak MB/proc':>12} {'MB/added':>9}")
-    before: dict[tuple[str, int], tuple[int, float]] = {}  # (policy, processes) -> (replicas, summed peak MB) of a smaller count
+    before: dict[tuple[str, int], tuple[int, float]] = {}  # (policy, workers) -> (replicas, summed peak MB) of a smaller count
     for n in counts:
         fragnb.shutdown()  # the cluster grows from nothing to this run's workers, on the clock
         start = time.perf_counter()
@@ -151,11 +151,11 @@ def replicas(cell, iterations: int, counts: list[int], envs: int) -> None:
             timed(cell, policy, 1, envs, **{COUNT[policy]: n})
             r, _ = timed(cell, policy, iterations, envs, check=True, **{COUNT[policy]: n})
             peaks = peak_mb(client)
-            procs, total = len(peaks), sum(peaks.values())
+            procs, total = r.processes, sum(peaks.values())
             # what each replica added to the same processes, against the last smaller count on as many
-            fewer, then = before.get((policy, procs), (None, None))
+            fewer, then = before.get((policy, len(peaks)), (None, None))
             added = f"{(total - then) / (n - fewer):>9.1f}" if fewer else f"{'-':>9}"
-            before[(policy, procs)] = (n, total)
+            before[(policy, len(peaks))] = (n, total)
             print(f"{policy:<8} {n:>8} {procs:>5} {up:>12.1f} {r.setup_seconds:>8.2f} {r.seconds:>7.2f} "
                   f"{r.check_seconds:>6.2f} {r.messages / max(r.iterations, 1):>8.0f} {max(peaks.values()):>12.0f} {added}", flush=True)
             up = 0.0

@@ -102,6 +102,7 @@ class OnDask:
         return RunResult.of_replicas(
             graph.name, placement.policy.name, finals, began, script.leader, script.decoupled,
             client_bytes=run.client_bytes, inference_batch=placement.inference_batch, lost_workers=lost + run.lost, setup_seconds=began - entered,
+            processes=len(set(run.slots.values())),
             checkpoint_every=script.checkpoint_every, checkpoint_bytes=kept,
             checkpoint_seconds=max(f["checkpoint_seconds"] for f in finals.values()) + fetch_seconds + run.fetch_seconds)
 

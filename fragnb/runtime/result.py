@@ -59,6 +59,9 @@ class RunResult:
     #: Distributed runs: seconds from the cluster's call to the loop's start (starting workers if
     #: needed, shipping each replica its objects and code, starting their programs).
     setup_seconds: float = 0.0
+    #: Distributed runs: the worker processes its replicas ran in (fewer than replicas where a group's
+    #: replicas shared processes as threads).
+    processes: int = 0
     #: Each replica's timeline: (replica, fragment or what it waits for, "busy" or "wait", start, end), seconds since the start.
     intervals: list[tuple[str, str, str, float, float]] = field(default_factory=list, repr=False)
     #: Distributed runs: messages the replicas sent each other over channels.
