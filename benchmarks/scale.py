@@ -138,10 +138,9 @@ def replicas(cell, iterations: int, counts: list[int], envs: int) -> None:
     print(f"\n3. replica count ({iterations} iterations, {envs} environments; a fresh cluster for each count, at most "
           f"{local_workers()} worker processes here, beyond which a group's replicas share processes as threads)")
     print("   setup: seconds from the cluster's call to the loop's start (shipping objects, starting programs); "
-          "net: the safety net (at most 4 replicas a group); MB/added: memory per replica added to as many processes")
-    print(f"{'policy':<8} {'replicas':>8} {'procs':>5} {'workers up s':>12} {'setup s':>8} {'loop s':>7} {'net s':>6} "
-          f"{'msgs/it':>8} {'peak MB/proc':>12} {'MB/added':>9}")
-    before: dict[tuple[str, int], tuple[int, float]] = {}  # (policy, workers) -> (replicas, summed peak MB) of a smaller count
+          "net: the safety net (at most 4 replicas a group); memory: after the three policies' runs")
+    print(f"{'policy':<8} {'replicas':>8} {'procs':>5} {'workers up s':>12} {'setup s':>8} {'loop s':>7} {'net s':>6} {'msgs/it':>8}")
+    before: tuple[int, int, float] | None = None  # (replicas, workers, summed peak MB) of the last count
     for n in counts:
         fragnb.shutdown()  # the cluster grows from nothing to this run's workers, on the clock
         start = time.perf_counter()
@@ -150,15 +149,15 @@ def replicas(cell, iterations: int, counts: list[int], envs: int) -> None:
         for policy in COUNT:
             timed(cell, policy, 1, envs, **{COUNT[policy]: n})
             r, _ = timed(cell, policy, iterations, envs, check=True, **{COUNT[policy]: n})
-            peaks = peak_mb(client)
-            procs, total = r.processes, sum(peaks.values())
-            # what each replica added to the same processes, against the last smaller count on as many
-            fewer, then = before.get((policy, len(peaks)), (None, None))
-            added = f"{(total - then) / (n - fewer):>9.1f}" if fewer else f"{'-':>9}"
-            before[(policy, len(peaks))] = (n, total)
-            print(f"{policy:<8} {n:>8} {procs:>5} {up:>12.1f} {r.setup_seconds:>8.2f} {r.seconds:>7.2f} "
-                  f"{r.check_seconds:>6.2f} {r.messages / max(r.iterations, 1):>8.0f} {max(peaks.values()):>12.0f} {added}", flush=True)
+            print(f"{policy:<8} {n:>8} {r.processes:>5} {up:>12.1f} {r.setup_seconds:>8.2f} {r.seconds:>7.2f} "
+                  f"{r.check_seconds:>6.2f} {r.messages / max(r.iterations, 1):>8.0f}", flush=True)
             up = 0.0
+        peaks = peak_mb(client)
+        total = sum(peaks.values())
+        # what each replica added to as many processes: against the last smaller count on as many workers
+        added = f", {(total - before[2]) / (n - before[0]):.1f} MB per added replica" if before and before[1] == len(peaks) else ""
+        print(f"{'':<8} {n:>8} replicas: peak {max(peaks.values()):.0f} MB per worker process{added}")
+        before = (n, len(peaks), total)
 
 
 def main() -> int:
@@ -174,8 +173,9 @@ def main() -> int:
     began = time.perf_counter()
     if not args.only_replicas:
         policies(cell, args.iterations, args.repeat)
-        cheetah(max(2, args.iterations // 4), args.repeat)
     replicas(cell, max(2, args.iterations // 3), args.replicas, args.envs)
+    if not args.only_replicas:
+        cheetah(max(2, args.iterations // 4), args.repeat)
     fragnb.shutdown()
     print(f"\n(whole run {time.perf_counter() - began:.0f} s)")
     return 0

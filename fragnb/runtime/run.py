@@ -48,7 +48,10 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress=True, p
     cluster : optional
         Where distributed policies run: ``None``/``"local"`` (an embedded LocalCluster on 127.0.0.1,
         kept for the kernel's next runs), ``"cuda"``, a ``"tcp://host:port"`` scheduler or a
-        ``distributed.Client``. ``single`` takes none.
+        ``distributed.Client``. ``single`` takes none. Each replica holds a worker thread for the
+        whole run; where the cluster has fewer threads than replicas (fragnb's own starts at most 4
+        worker processes per core), a group's replicas share tasks as threads, each drawing its own
+        random numbers (``RunResult.processes`` says how many processes the run used).
     progress, plot : bool
         Show a progress bar, and a live dashboard in a notebook (learning curve, env steps/s over
         time, each fragment's share of the time). ``progress`` may instead be a
