@@ -62,6 +62,7 @@ bench: setup
 	$(PY) benchmarks/ppo_cartpole.py
 	$(PY) benchmarks/dp_scaling.py
 	$(PY) benchmarks/scale.py
+	$(PY) benchmarks/predict.py
 	$(PY) benchmarks/architectures.py
 	$(PY) benchmarks/capture_time.py
 	$(PY) benchmarks/explorer.py

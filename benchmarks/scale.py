@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -90,7 +89,7 @@ def cheetah(iterations: int, repeat: int) -> None:
     against a ``single`` run just before each (issue 20's target: >= 1.6x)."""
     try:
         from algorithms import ppo_halfcheetah
-        import mujoco  # noqa: F401
+        import mujoco  # noqa: F401  (the `mujoco` extra)
     except ImportError as e:
         print(f"\n4. HalfCheetah: skipped ({e}; `pip install 'fragnb[mujoco]'`)")
         return

@@ -199,6 +199,7 @@ def _regroup(items: list, ns: dict) -> list:
             into.reads |= item.reads
             into.writes |= item.writes
             into.components |= item.components
+            into.statements |= item.statements
             into.records.update(item.records)
             into.replays.update(item.replays)
         else:

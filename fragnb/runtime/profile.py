@@ -1,0 +1,105 @@
+"""Profile: what a placement's prediction needs from the loop, measured once under ``single`` on copies.
+
+Each fragment's seconds per iteration, the environment steps and optimizer steps of an iteration, the
+bytes each edge carries (:func:`fragnb.measure`) and the bytes of the learner's weights. The notebook's
+objects and generators are untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass, field
+
+from ..shards import shard, splits
+from ..ui.live import LiveProgress
+from .generators import generators
+from .job import Job
+from .local import InNotebook, copies
+from .measure import measure
+
+__all__ = ["Profile", "profile"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One loop's costs under ``single``, per training iteration."""
+
+    seconds: dict[str, float]  # fragment -> seconds
+    env_steps: int
+    vector_steps: int  # steps of the batch of environments (the inner loop's iterations)
+    updates: int  # optimizer steps (each an all-reduce under data-parallel policies)
+    weight_bytes: int  # the parameters an optimizer steps
+    edge_bytes: dict = field(default_factory=dict)  # (src, dst, kind) -> bytes (fragnb.measure)
+    #: fragment -> seconds with half the environments (each split component's first half), where the
+    #: cell runs so: what a fragment's time owes to the batch's size, and what to each call
+    half: dict[str, float] | None = None
+
+    def per_call_and_batch(self, fragment: str) -> tuple[float, float]:
+        """A fragment's seconds per iteration as (what every call costs whatever its batch, what the
+        whole batch adds): a replica with a share ``k`` of the environments takes ``a + b * k``."""
+        whole = self.seconds.get(fragment, 0.0)
+        if self.half is None or fragment not in self.half:
+            return 0.0, whole
+        batch = min(whole, max(0.0, 2 * (whole - self.half[fragment])))
+        return whole - batch, batch
+
+    @property
+    def iteration_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+
+def profile(graph, iterations: int = 3) -> Profile:
+    """Run ``iterations`` of the cell under ``single`` on copies of its objects and measure it; the
+    first iteration (imports, allocation) is left out where there are more."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    edge_bytes = measure(graph)
+    stepped: dict[int, int] = {}  # id(optimizer) -> steps
+    sizes: dict[int, int] = {}
+
+    def count(optimizer, args, kwargs):
+        stepped[id(optimizer)] = stepped.get(id(optimizer), 0) + 1
+        sizes[id(optimizer)] = sum(p.numel() * p.element_size() for g in optimizer.param_groups for p in g["params"])
+
+    hook = register_optimizer_step_post_hook(count)
+    try:
+        result = _timed(graph, copies(graph), iterations)
+    finally:
+        hook.remove()
+    done = max(result.iterations, 1)
+    half = None
+    try:  # the same cell on half of every split component: a loop sized from the whole batch may not run so
+        ns = copies(graph)
+        for name in [n for n in graph.inputs if n in ns and splits(ns[n])]:
+            ns[name] = shard(ns[name], 0, 2)
+        halved = _timed(graph, ns, iterations)
+        half = _per_iteration(halved)
+    except Exception:
+        pass
+    envs = max(1, _num_envs(graph))
+    return Profile(_per_iteration(result), result.env_steps // done, result.env_steps // done // envs, sum(stepped.values()) // done,
+                   sum(sizes.values()), dict(edge_bytes), half)
+
+
+def _timed(graph, ns: dict, iterations: int):
+    with generators(), contextlib.redirect_stdout(io.StringIO()):
+        job = Job(graph.place("single"), None, ns, live=lambda total, title: LiveProgress(total, title, False, False),
+                  until=lambda curve, done, steps: done >= iterations)
+        return InNotebook().execute(job)
+
+
+def _per_iteration(result) -> dict[str, float]:
+    """Fragment seconds per iteration, leaving out the first (imports, allocation) where there are more."""
+    done = max(result.iterations, 1)
+    first = result.iteration_seconds[0] if result.iteration_seconds and done > 1 else 0.0
+    scale = (result.seconds - first) / result.seconds / (done - 1) if first else 1 / done
+    return {f: s * scale for f, s in result.fragment_seconds.items()}
+
+
+def _num_envs(graph) -> int:
+    from ..shards import num_envs
+
+    counts = [num_envs(graph.namespace[c]) for c, role in graph.components.items() if role == "env"]
+    return next((n for n in counts if n), 1)
+

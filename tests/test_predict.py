@@ -1,0 +1,85 @@
+"""Predictions of a placement's throughput: the model's arithmetic on made-up profiles (no cluster),
+and the profile it takes, measured on notebook 01's loop."""
+
+import pytest
+import torch
+
+import fragnb
+from fragnb.policies.predict import PRESETS, Cluster, predict
+from fragnb.runtime.profile import Profile, profile
+
+#: notebook 01's fragments; every step-loop fragment's time is all batch (it halves with half the envs)
+SECONDS = {"env@cell": 0.0, "driver@cell": 0.0, "actor@step": 0.2, "env@step": 0.2, "buffer@step": 0.0, "driver@step": 0.0,
+           "actor@it": 0.0, "buffer@it": 0.0, "learner": 0.4}
+IDEAL = Cluster("ideal", 1, 8, latency_s=0.0, message_s=0.0, bandwidth=1e30)
+
+
+def _profile(half=None, edge_bytes=None):
+    return Profile(SECONDS, env_steps=1024, vector_steps=32, updates=12, weight_bytes=1000, edge_bytes=edge_bytes or {},
+                   half=half if half is not None else {f: s / 2 for f, s in SECONDS.items()})
+
+
+@pytest.fixture
+def graph(canonical, ppo_ns):
+    return fragnb.capture(canonical.body, ppo_ns(1), name="ppo")
+
+
+def test_a_fragment_splits_into_what_each_call_costs_and_what_the_batch_adds():
+    p = Profile({"a": 1.0, "b": 1.0}, 1, 1, 0, 0, half={"a": 0.5, "b": 1.0})
+    assert p.per_call_and_batch("a") == (0.0, 1.0) and p.per_call_and_batch("b") == (1.0, 0.0)
+    assert Profile({"a": 1.0}, 1, 1, 0, 0).per_call_and_batch("a") == (0.0, 1.0)  # no half run: all batch
+
+
+def test_without_communication_coarse_shares_the_rollout_and_not_the_learner(graph):
+    single = predict(graph.place("single"), _profile(), IDEAL)
+    assert single.seconds_per_iteration == pytest.approx(0.8) and single.env_steps_per_s == pytest.approx(1024 / 0.8)
+    coarse = predict(graph.place("coarse", actors=2), _profile(), IDEAL)
+    assert coarse.seconds_per_iteration == pytest.approx(0.2 + 0.4)  # rollout halved, learner whole
+    assert "'learner'" in coarse.bottleneck.split(":")[0] and coarse.busy["learner"] == pytest.approx(0.4 / 0.6)
+    fixed = _profile(half=dict(SECONDS))  # every call costs the same whatever its batch: nothing to share
+    assert predict(graph.place("coarse", actors=2), fixed, IDEAL).seconds_per_iteration == pytest.approx(0.8)
+
+
+def test_replicas_beyond_the_cores_take_turns(graph):
+    two_cores = Cluster("two", 1, 2, latency_s=0.0, message_s=0.0, bandwidth=1e30)
+    fixed = _profile(half=dict(SECONDS))
+    assert predict(graph.place("coarse", actors=4), fixed, two_cores).seconds_per_iteration == pytest.approx(2 * 0.4 + 0.4)
+
+
+def test_a_driven_loop_pays_its_handoffs_every_step_and_coarse_once_an_iteration(graph):
+    slow = Cluster("slow links", 1, 8, latency_s=1e-3, message_s=0.0, bandwidth=1e30)
+    coarse = predict(graph.place("coarse", actors=2), _profile(), slow).seconds_per_iteration
+    fine = predict(graph.place("fine", actors=2), _profile(), slow).seconds_per_iteration
+    assert coarse == pytest.approx(0.6 + 2e-3)  # trajectories to the learner, weights back
+    # observations in, rewards back, actions out: three waits a step, 32 steps
+    assert fine == pytest.approx(0.1 + 0.2 + 0.4 + 3 * 32 * 1e-3)
+
+
+def test_decoupled_groups_run_side_by_side(graph):
+    sync = predict(graph.place("coarse", actors=2), _profile(), IDEAL).seconds_per_iteration
+    free = predict(graph.place("async", actors=2), _profile(), IDEAL)
+    assert free.seconds_per_iteration == pytest.approx(0.4) and free.seconds_per_iteration < sync  # the learner's 0.4 s, the actors' 0.2 s beside it
+
+
+def test_a_gpu_speeds_up_the_learner_and_data_parallel_replicas_pay_an_all_reduce_per_update(graph):
+    gpus = Cluster("gpus", 1, 8, gpus=1, latency_s=0.0, message_s=0.0, bandwidth=1e30, gpu_speed=4.0)
+    assert predict(graph.place("coarse", actors=2), _profile(), gpus).seconds_per_iteration == pytest.approx(0.2 + 0.1)
+    links = Cluster("links", 1, 8, latency_s=1e-3, message_s=0.0, bandwidth=1e30)
+    two = predict(graph.place("multi_learner", learners=2), _profile(), links).seconds_per_iteration
+    assert two == pytest.approx(0.4 + 12 * 2 * 1e-3)  # half of everything; 12 all-reduces of 2 steps each
+
+
+def test_every_preset_predicts_and_says_it_is_a_prediction(graph):
+    for name in PRESETS:
+        p = predict(graph.place("fine", actors=4), _profile(), name)
+        assert p.env_steps_per_s > 0 and str(p).startswith("predicted for fine on ")
+
+
+def test_the_profile_measures_a_copy_and_leaves_the_notebook_as_it_was(graph):
+    before = {k: v.clone() for k, v in graph.namespace["policy"].state_dict().items()}
+    state = torch.get_rng_state()
+    prof = profile(graph, iterations=2)
+    assert prof.vector_steps == 32 and prof.env_steps == 1024 and prof.updates > 0 and prof.weight_bytes > 0
+    assert prof.seconds.keys() >= {"actor@step", "env@step", "learner"} and prof.half is not None
+    assert all(torch.equal(before[k], v) for k, v in graph.namespace["policy"].state_dict().items())
+    assert torch.equal(torch.get_rng_state(), state)
