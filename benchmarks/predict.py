@@ -2,7 +2,7 @@
 
 One profile of notebook 01's loop under ``single`` (:func:`fragnb.runtime.profile.profile`: fragment
 seconds at the whole batch and at half of it, bytes per edge, optimizer steps), then for each DP and
-replica count :func:`fragnb.policies.predict.predict` on the ``"here"`` preset beside a measured run
+replica count :func:`fragnb.plan.predict.predict` on the ``"here"`` preset beside a measured run
 of ``--iterations`` iterations on the embedded cluster (workers started and code imported by a run
 before it), each paired with a ``single`` run just before it: this machine's speed drifts by a third
 within minutes, so the predicted speed-up over ``single`` is compared with the measured one. The
@@ -23,7 +23,7 @@ import torch
 import fragnb
 from fragnb import capture, run
 from fragnb.notebook import load_canonical
-from fragnb.policies.predict import predict
+from fragnb.plan.predict import predict
 from fragnb.runtime.profile import profile
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import fragnb
-from fragnb.policies.predict import PRESETS, Cluster, predict
+from fragnb.plan.predict import PRESETS, Cluster, predict
 from fragnb.runtime.profile import Profile, profile
 
 #: notebook 01's fragments; every step-loop fragment's time is all batch (it halves with half the envs)

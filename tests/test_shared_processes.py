@@ -57,6 +57,16 @@ def test_slots_say_which_replicas_share_a_worker(canonical, ppo_ns):
     assert sorted(slots.values()).count("tcp://b:1") == 3  # two tasks on its two threads
 
 
+def test_every_statement_is_in_one_segment_after_segments_merge(canonical, ppo_ns):
+    """Which segments draw from a global generator is read from their statements."""
+    from fragnb.plan.program import plan
+
+    for policy, params in [("coarse", {"actors": 2}), ("fine", {"actors": 2}), ("srl", {"actors": 2})]:
+        p = _placement(canonical, ppo_ns, policy, **params)
+        held = [i for seg in plan(p).segments for i in seg.statements]
+        assert sorted(held) == [s.index for s in p.graph.statements], policy
+
+
 # -- the safety net checks a small count of the same shape ------------------------------------------
 def test_the_safety_net_checks_at_most_four_replicas_of_a_group(canonical, ppo_ns):
     small, said = smaller(_placement(canonical, ppo_ns, "coarse", actors=16))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..plan.program import DrivenLoop, Segment, plan
+from .program import DrivenLoop, Segment, plan
 
 __all__ = ["Cluster", "PRESETS", "Prediction", "predict"]
 
