@@ -7,9 +7,9 @@ place it with a distribution policy and run it.
 from . import algos, components, envs, policies, streams
 from .errors import FragmentError
 from .graph import FragmentGraph, capture
-from .runtime import RunResult, measure, run
+from .runtime import RunResult, measure, profile, run
 
-__all__ = ["capture", "measure", "run", "explore", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs",
+__all__ = ["capture", "measure", "profile", "run", "explore", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs",
            "algos", "policies", "streams"]
 __version__ = "0.1.0"
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import fragnb
-from fragnb.plan.predict import PRESETS, Cluster, predict
+from fragnb.plan.predict import PRESETS, Cluster, predict, scaling
 from fragnb.runtime.profile import Profile, profile
 
 #: notebook 01's fragments; every step-loop fragment's time is all batch (it halves with half the envs)
@@ -72,7 +72,7 @@ def test_a_gpu_speeds_up_the_learner_and_data_parallel_replicas_pay_an_all_reduc
 def test_every_preset_predicts_and_says_it_is_a_prediction(graph):
     for name in PRESETS:
         p = predict(graph.place("fine", actors=4), _profile(), name)
-        assert p.env_steps_per_s > 0 and str(p).startswith("predicted for fine on ")
+        assert p.env_steps_per_s > 0 and str(p).startswith("predicted for fine (envs x4, learner x1) on ")
 
 
 def test_the_profile_measures_a_copy_and_leaves_the_notebook_as_it_was(graph):
@@ -83,3 +83,47 @@ def test_the_profile_measures_a_copy_and_leaves_the_notebook_as_it_was(graph):
     assert prof.seconds.keys() >= {"actor@step", "env@step", "learner"} and prof.half is not None
     assert all(torch.equal(before[k], v) for k, v in graph.namespace["policy"].state_dict().items())
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_more_replicas_bring_their_environments_the_learner_trains_on_all_of_them(graph):
+    coarse = graph.place("coarse", actors=2)
+    two = predict(coarse, _profile(), IDEAL)
+    eight = predict(coarse, _profile(), IDEAL, replicas=8)
+    assert eight.replicas == {"actors": 8, "learner": 1} and two.replicas == {"actors": 2, "learner": 1}
+    # each actor still rolls out 1/2 of the profiled batch (0.2 s); the learner trains on 4 times the data
+    assert eight.seconds_per_iteration == pytest.approx(0.2 + 4 * 0.4)
+    assert eight.env_steps_per_s == pytest.approx(4 * 1024 / 1.8)
+
+
+def test_a_gpu_shortens_only_the_batch_not_what_every_call_costs(graph):
+    gpus = Cluster("gpus", 1, 8, gpus=1, latency_s=0.0, message_s=0.0, bandwidth=1e30, gpu_speed=4.0)
+    fixed = _profile(half=dict(SECONDS))  # all per-call cost: nothing for a GPU to shorten
+    assert predict(graph.place("coarse", actors=2), fixed, gpus).seconds_per_iteration == pytest.approx(0.4 + 0.4)
+
+
+def test_communication_is_named_as_the_bottleneck_when_it_takes_most_of_the_iteration(graph):
+    slow = Cluster("slow links", 1, 8, latency_s=10e-3, message_s=0.0, bandwidth=1e30)
+    p = predict(graph.place("fine", actors=2), _profile(), slow)
+    assert p.communication == pytest.approx(3 * 32 * 10e-3 / p.seconds_per_iteration)
+    assert p.bottleneck.startswith("the bottleneck is communication: 58% of the iteration passes values")  # 0.96 of 1.66 s
+
+
+def test_a_scaling_sweep_says_where_each_policy_stops_gaining_and_whether_fine_overtakes_coarse(graph):
+    sweep = scaling(graph, _profile(), IDEAL, policies=("coarse", "fine"), counts=(1, 2, 4, 8))
+    assert [p.replicas["actors"] for p in sweep.curves["coarse"]] == [1, 2, 4, 8]
+    # each actor rolls out 0.2 s; the learner trains 0.2 s per replica: 512/0.4, 1024/0.6, 2048/1.0, 4096/1.8 steps/s
+    assert sweep.stops_gaining("coarse") is None and sweep.stops_gaining("coarse", gain=1.2) == 4
+    assert sweep.overtakes("fine", "coarse") is None  # without links fine = coarse's work, never more
+    assert any(line.startswith("fine does not overtake coarse up to 8") for line in sweep.findings())
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = sweep.plot(measured={"coarse": {2: 1000.0}})
+    assert any("measured" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_a_placement_predicts_itself_profiling_its_loop_once(graph):
+    p = graph.place("coarse", actors=2).predict("laptop")
+    assert graph.costs is not None and str(p).startswith("predicted for coarse (actors x2, learner x1) on a laptop")
+    with pytest.raises(ValueError, match="no cluster preset 'moon': the presets are 'here', 'laptop'"):
+        graph.place("coarse", actors=2).predict("moon")

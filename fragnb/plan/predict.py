@@ -9,6 +9,10 @@ groups take turns, so their costs add up; decoupled ones (``async``, ``srl``) ru
 iteration takes what the slowest of them, or the cores, allow. Data-parallel replicas all-reduce
 their gradients at every optimizer step.
 
+Scaling out is predicted the way MSRL's and SRL's figures measure it: each added replica brings the
+environments one replica of the placement steps (``replicas=``), so the whole batch, the learner's
+work and the data edges grow with the replica count, and the weights do not.
+
 Every figure it returns is a prediction: ``benchmarks/predict.py`` compares them with measured runs.
 """
 
@@ -18,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .program import DrivenLoop, Segment, plan
 
-__all__ = ["Cluster", "PRESETS", "Prediction", "predict"]
+__all__ = ["Cluster", "PRESETS", "Prediction", "Scaling", "predict", "scaling"]
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,9 @@ class Cluster:
 
     ``latency_s``: one message's time from a send to its receiver's wake-up; ``message_s``: the work a
     message costs its sender and receiver (pickling, signing, system calls); ``bandwidth``: bytes/s
-    between two workers; ``gpu_speed``: how many times faster a GPU runs the learner's fragments than
-    one of these cores."""
+    between two workers; ``gpu_speed``: how many times faster a GPU runs the batch-sized part of the
+    network fragments (inference, learning) placed on it than one of these cores (what every call
+    costs whatever its batch, the launch, it does not shorten)."""
 
     name: str
     workers: int
@@ -61,32 +66,132 @@ class Prediction:
 
     policy: str
     cluster: str
+    replicas: dict[str, int]  # worker group -> replicas the prediction is for
     seconds_per_iteration: float
     env_steps_per_s: float
     busy: dict[str, float] = field(default_factory=dict)  # worker group -> share of the iteration it works
+    communication: float = 0.0  # share of the iteration spent passing values (messages, all-reduce) on its critical path
     bottleneck: str = ""
 
     def __str__(self) -> str:
-        return (f"predicted for {self.policy} on {self.cluster}: {self.env_steps_per_s:,.0f} env steps/s, "
+        counts = ", ".join(f"{g} x{n}" for g, n in self.replicas.items())
+        return (f"predicted for {self.policy} ({counts}) on {self.cluster}: {self.env_steps_per_s:,.0f} env steps/s, "
                 f"{self.seconds_per_iteration * 1e3:.0f} ms per iteration; {self.bottleneck}")
 
 
-def predict(placement, profile, cluster: Cluster | str = "here") -> Prediction:
+def predict(placement, profile, cluster: Cluster | str = "here", replicas: int | None = None) -> Prediction:
     """Predict ``placement``'s iteration time and env steps/s on ``cluster`` (a :class:`Cluster` or a
-    name in :data:`PRESETS`) from ``profile`` (:func:`fragnb.runtime.profile.profile` of its graph)."""
-    cluster = PRESETS[cluster] if isinstance(cluster, str) else cluster
-    model = _Model(placement, profile, cluster)
-    seconds, busy = model.iteration()
-    return Prediction(placement.policy.name, cluster.name, seconds, profile.env_steps / seconds if seconds else 0.0, busy,
-                      _bottleneck(busy, placement))
+    name in :data:`PRESETS`) from ``profile`` (:func:`fragnb.runtime.profile.profile` of its graph).
+
+    ``replicas``: predict for that many replicas of the placement's most replicated group instead
+    (other replicated groups in proportion), each stepping the environments one replica steps in
+    ``placement``: the batch grows with them, as when a cluster adds actors."""
+    cluster = cluster_named(cluster)
+    model = _Model(placement, profile, cluster, replicas)
+    seconds, busy, passing = model.iteration()
+    steps = profile.env_steps * model.scale
+    share = min(1.0, passing / seconds) if seconds else 0.0
+    return Prediction(placement.policy.name, cluster.name, dict(model.count), seconds, steps / seconds if seconds else 0.0, busy,
+                      share, _bottleneck(busy, share))
+
+
+def cluster_named(cluster: Cluster | str) -> Cluster:
+    """A :class:`Cluster` as given, or the preset of that name (an error lists the presets)."""
+    if isinstance(cluster, Cluster):
+        return cluster
+    if cluster not in PRESETS:
+        raise ValueError(f"no cluster preset {cluster!r}: the presets are {', '.join(map(repr, PRESETS))}, "
+                         f"or describe one with fragnb.plan.predict.Cluster(name, workers, cores, ...)")
+    return PRESETS[cluster]
+
+
+@dataclass
+class Scaling:
+    """Predicted env steps/s against replica counts, per policy, on one cluster (predictions)."""
+
+    cluster: str
+    counts: list[int]
+    curves: dict[str, list[Prediction]]  # policy -> one prediction per count
+
+    def stops_gaining(self, policy: str, gain: float = 1.1) -> int | None:
+        """The replica count past which doubling gains less than ``gain`` times the steps/s (None: it
+        gains to the last count)."""
+        rates = [p.env_steps_per_s for p in self.curves[policy]]
+        return next((n for n, a, b in zip(self.counts, rates, rates[1:]) if b < gain * a), None)
+
+    def overtakes(self, faster: str, slower: str) -> int | None:
+        """The first replica count at which ``faster`` is predicted to step more than ``slower``, if any."""
+        return next((n for n, a, b in zip(self.counts, self.curves[faster], self.curves[slower])
+                     if a.env_steps_per_s > b.env_steps_per_s), None)
+
+    def findings(self) -> list[str]:
+        lines = []
+        for policy, curve in self.curves.items():
+            n = self.stops_gaining(policy)
+            top = max(curve, key=lambda p: p.env_steps_per_s)
+            where = f"stops gaining past {n} replicas" if n else f"still gains at {self.counts[-1]}"
+            lines.append(f"{policy} {where} (at most {top.env_steps_per_s:,.0f} env steps/s predicted; there {curve[self.counts.index(n) if n else -1].bottleneck})")
+        if "fine" in self.curves and "coarse" in self.curves:
+            n = self.overtakes("fine", "coarse")
+            lines.append(f"fine overtakes coarse at {n} replicas" if n else
+                         f"fine does not overtake coarse up to {self.counts[-1]} replicas on this cluster")
+        return lines
+
+    def plot(self, ax=None, measured: dict[str, dict[int, float]] | None = None):
+        """Predicted curves on log-log axes (marked where each stops gaining and where fine overtakes
+        coarse), with ``measured`` steps/s ({policy: {replicas: steps/s}}) as points beside them."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 4.2))
+        for policy, curve in self.curves.items():
+            line, = ax.plot(self.counts, [p.env_steps_per_s for p in curve], marker=".", label=f"{policy} (predicted)")
+            n = self.stops_gaining(policy)
+            if n:
+                ax.plot([n], [curve[self.counts.index(n)].env_steps_per_s], "o", mfc="none", ms=11, color=line.get_color())
+            if measured and policy in measured:
+                xs = sorted(measured[policy])
+                ax.plot(xs, [measured[policy][x] for x in xs], "x", ms=9, mew=2, color=line.get_color(), label=f"{policy} (measured here)")
+        if "fine" in self.curves and "coarse" in self.curves and (n := self.overtakes("fine", "coarse")):
+            ax.axvline(n, color="grey", ls=":", label=f"fine overtakes coarse ({n})")
+        ax.set(xscale="log", yscale="log", xlabel="replicas (each with the same environments)", ylabel="env steps/s",
+               title=f"Predicted on {self.cluster}; circles: stops gaining")
+        ax.set_xticks(self.counts, [str(c) for c in self.counts])
+        ax.legend(fontsize=8)
+        return ax
+
+
+def scaling(graph, profile, cluster: Cluster | str = "here", policies=("coarse", "fine", "async", "multi_learner"),
+            counts=tuple(2 ** i for i in range(11)), base: int = 2) -> Scaling:
+    """Predict each policy at each replica count (1 to 1,024 by default) on ``cluster``, from its
+    placement with ``base`` replicas (each added replica with a base replica's environments)."""
+    cluster = cluster_named(cluster)
+    curves = {}
+    for policy in policies:
+        placement = graph.place(policy, **{_replica_parameter(policy): base})
+        curves[policy] = [predict(placement, profile, cluster, replicas=n) for n in counts]
+    return Scaling(cluster.name, list(counts), curves)
+
+
+def _replica_parameter(policy) -> str:
+    from ..policies import resolve
+
+    params = resolve(policy).parameters
+    return next(p for p in ("actors", "learners") if p in params)
 
 
 class _Model:
-    def __init__(self, placement, profile, cluster: Cluster):
+    def __init__(self, placement, profile, cluster: Cluster, replicas: int | None = None):
         self.placement, self.profile, self.cluster = placement, profile, cluster
         graph = placement.graph
         self.program = plan(placement)
         self.count = {g: n for g, (n, _) in placement.groups.items()}
+        #: how many times the placement's whole batch the prediction steps (replicas added with their environments)
+        self.scale = 1.0
+        replicated = [g for g in self.count if not isinstance(placement.policy.replicas.get(g, 1), int)]
+        if replicas is not None and replicated:
+            self.scale = replicas / max(self.count[g] for g in replicated)
+            self.count.update({g: max(1, round(self.count[g] * self.scale)) for g in replicated})
         per_fragment: dict[str, int] = {}
         self.fragment = {}
         for s in graph.statements:
@@ -97,8 +202,9 @@ class _Model:
         self.stmt_seconds = {}  # statement -> (seconds every call costs, seconds the whole batch adds) per iteration
         for i, name in self.fragment.items():
             fixed, batch = profile.per_call_and_batch(name)
-            speed = cluster.gpu_speed if placement.fragments[name].group in gpu and graph.fragment(name).role == "learner" else 1.0
-            self.stmt_seconds[i] = (fixed / per_fragment[name] / speed, batch / per_fragment[name] / speed)
+            on_gpu = placement.fragments[name].group in gpu and graph.fragment(name).role in ("actor", "learner")
+            speed = cluster.gpu_speed if on_gpu else 1.0
+            self.stmt_seconds[i] = (fixed / per_fragment[name], batch * self.scale / per_fragment[name] / speed)
 
     # -- work ------------------------------------------------------------------------------------
     def work(self, seg: Segment) -> float:
@@ -123,20 +229,24 @@ class _Model:
         return self.profile.updates * 2 * (n - 1) * (c.latency_s + c.message_s + self.profile.weight_bytes / n / c.bandwidth)
 
     # -- the program -----------------------------------------------------------------------------
-    def iteration(self) -> tuple[float, dict[str, float]]:
+    def iteration(self) -> tuple[float, dict[str, float], float]:
+        """Seconds per iteration, each group's busy share, and the seconds of it spent passing values."""
         loop = next((i for i in self.program.items if isinstance(i, DrivenLoop)), None)
         body = loop.body if loop else [i for i in self.program.items if isinstance(i, Segment)]
         busy: dict[str, float] = dict.fromkeys(self.count, 0.0)
         if not self.placement.policy.decoupled:
-            seconds = self.walk(body, busy, per_iteration=True) + self.allreduce()
-            return seconds, {g: min(1.0, b / seconds) for g, b in busy.items()} if seconds else busy
+            self.passing = allreduce = self.allreduce()
+            seconds = self.walk(body, busy, per_iteration=True) + allreduce
+            return seconds, {g: min(1.0, b / seconds) for g, b in busy.items()} if seconds else busy, self.passing
         # decoupled: the driver's group and the others each walk their own part, side by side
         home = self.placement.home
-        parts = {}
+        parts, passing = {}, {}
         for side in ("home", "free"):
             mine = [g for g in self.count if (g == home) == (side == "home")]
             side_busy = dict.fromkeys(self.count, 0.0)
+            self.passing = 0.0
             parts[side] = self.walk(body, side_busy, per_iteration=True, only=set(mine))
+            passing[side] = self.passing
             for g in mine:
                 busy[g] = side_busy[g]
         ring = max(self.placement.colocated.values(), default=1)
@@ -144,7 +254,8 @@ class _Model:
         cpu = sum(fixed * self.count[self.placement.fragments[self.fragment[i]].group] + batch
                   for i, (fixed, batch) in self.stmt_seconds.items()) / max(1, self.cluster.total_cores)
         seconds = max(parts["home"], parts["free"], cpu)
-        return seconds, {g: min(1.0, b / seconds) for g, b in busy.items()}
+        bound = max(parts, key=parts.get)
+        return seconds, {g: min(1.0, b / seconds) for g, b in busy.items()}, passing[bound] if parts[bound] >= cpu else 0.0
 
     def walk(self, items: list, busy: dict[str, float], per_iteration: bool, only: set[str] | None = None) -> float:
         """Seconds of ``items`` per iteration: segments' work in turn, and a handoff wherever a group
@@ -164,7 +275,9 @@ class _Model:
             total += seconds
             crossing = self.crossing(before, seg)
             if crossing is not None:
-                total += steps * self.handoff(before.group, seg.group, crossing / steps)
+                seconds = steps * self.handoff(before.group, seg.group, crossing / steps)
+                self.passing += seconds
+                total += seconds
         return total
 
     def crossing(self, sender: Segment, receiver: Segment) -> int | None:
@@ -178,17 +291,22 @@ class _Model:
         edges = [e for e in self.placement.edges if e.src in src and e.dst in dst and e.operator != "local"]
         if not edges:
             return None
-        whole = ("broadcast", "versioned pull")
-        return sum(self.profile.edge_bytes.get((e.src, e.dst, e.kind), 0) * (self.count[receiver.group] if e.operator in whole else 1)
+        whole = ("broadcast", "versioned pull")  # weights: the same whatever the batch, to every receiver
+        return sum(self.profile.edge_bytes.get((e.src, e.dst, e.kind), 0) * (self.count[receiver.group] if e.operator in whole else self.scale)
                    for e in edges)
 
 
-def _bottleneck(busy: dict[str, float], placement) -> str:
+def _bottleneck(busy: dict[str, float], passing: float) -> str:
+    """The bottleneck in words: passing values, where that takes more of the iteration than any
+    group works, else the busiest group and who waits for it most."""
     if not busy:
         return ""
     group = max(busy, key=busy.get)
+    if passing > busy[group]:
+        return f"the bottleneck is communication: {passing:.0%} of the iteration passes values (the busiest group, {group!r}, works {busy[group]:.0%})"
     others = {g: 1 - b for g, b in busy.items() if g != group}
     if not others:
-        return f"{group} works {busy[group]:.0%} of the time (nothing else to wait for)"
+        rest = f"; {passing:.0%} passes values" if passing >= 0.05 else ""
+        return f"{group!r} works {busy[group]:.0%} of the time (nothing else to wait for{rest})"
     waiting = max(others, key=others.get)
     return f"the bottleneck is {group!r} (busy {busy[group]:.0%}): {waiting!r} waits {others[waiting]:.0%} of the time"

@@ -114,6 +114,15 @@ class Placement:
         edges = [replace(e, bytes_per_iteration=sizes.get((e.src, e.dst, e.kind))) for e in self.edges]
         return replace(self, edges=edges)
 
+    def predict(self, cluster="here", replicas: int | None = None):
+        """This placement's predicted env steps/s, seconds per iteration, busy shares and bottleneck on
+        ``cluster`` (a preset name or a :class:`fragnb.plan.predict.Cluster`), optionally at another
+        replica count; from the loop's profile (:func:`fragnb.profile`, taken here on first use)."""
+        from ..plan.predict import predict
+        from ..runtime.profile import profile
+
+        return predict(self, self.graph.costs or profile(self.graph), cluster, replicas)
+
     def render(self):
         """One cluster per worker group, with replica counts; edges labelled operator: variables."""
         from ..ui.render import render_placement

@@ -51,7 +51,8 @@ class Profile:
 
 def profile(graph, iterations: int = 3) -> Profile:
     """Run ``iterations`` of the cell under ``single`` on copies of its objects and measure it; the
-    first iteration (imports, allocation) is left out where there are more."""
+    first iteration (imports, allocation) is left out where there are more. Kept as ``graph.costs``,
+    where :meth:`Placement.predict <fragnb.policies.Placement.predict>` finds it."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     edge_bytes = measure(graph)
@@ -78,8 +79,9 @@ def profile(graph, iterations: int = 3) -> Profile:
     except Exception:
         pass
     envs = max(1, _num_envs(graph))
-    return Profile(_per_iteration(result), result.env_steps // done, result.env_steps // done // envs, sum(stepped.values()) // done,
+    graph.costs = Profile(_per_iteration(result), result.env_steps // done, result.env_steps // done // envs, sum(stepped.values()) // done,
                    sum(sizes.values()), dict(edge_bytes), half)
+    return graph.costs
 
 
 def _timed(graph, ns: dict, iterations: int):
