@@ -73,6 +73,23 @@ def test_comparison_shows_both_placements_and_their_communication(graph):
     assert "actors x2, learner x1" in table and "replicas x2" in table and "all-reduce" in table and "kB" in table
 
 
+def test_each_placement_shows_its_predicted_throughput_and_bottleneck_on_the_chosen_preset(graph):
+    g = graph()
+    x = explore(g, "coarse", actors=2)
+    assert g.costs is not None  # profiled once; later explorers of the graph reuse it
+    here = x.prediction.value
+    assert "<b>Predicted</b> (a model, not a measurement) on this machine (2 cores)" in here and "env steps/s" in here
+    assert f"{g.place('coarse', actors=2).predict('here').env_steps_per_s:,.0f} env steps/s" in here
+    x.preset.value = "64-gpu cluster"
+    assert "on 8 nodes of 8 GPUs, 1,024 cores" in x.prediction.value and "bottleneck" in x.prediction.value
+    x.left.value, x.right.value = "coarse", "fine"
+    assert x.comparison.value.count("on 8 nodes of 8 GPUs") == 2 and "predicted bottleneck" in x.comparison.value
+    x.show_scaling()
+    assert bytes(x.scaling_plot.value).startswith(b"\x89PNG")
+    x.preset.value = "laptop"  # another preset's plot is drawn on request, not shown stale
+    assert bytes(x.scaling_plot.value) == b""
+
+
 def test_your_own_policy_is_composed_shown_as_code_and_registered(graph):
     x = explore(graph())
     x.own_name.value = "learner_side_buffer"

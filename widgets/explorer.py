@@ -19,8 +19,9 @@ from importlib.resources import files
 import ipywidgets as W
 
 from fragnb import policies
+from fragnb.plan.predict import PRESETS, predict, scaling
 from fragnb.policies import ROLES, DistributionPolicy, choices
-from fragnb.runtime import measure, run
+from fragnb.runtime import profile, run
 from fragnb.text import human
 from fragnb.ui.live import LiveProgress, png
 from fragnb.ui.render import DOT_MISSING_HINT, svg
@@ -40,9 +41,12 @@ class Explorer:
     Parameters
     ----------
     graph : FragmentGraph
-        A captured loop; measured once (one dry iteration on copies) so edges show their bytes.
+        A captured loop; profiled once under ``single`` on copies (:func:`fragnb.profile`: a few
+        iterations), so edges show their bytes and placements their predicted throughput.
     policy, cluster, **params
         What the controls show first (as for :func:`fragnb.run`).
+    predict_on : str
+        The cluster preset predictions are for (:data:`fragnb.plan.predict.PRESETS`).
 
     Attributes
     ----------
@@ -54,10 +58,9 @@ class Explorer:
     and fragnb's embedded cluster is closed, so no worker process is left.
     """
 
-    def __init__(self, graph, policy="single", cluster=None, **params):
+    def __init__(self, graph, policy="single", cluster=None, predict_on="here", **params):
         self.graph = graph
-        if not graph.edge_bytes:
-            measure(graph)
+        self.costs = self._profile()
         self.params: dict = dict(params)  # the user's choices, kept across policies
         self._client = None if cluster is None or isinstance(cluster, str) else cluster  # a distributed.Client given
         self.result = self.error = None
@@ -82,7 +85,14 @@ class Explorer:
         self.bar = W.IntProgress(value=0, min=0, max=1, description="iterations")
         self.link = W.HTML()
         self.plot = W.Image(format="png", layout=W.Layout(max_width="100%"))
+        self.preset = W.Dropdown(description="predict on", options=[(c.name, k) for k, c in PRESETS.items()], value=predict_on)
+        self.prediction = W.HTML().add_class("fragnb-prediction")
+        self.scaling_button = W.Button(description="Scaling plot", icon="line-chart",
+                                       tooltip="predicted env steps/s of each policy at 1 to 1,024 replicas on this cluster")
+        self.scaling_plot = W.Image(format="png", layout=W.Layout(max_width="100%"))
+        self._scaling: dict[str, bytes] = {}  # preset -> its plot
         place_tab = W.VBox([W.HBox([self.policy, self.cluster]), self.controls, self.summary, self.drawing, self.traffic,
+                            W.HBox([self.preset, self.scaling_button]), self.prediction, self.scaling_plot,
                             W.HBox([self.run_button, self.stop_button, self.bar, self.link]), self.status, self.plot])
 
         names = sorted(policies.POLICIES)
@@ -109,6 +119,8 @@ class Explorer:
         self.widget = W.VBox([W.HTML(f"<style>{STYLE}</style>"), title, self.tabs]).add_class("fragnb-explorer")
 
         self.policy.observe(lambda _: self._policy_changed(), "value")
+        self.preset.observe(lambda _: self._preset_changed(), "value")
+        self.scaling_button.on_click(lambda _: self.show_scaling())
         self.left.observe(lambda _: self._compare(), "value")
         self.right.observe(lambda _: self._compare(), "value")
         self.own_name.observe(lambda _: self._own(), "value")
@@ -191,8 +203,54 @@ class Explorer:
         else:
             self.drawing.value = self._draw(placement)
             self.traffic.value = _traffic_table(placement)
+            self.prediction.value = self._predicted(placement)
             self.run_button.disabled = self.running
         self.redraw_seconds = time.perf_counter() - start
+
+    # -- predicting ------------------------------------------------------------------------------
+
+    def _profile(self):
+        """The loop's profile, or None where it cannot be taken (its error shows where predictions would)."""
+        self._profile_error = None
+        if self.graph.costs is not None:
+            return self.graph.costs
+        try:
+            return profile(self.graph)
+        except Exception as e:  # the explorer still places and runs; it predicts nothing
+            self._profile_error = e
+            return None
+
+    def prediction_for(self, placement):
+        """The chosen preset's prediction for ``placement`` (None without a profile)."""
+        return None if self.costs is None else predict(placement, self.costs, self.preset.value)
+
+    def _predicted(self, placement) -> str:
+        if self.costs is None:
+            return f"<p>No prediction: profiling the loop under single failed ({html.escape(str(self._profile_error))}).</p>"
+        p = self.prediction_for(placement)
+        shares = ", ".join(f"{html.escape(g)} {b:.0%}" for g, b in p.busy.items())
+        return (f"<p><b>Predicted</b> (a model, not a measurement) on {html.escape(p.cluster)}: "
+                f"<b>{p.env_steps_per_s:,.0f} env steps/s</b>, {p.seconds_per_iteration * 1e3:,.0f} ms per iteration; "
+                f"busy: {shares}; passing values {p.communication:.0%}.<br>{html.escape(p.bottleneck[0].upper() + p.bottleneck[1:])}.</p>")
+
+    def _preset_changed(self) -> None:
+        self._show()
+        self._compare()
+        self.scaling_plot.value = self._scaling.get(self.preset.value, b"")
+
+    def show_scaling(self) -> None:
+        """Draw the predicted scaling plot for the chosen preset (what the Scaling plot button does)."""
+        if self.costs is None:
+            return
+        if self.preset.value not in self._scaling:
+            import matplotlib.pyplot as plt
+
+            sweep = scaling(self.graph, self.costs, self.preset.value, policies=_scalable(self.graph))
+            fig, ax = plt.subplots(figsize=(7, 4.2))
+            sweep.plot(ax)
+            self._scaling[self.preset.value] = png(fig)
+            plt.close(fig)
+        self.scaling_plot.value = self._scaling[self.preset.value]
 
     def _draw(self, placement) -> str:
         dot = placement.render()
@@ -217,7 +275,7 @@ class Explorer:
             else:
                 out.value = self._draw(placement)
                 placed.append(placement)
-        self.comparison.value = _comparison_table(*placed)
+        self.comparison.value = _comparison_table(*placed, predictions=[p and self.prediction_for(p) for p in placed])
 
     def _compared_params(self, policy: DistributionPolicy) -> dict:
         """The user's choices where the policy takes them; otherwise 2 replicas where that fits, so
@@ -375,19 +433,23 @@ def _traffic_table(placement) -> str:
     return f"<table><tr><th>edge</th><th>becomes</th><th>values</th><th>bytes/iteration</th></tr>{''.join(rows)}</table>{collectives}"
 
 
-def _comparison_table(*placements) -> str:
-    def facts(p) -> dict[str, str]:
+def _comparison_table(*placements, predictions=(None, None)) -> str:
+    def facts(p, guess) -> dict[str, str]:
         if p is None:
-            return dict.fromkeys(("parameters", "worker groups", "processes", "edges crossing", "bytes/iteration", "mirrors", "trade-off"), "cannot place this loop")
+            return dict.fromkeys(("parameters", "worker groups", "processes", "edges crossing", "bytes/iteration", "predicted env steps/s",
+                                  "predicted bottleneck", "mirrors", "trade-off"), "cannot place this loop")
         groups = ", ".join(f"{g} x{n}" for g, (n, _) in p.groups.items())
         processes = sum(n // p.colocated.get(g, 1) for g, (n, _) in p.groups.items())
         operators = sorted({e.operator for e, _ in p.traffic()})
         extra = " + all-reduce" if p.policy.collectives else ""
         return {"parameters": ", ".join(f"{k}={v}" for k, v in p.params.items()) or "none", "worker groups": groups,
                 "processes": str(processes), "edges crossing": f"{len(p.traffic())} ({', '.join(operators) or 'none'})",
-                "bytes/iteration": _size(_total(p)) + extra, "mirrors": p.policy.mirrors, "trade-off": p.policy.tradeoff}
+                "bytes/iteration": _size(_total(p)) + extra,
+                "predicted env steps/s": f"{guess.env_steps_per_s:,.0f} on {guess.cluster}" if guess else "no profile",
+                "predicted bottleneck": guess.bottleneck if guess else "no profile",
+                "mirrors": p.policy.mirrors, "trade-off": p.policy.tradeoff}
 
-    left, right = (facts(p) for p in placements)
+    left, right = (facts(p, guess) for p, guess in zip(placements, predictions))
     names = [p.policy.name if p else "?" for p in placements]
     rows = "".join(f"<tr><th>{k}</th><td>{html.escape(left[k])}</td><td>{html.escape(right[k])}</td></tr>" for k in left)
     return f"<table><tr><th></th><th>{html.escape(names[0])}</th><th>{html.escape(names[1])}</th></tr>{rows}</table>"
@@ -413,6 +475,18 @@ def _source(policy: DistributionPolicy) -> str:
         f"    gpu_groups={policy.gpu_groups!r}, required_roles={policy.required_roles!r},\n"
         "))\n"
     )
+
+
+def _scalable(graph) -> tuple[str, ...]:
+    """The built-in policies with a replica count that place this loop with 2 replicas."""
+    fits = []
+    for name in ("coarse", "fine", "async", "multi_learner"):
+        try:
+            graph.place(name, **{"learners" if name == "multi_learner" else "actors": 2})
+        except ValueError:
+            continue
+        fits.append(name)
+    return tuple(fits)
 
 
 def _clusters() -> list[str]:
