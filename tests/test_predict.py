@@ -122,8 +122,21 @@ def test_a_scaling_sweep_says_where_each_policy_stops_gaining_and_whether_fine_o
     assert any("measured" in t.get_text() for t in ax.get_legend().get_texts())
 
 
-def test_a_placement_predicts_itself_profiling_its_loop_once(graph):
+def test_a_placement_predicts_itself_from_its_loops_profile(graph):
+    with pytest.raises(ValueError, match=r"no profile of 'ppo' to predict from: run fragnb.profile\(ppo\) first"):
+        graph.place("coarse", actors=2).predict("laptop")
+    fragnb.profile(graph)
     p = graph.place("coarse", actors=2).predict("laptop")
     assert graph.costs is not None and str(p).startswith("predicted for coarse (actors x2, learner x1) on a laptop")
     with pytest.raises(ValueError, match="no cluster preset 'moon': the presets are 'here', 'laptop'"):
         graph.place("coarse", actors=2).predict("moon")
+
+
+def test_a_run_reports_each_groups_measured_busy_share_beside_the_predicted_one():
+    from fragnb.runtime.result import RunResult
+
+    r = RunResult("ppo", "coarse", intervals=[("actors[0]", "actor@step", "busy", 0.0, 3.0), ("actors[0]", "waits for learner", "wait", 3.0, 4.0),
+                                              ("actors[1]", "actor@step", "busy", 0.0, 1.0), ("actors[1]", "waits for learner", "wait", 1.0, 4.0),
+                                              ("learner[0]", "waits for actors", "wait", 0.0, 3.0), ("learner[0]", "learner", "busy", 3.0, 4.0)])
+    assert r.busy() == {"actors": pytest.approx(0.5), "learner": pytest.approx(0.25)}
+    assert RunResult("ppo", "single").busy() == {}

@@ -168,16 +168,10 @@ def scaling(graph, profile, cluster: Cluster | str = "here", policies=("coarse",
     cluster = cluster_named(cluster)
     curves = {}
     for policy in policies:
-        placement = graph.place(policy, **{_replica_parameter(policy): base})
+        parameters = graph.place(policy).policy.parameters  # its defaults: which parameter counts the replicas
+        placement = graph.place(policy, **{next(p for p in ("actors", "learners") if p in parameters): base})
         curves[policy] = [predict(placement, profile, cluster, replicas=n) for n in counts]
     return Scaling(cluster.name, list(counts), curves)
-
-
-def _replica_parameter(policy) -> str:
-    from ..policies import resolve
-
-    params = resolve(policy).parameters
-    return next(p for p in ("actors", "learners") if p in params)
 
 
 class _Model:

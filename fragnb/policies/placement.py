@@ -117,11 +117,14 @@ class Placement:
     def predict(self, cluster="here", replicas: int | None = None):
         """This placement's predicted env steps/s, seconds per iteration, busy shares and bottleneck on
         ``cluster`` (a preset name or a :class:`fragnb.plan.predict.Cluster`), optionally at another
-        replica count; from the loop's profile (:func:`fragnb.profile`, taken here on first use)."""
+        replica count; from the loop's profile, which :func:`fragnb.profile` takes (running it is
+        left to the caller: placing never runs the loop)."""
         from ..plan.predict import predict
-        from ..runtime.profile import profile
 
-        return predict(self, self.graph.costs or profile(self.graph), cluster, replicas)
+        if self.graph.costs is None:
+            raise ValueError(f"no profile of {self.graph.name!r} to predict from: run fragnb.profile({self.graph.name}) first "
+                             "(a few iterations under single, on copies of its objects)")
+        return predict(self, self.graph.costs, cluster, replicas)
 
     def render(self):
         """One cluster per worker group, with replica counts; edges labelled operator: variables."""

@@ -127,6 +127,17 @@ class RunResult:
         ages = [sum(per) / len(per) for per in self.staleness if per]
         return learning_curve([(s, r) for s, r, _ in self.curve], f"{self.graph} ({self.policy})", staleness=ages)
 
+    def busy(self) -> dict[str, float]:
+        """Each worker group's share of its recorded time spent working rather than waiting for
+        another group (its replicas together; from :attr:`intervals`): what a prediction's ``busy``
+        predicts."""
+        work: dict[str, list[float]] = {}
+        for replica, _, kind, a, b in self.intervals:
+            group = replica.rpartition("[")[0] or replica
+            shares = work.setdefault(group, [0.0, 0.0])
+            shares[kind != "busy"] += b - a
+        return {g: w / (w + idle) if w + idle else 0.0 for g, (w, idle) in work.items()}
+
     def timeline(self, start: float = 0.0, end: float | None = None):
         """When each replica worked on which fragment and when it waited for another group, as a
         Gantt-style matplotlib ``Figure`` (seconds ``start`` to ``end`` of the loop; all by default)."""
