@@ -140,3 +140,17 @@ def test_a_run_reports_each_groups_measured_busy_share_beside_the_predicted_one(
                                               ("learner[0]", "waits for actors", "wait", 0.0, 3.0), ("learner[0]", "learner", "busy", 3.0, 4.0)])
     assert r.busy() == {"actors": pytest.approx(0.5), "learner": pytest.approx(0.25)}
     assert RunResult("ppo", "single").busy() == {}
+
+
+def test_calibrating_fragnbs_cluster_measures_its_links_and_cores():
+    from fragnb.runtime import clusters
+    from fragnb.runtime.calibrate import calibrate
+
+    clusters.shutdown()  # a fresh cluster of fragnb's: two workers
+    try:
+        here = calibrate(rounds=40)
+    finally:
+        clusters.shutdown()
+    assert here.name.startswith("measured: 2 workers, ") and here.workers == 1
+    assert 0.2 <= here.cores <= 2.5  # at most about the two workers it ran side by side
+    assert 0 < here.latency_s < 0.05 and 0 <= here.message_s < 0.05 and here.bandwidth > 1e6

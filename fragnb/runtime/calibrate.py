@@ -1,0 +1,91 @@
+"""Calibrate: describe a cluster for predictions by measuring it, in a few seconds.
+
+Two of its worker processes exchange messages over fragnb's channels (what replicas use): a small
+message's round trip, a burst of small messages (the work each costs beyond the latency), and 1 MiB
+messages (bandwidth). Then every worker runs the same torch workload alone and all at once: how many
+of them really run side by side (on this 2-core machine, fewer than the worker count).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import uuid
+
+from ..plan.predict import Cluster
+from . import clusters
+from .plane import _host
+
+__all__ = ["calibrate"]
+
+BURST = 100
+LARGE = 1 << 20
+
+
+def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Cluster:
+    """Measure ``cluster`` (as :func:`fragnb.run` takes it; fragnb's own by default) and describe it as
+    a :class:`~fragnb.plan.predict.Cluster`: its worker processes as workers of one core each, scaled
+    by how fast they run side by side."""
+    client, _ = clusters.connect(cluster, workers=2)
+    workers = sorted(clusters.workers(client))
+    if len(workers) < 2:
+        raise clusters.ClusterError(f"calibrating needs two worker processes; the cluster has {len(workers)}")
+    run_id, key = f"fragnb-calibrate-{uuid.uuid4().hex}", os.urandom(16)  # the key reaches the two through Dask, as a run's does
+    pair = [client.submit(_exchange, rank, run_id, key, _host(w), rounds, workers=[w], pure=False)
+            for rank, w in enumerate(workers[:2])]
+    small, burst, large = client.gather(pair)[0]
+    message_s = max(0.0, (burst - small) / BURST)
+    latency_s = max(1e-6, small / 2 - message_s)
+    bandwidth = LARGE / max(1e-9, large / 2 - latency_s - message_s)
+    client.gather([client.submit(_workload, 100, workers=[w], pure=False) for w in workers])  # torch imported, caches warm
+    alone = client.submit(_workload, workers=[workers[0]], pure=False).result()
+    together = client.gather([client.submit(_workload, workers=[w], pure=False) for w in workers])
+    cores = sum(alone / t for t in together)  # each worker's speed beside the others, in workers alone
+    return Cluster(name or f"measured: {len(workers)} workers, {cores:.1f} cores' worth", workers=1, cores=round(cores, 2),
+                   latency_s=latency_s, message_s=message_s, bandwidth=bandwidth)
+
+
+def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tuple[float, float, float]:
+    """On two workers: median seconds of a small round trip, of a burst of small messages answered
+    once, and of a 1 MiB round trip (rank 0's)."""
+    import torch
+    from distributed import Variable
+
+    from .channels import ZmqChannels
+
+    me, peer = f"r{rank}", f"r{1 - rank}"
+    ch = ZmqChannels(me, host, key)
+    try:
+        Variable(f"{run_id}-{me}").set(ch.address)
+        ch.connect({me: ch.address, peer: Variable(f"{run_id}-{peer}").get(timeout=60)})
+        timings = []
+        for count, value in ((1, torch.zeros(16)), (BURST, torch.zeros(16)), (1, torch.zeros(LARGE // 4))):
+            times = []
+            for i in range(10 + (rounds if count == 1 else rounds // 10)):
+                if rank == 0:
+                    start = time.perf_counter()
+                    for _ in range(count):
+                        ch.send([peer], "ping", value)
+                    ch.recv(peer, "pong")
+                    times.append(time.perf_counter() - start)
+                else:
+                    for _ in range(count):
+                        got = ch.recv(peer, "ping")
+                    ch.send([peer], "pong", got)
+            timings.append(statistics.median(times[10:]) if rank == 0 else 0.0)
+        return tuple(timings)
+    finally:
+        ch.close()
+
+
+def _workload(steps: int = 3000) -> float:
+    """Seconds ``steps`` small torch operations take on this worker (0.2-0.3 s here), as a replica does them."""
+    import torch
+
+    torch.set_num_threads(1)
+    a = torch.randn(64, 64)
+    start = time.perf_counter()
+    for _ in range(steps):
+        a = torch.tanh(a @ a)
+    return time.perf_counter() - start
