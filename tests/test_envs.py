@@ -123,3 +123,17 @@ def test_reset_with_a_seed_reseeds_every_environment_independently_of_sharding()
     half = GymnasiumEnv("CartPole-v1", num_envs=4, seed=0).shard(1, 2)
     assert torch.equal(whole.reset(seed=9)[0][2:], half.reset(seed=9)[0])
     assert not torch.equal(GymnasiumEnv("CartPole-v1", num_envs=4, seed=0).reset(seed=8)[0], whole.reset(seed=9)[0])
+
+
+def test_a_step_cost_spends_cpu_time_and_changes_nothing_else():
+    import time
+
+    cheap, costly = CartPole(num_envs=4, seed=3), CartPole(num_envs=4, seed=3, step_cost=2e-3)
+    a, b = cheap.reset(), costly.reset()
+    start = time.process_time()
+    for i in range(5):
+        actions = torch.tensor([i % 2, 1, 0, 1])
+        for x, y in zip(cheap.step(actions)[:4], costly.step(actions)[:4]):
+            assert torch.equal(x, y)
+    assert time.process_time() - start >= 5 * 4 * 2e-3 * 0.9  # CPU time, as a simulator's: not a sleep
+    assert torch.equal(a, b)

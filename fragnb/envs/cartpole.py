@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
@@ -17,6 +18,10 @@ class CartPole(Env):
     Same physics (Euler integration, in float64), same termination (pole beyond 12 degrees or cart
     beyond 2.4), truncation after ``max_episode_steps`` and a reward of 1 per step, including the
     terminating one. Observations are float32, as Gymnasium returns them.
+
+    ``step_cost``: seconds of CPU work each environment adds to every step (0 by default), as a costly
+    simulator would: a knob for measuring how a policy's speed depends on the environment's cost (the
+    physics and results are the same whatever it is).
 
     Examples
     --------
@@ -38,9 +43,10 @@ class CartPole(Env):
     theta_threshold_radians = 12 * 2 * math.pi / 360
     x_threshold = 2.4
 
-    def __init__(self, num_envs: int, seed: int = 0, max_episode_steps: int = 500):
+    def __init__(self, num_envs: int, seed: int = 0, max_episode_steps: int = 500, step_cost: float = 0.0):
         super().__init__(num_envs, seed)
         self.max_episode_steps = max_episode_steps
+        self.step_cost = step_cost
         self.state = torch.zeros(self.num_envs, 4, dtype=torch.float64)
         self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64)
 
@@ -51,6 +57,7 @@ class CartPole(Env):
         return start.to(torch.float32)
 
     def _step(self, actions: torch.Tensor):
+        _busy(self.step_cost * self.num_envs)
         x, x_dot, theta, theta_dot = self.state.unbind(1)
         force = torch.where(actions.reshape(-1) == 1, self.force_mag, -self.force_mag).to(torch.float64)
         costheta, sintheta = torch.cos(theta), torch.sin(theta)
@@ -67,3 +74,11 @@ class CartPole(Env):
         truncated = self.elapsed >= self.max_episode_steps  # as TimeLimit: may coincide with terminated
         reward = torch.ones(self.num_envs, dtype=torch.float32, device=self.state.device)
         return self.state.to(torch.float32), reward, terminated, truncated
+
+
+def _busy(seconds: float) -> None:
+    """Spend ``seconds`` of this thread's CPU time (a simulator's work holds a core, unlike a sleep, and
+    takes longer on a busy machine)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
