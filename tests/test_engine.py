@@ -8,6 +8,8 @@ hand-made inputs whose right answer is known.
 import ast
 import math
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -115,6 +117,9 @@ def test_difference_names_the_first_place_two_values_differ():
     assert "shape" in difference(torch.zeros(2), torch.zeros(3), "t")
     assert difference(torch.tensor([1, 2]), torch.tensor([1, 3]), "i") == "i holds other values"
     assert difference(1.0, 1.0 + 1e-9, "f") is None and difference(math.nan, math.nan, "f") is None
+    # numpy's float32 scalars as floats are (CleanRL's explained_var: rounding of a split batch's values)
+    assert difference(np.float32(0.013771594), np.float32(0.013771832), "v") is None
+    assert difference(np.float32(0.5), np.float32(0.6), "v") == "v is np.float32(0.5) in plain Python, np.float32(0.6) here"
     assert difference(1, 1.0, "n").startswith("n is a int")
 
 

@@ -209,7 +209,7 @@ def difference(a, b, path: str) -> str | None:
         if len(a) != len(b):
             return f"{path} has {len(a)} items in plain Python, {len(b)} here"
         return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := difference(x, y, f"{path}[{i}]"))), None)
-    if isinstance(a, float):
+    if isinstance(a, (float, np.floating)):  # numpy's float32 scalars too (CleanRL's explained_var), not only float's subclasses
         return None if math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) or (math.isnan(a) and math.isnan(b)) else f"{path} is {a!r} in plain Python, {b!r} here"
     if isinstance(a, Component):
         return difference(vars(a), vars(b), path)
