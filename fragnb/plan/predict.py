@@ -49,8 +49,10 @@ class Cluster:
         return self.workers * self.cores
 
 
-#: Cluster descriptions to predict for; ``"here"`` is this machine, calibrated by
-#: :func:`fragnb.runtime.calibrate.here` (its figures below are this 2-core machine's).
+#: Cluster descriptions to predict for. ``"here"`` is this 2-core machine as its runs showed it: a step's
+#: wait under ``fine`` costs more than two idle workers' round trip (:func:`fragnb.runtime.calibrate.calibrate`
+#: measured 170 us of latency, 110 us a message, 280 MB/s and 2.1 cores' worth on 2026-12-02), since
+#: three busy processes share its two cores; calibrate the cluster you have for your own figures.
 PRESETS = {
     "here": Cluster("this machine (2 cores)", 1, 2, latency_s=350e-6, message_s=120e-6, bandwidth=250e6),
     "laptop": Cluster("a laptop (8 cores)", 1, 8, latency_s=60e-6, message_s=40e-6, bandwidth=2e9),
@@ -125,12 +127,14 @@ class Scaling:
                      if a.env_steps_per_s > b.env_steps_per_s), None)
 
     def findings(self) -> list[str]:
+        """In words, per policy: where it stops gaining and what stops it there; whether fine overtakes coarse."""
         lines = []
         for policy, curve in self.curves.items():
             n = self.stops_gaining(policy)
             top = max(curve, key=lambda p: p.env_steps_per_s)
-            where = f"stops gaining past {n} replicas" if n else f"still gains at {self.counts[-1]}"
-            lines.append(f"{policy} {where} (at most {top.env_steps_per_s:,.0f} env steps/s predicted; there {curve[self.counts.index(n) if n else -1].bottleneck})")
+            where = f"stops gaining past {n} replicas" if n else f"still gains at {self.counts[-1]} replicas"
+            there = curve[self.counts.index(n) if n else -1].bottleneck
+            lines.append(f"{policy} {where}, where {there}; at most {top.env_steps_per_s:,.0f} env steps/s predicted")
         if "fine" in self.curves and "coarse" in self.curves:
             n = self.overtakes("fine", "coarse")
             lines.append(f"fine overtakes coarse at {n} replicas" if n else
