@@ -128,10 +128,18 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
     explorer.locator(".widget-dropdown", has_text="policy").locator("select").select_option("fine")
     drawing.locator("svg text", has_text="envs").first.wait_for(timeout=10_000)  # fine's env workers: a new worker group
     redraw = time.monotonic() - started
+    prediction = explorer.locator(".fragnb-prediction").first
+    assert re.search(r"Predicted \(a model, not a measurement\) on this machine \(2 cores\): [\d,]+ env steps/s", prediction.inner_text())
     explorer.screenshot(path=ARTIFACTS / "04_explorer_fine.png")
+    explorer.locator("button", has_text="Scaling plot").click()  # answered once the notebook's cells are done
+    scaling = explorer.locator(".fragnb-scaling").first
+    scaling.wait_for(state="visible", timeout=120_000)
+    assert (scaling.get_attribute("src") or "").startswith(("blob:", "data:"))
+    prediction.scroll_into_view_if_needed()
+    page.screenshot(path=ARTIFACTS / "04_explorer_prediction.png")
 
     explorer.locator("button", has_text="Run").click()
-    image = explorer.locator(".widget-image").first
+    image = explorer.locator(".fragnb-live").first
     seen, deadline = set(), time.monotonic() + 180
     while len(seen) < 3 and time.monotonic() < deadline:  # the first picture and at least two updates
         src = image.get_attribute("src") or ""

@@ -87,7 +87,7 @@ def test_each_placement_shows_its_predicted_throughput_and_bottleneck_on_the_cho
     x.show_scaling()
     assert bytes(x.scaling_plot.value).startswith(b"\x89PNG")
     x.preset.value = "laptop"  # another preset's plot is drawn on request, not shown stale
-    assert bytes(x.scaling_plot.value) == b""
+    assert bytes(x.scaling_plot.value) == b"" and x.scaling_plot.layout.display == "none"
 
 
 def test_your_own_policy_is_composed_shown_as_code_and_registered(graph):

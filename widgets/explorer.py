@@ -84,12 +84,12 @@ class Explorer:
         self.status = W.HTML().add_class("fragnb-status")
         self.bar = W.IntProgress(value=0, min=0, max=1, description="iterations")
         self.link = W.HTML()
-        self.plot = W.Image(format="png", layout=W.Layout(max_width="100%"))
+        self.plot = W.Image(format="png", layout=W.Layout(max_width="100%", display="none")).add_class("fragnb-live")
         self.preset = W.Dropdown(description="predict on", options=[(c.name, k) for k, c in PRESETS.items()], value=predict_on)
         self.prediction = W.HTML().add_class("fragnb-prediction")
         self.scaling_button = W.Button(description="Scaling plot", icon="line-chart",
                                        tooltip="predicted env steps/s of each policy at 1 to 1,024 replicas on this cluster")
-        self.scaling_plot = W.Image(format="png", layout=W.Layout(max_width="100%"))
+        self.scaling_plot = W.Image(format="png", layout=W.Layout(max_width="100%", display="none")).add_class("fragnb-scaling")
         self._scaling: dict[str, bytes] = {}  # preset -> its plot
         place_tab = W.VBox([W.HBox([self.policy, self.cluster]), self.controls, self.summary, self.drawing, self.traffic,
                             W.HBox([self.preset, self.scaling_button]), self.prediction, self.scaling_plot,
@@ -236,7 +236,7 @@ class Explorer:
     def _preset_changed(self) -> None:
         self._show()
         self._compare()
-        self.scaling_plot.value = self._scaling.get(self.preset.value, b"")
+        _picture(self.scaling_plot, self._scaling.get(self.preset.value, b""))
 
     def show_scaling(self) -> None:
         """Draw the predicted scaling plot for the chosen preset (what the Scaling plot button does)."""
@@ -250,7 +250,7 @@ class Explorer:
             sweep.plot(ax)
             self._scaling[self.preset.value] = png(fig)
             plt.close(fig)
-        self.scaling_plot.value = self._scaling[self.preset.value]
+        _picture(self.scaling_plot, self._scaling[self.preset.value])
 
     def _draw(self, placement) -> str:
         dot = placement.render()
@@ -348,7 +348,8 @@ class Explorer:
         self._stop = threading.Event()
         self._active = True
         self.run_button.disabled, self.stop_button.disabled = True, False
-        self.bar.value, self.plot.value, self.link.value = 0, b"", ""
+        self.bar.value, self.link.value = 0, ""
+        _picture(self.plot, b"")
         self.status.value = f"running {html.escape(policy.name)} {html.escape(str(params or ''))}: starting"
         self._thread = threading.Thread(target=self._work, args=(policy, cluster, params), name="fragnb-explorer", daemon=True)
         self._thread.start()
@@ -410,10 +411,16 @@ class _WidgetView(LiveProgress):
         self.x.status.value = html.escape(f"running {self.title}: {done}, " + ", ".join(f"{k} {v}" for k, v in postfix.items()))
 
     def show_figure(self, fig) -> None:
-        self.x.plot.value = png(fig)
+        _picture(self.x.plot, png(fig))
 
     def show_link(self, link: str) -> None:
         self.x.link.value = f'<a href="{html.escape(link)}" target="_blank">Dask dashboard</a>'
+
+
+def _picture(image: W.Image, data: bytes) -> None:
+    """Show ``data`` in ``image``, or hide it while there is none (an empty image shows as a broken one)."""
+    image.value = data
+    image.layout.display = "" if data else "none"
 
 
 def _error(e: BaseException) -> str:
