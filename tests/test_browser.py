@@ -135,8 +135,10 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
     scaling = explorer.locator(".fragnb-scaling").first
     scaling.wait_for(state="visible", timeout=120_000)
     assert (scaling.get_attribute("src") or "").startswith(("blob:", "data:"))
-    prediction.scroll_into_view_if_needed()
-    page.screenshot(path=ARTIFACTS / "04_explorer_prediction.png")
+    page.set_viewport_size({"width": 1400, "height": 2600})  # the whole explorer in one picture: docs/explorer.png is a copy
+    explorer.scroll_into_view_if_needed()
+    explorer.screenshot(path=ARTIFACTS / "04_explorer_prediction.png")
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     explorer.locator("button", has_text="Run").click()
     image = explorer.locator(".fragnb-live").first

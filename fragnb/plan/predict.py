@@ -121,10 +121,11 @@ class Scaling:
         rates = [p.env_steps_per_s for p in self.curves[policy]]
         return next((n for n, a, b in zip(self.counts, rates, rates[1:]) if b < gain * a), None)
 
-    def overtakes(self, faster: str, slower: str) -> int | None:
-        """The first replica count at which ``faster`` is predicted to step more than ``slower``, if any."""
+    def overtakes(self, faster: str, slower: str, margin: float = 1.05) -> int | None:
+        """The first replica count at which ``faster`` is predicted to step ``margin`` times as fast as
+        ``slower`` or more, if any (two flat curves a hair apart are no overtaking)."""
         return next((n for n, a, b in zip(self.counts, self.curves[faster], self.curves[slower])
-                     if a.env_steps_per_s > b.env_steps_per_s), None)
+                     if a.env_steps_per_s >= margin * b.env_steps_per_s), None)
 
     def findings(self) -> list[str]:
         """In words, per policy: where it stops gaining and what stops it there; whether fine overtakes coarse."""
