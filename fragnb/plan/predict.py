@@ -37,7 +37,7 @@ class Cluster:
 
     name: str
     workers: int
-    cores: int  # per worker
+    cores: float  # per worker (calibrate() measures fractions: cores that really run side by side)
     gpus: int = 0  # per worker
     latency_s: float = 50e-6
     message_s: float = 30e-6
