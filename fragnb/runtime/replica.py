@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .channels import Channels
 
 __all__ = ["Replica", "init_replica", "open_replica", "forward_print", "play", "run_program", "join_process_group", "checkpoint_of", "forsake",
-           "request_stop", "abort_run", "drop_run"]
+           "held", "request_stop", "abort_run", "drop_run"]
 
 _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
 
@@ -278,6 +278,12 @@ def checkpoint_of(run_id: str, iteration: int) -> dict[str, bytes]:
             for old in [k for k in rep.checkpoints if k <= iteration]:
                 rep.checkpoints.pop(old, None)
     return out
+
+
+def held() -> list[str]:
+    """The replicas this worker holds now, by name (``client.run(held)`` asks every worker: which
+    worker a failure drill must kill to lose a given replica)."""
+    return sorted(str(ReplicaId(group, index)) for _, group, index in _REPLICAS)
 
 
 def forsake(run_id: str, names: list[str]) -> int:
