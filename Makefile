@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab test test-fast demo bench gpu-check gpu-wheels graphviz chromium clean
+.PHONY: setup lab test test-fast demo course handouts bench gpu-check gpu-wheels graphviz chromium clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -56,6 +56,16 @@ test-fast: setup
 demo: setup
 	$(PY) -m fragnb.demo --notebook notebooks/01_first_fragment_graph.ipynb --out demo/learning_curve.png
 
+# The course with every output (drawings, plots, tables), readable on GitHub without installing anything.
+# Run it after changing a notebook: tests/test_course.py checks that docs/course/ matches notebooks/.
+course: setup
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 --output-dir docs/course notebooks/[0-9]*.ipynb
+
+# The notebooks without the cells tagged `solution` (exercise solutions and quiz keys), for students.
+handouts: setup
+	$(VENV)/bin/jupyter nbconvert --to notebook --TagRemovePreprocessor.enabled=True \
+		--TagRemovePreprocessor.remove_cell_tags=solution --output-dir handouts notebooks/[0-9]*.ipynb
+
 # The `bench` extra adds Stable-Baselines3, which benchmarks/ppo_cartpole.py compares against.
 bench: setup
 	$(PY) -m pip install --quiet -e '.[bench]'
@@ -80,4 +90,4 @@ gpu-wheels: setup
 	PATH=$(VENV)/bin:$$PATH bash benchmarks/gpu_wheels.sh
 
 clean:
-	rm -rf $(VENV) demo .pytest_cache
+	rm -rf $(VENV) demo handouts .pytest_cache
