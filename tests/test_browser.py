@@ -169,6 +169,7 @@ def test_notebook_01_trains_in_the_browser_about_as_fast_as_headless(browser, la
     seconds = _run_all(page)
     page.locator(".jp-CodeCell", has_text="result = fragnb.run(ppo)").first.screenshot(path=ARTIFACTS / "01_result.png")
     browser_train = _training_seconds(page.locator(".jp-CodeCell", has_text="result = fragnb.run(ppo)").first.inner_text())
+    _check_quiz_and_solutions(page)
     page.close()
     demo = subprocess.run([sys.executable, "-m", "fragnb.demo", "--notebook", str(ROOT / "notebooks" / "01_first_fragment_graph.ipynb"),
                            "--out", str(ARTIFACTS / "demo_learning_curve.png")], capture_output=True, text=True, timeout=600, check=True)
@@ -178,6 +179,26 @@ def test_notebook_01_trains_in_the_browser_about_as_fast_as_headless(browser, la
     print(f"notebook 01 trains in {browser_train:.2f} s in the browser, {headless_train:.2f} s headless: {ratio:.2f}x")
     _record("notebook_01", {"run_all_s": round(seconds, 1), "browser_train_s": browser_train, "headless_train_s": headless_train,
                             "ratio": round(ratio, 2)})
+
+
+def _check_quiz_and_solutions(page) -> None:
+    """The end of a course notebook as a student meets it: the quiz checked (nothing answered yet),
+    the solutions collapsed until clicked, prose and code alike."""
+    quiz = page.locator(".jp-CodeCell", has_text="quiz(answers, truth);").first
+    quiz.scroll_into_view_if_needed()
+    assert "not answered yet" in quiz.inner_text()
+    page.locator(".jp-Cell", has_text="Try the exercises and the quiz first").first.scroll_into_view_if_needed()
+    closed = page.locator(".jp-MarkdownCell details:not([open])")
+    hidden = page.locator(".jp-CodeCell .jp-InputPlaceholder")
+    page.wait_for_timeout(300)
+    assert closed.count() >= 1 and hidden.count() >= 1, (closed.count(), hidden.count())
+    assert page.locator(".jp-CodeCell", has_text="assert quiz(answers, truth)").count() == 0  # the key's source stays hidden
+    page.locator(".jp-Cell", has_text="Try the exercises and the quiz first").first.screenshot(path=ARTIFACTS / "01_solutions_collapsed.png")
+    closed.first.locator("summary").click()
+    assert page.locator(".jp-MarkdownCell details[open]").count() == 1
+    assert page.locator(".jp-CodeCell", has_text="other = PPOConfig(num_envs=16").count() == 0
+    hidden.first.click()  # JupyterLab opens a collapsed input where it is clicked: the first solution's
+    page.locator(".jp-CodeCell", has_text="other = PPOConfig(num_envs=16").first.wait_for(timeout=5_000)
 
 
 def _training_seconds(text: str) -> float:

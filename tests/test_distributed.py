@@ -512,6 +512,7 @@ def test_a_run_on_dask_worker_processes_resumes_on_the_worker_its_nanny_starts_a
         killed = kill_a_worker_when_shown(monkeypatch, 5)  # the newest process: one of the nannies' workers
         ns, result = _run(canonical, ppo_ns, "coarse", iterations=7, checkpoint_every=2, actors=2, cluster=address)
         assert killed and "resumed from the checkpoint after iteration 4" in str(result), str(result)
+        assert len(result.lost_workers) == 1, result.lost_workers  # the restart must not crash a survivor (drop_run)
         for key, value in _weights(uninterrupted).items():
             torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
         assert ns["returns"] == uninterrupted["returns"]

@@ -1,4 +1,5 @@
-"""Dask's profile sampler paused on a worker while replica programs run there; a cluster that grows slowly says so."""
+"""Dask's profile sampler paused on a worker while replica programs run there; a cluster that grows slowly says so;
+a dropped run leaves a playing replica's sockets to its own thread."""
 
 from fragnb.runtime import profiler
 
@@ -75,3 +76,28 @@ def test_a_cluster_that_grows_slowly_shows_how_many_workers_are_up(monkeypatch, 
     monkeypatch.setattr(clusters, "workers", lambda client: range(1))
     with pytest.raises(clusters.ClusterError, match="only 1 of 3 Dask workers started within 5 s"):
         clusters._grow(Cluster(), None, 3, timeout=5)
+
+
+def test_dropping_a_run_leaves_a_playing_replicas_sockets_to_its_own_thread():
+    """A run restarted after a lost worker drops its old replicas from the survivors while their threads may
+    still poll their sockets: closing a zmq socket from another thread then aborts the worker process
+    (libzmq: `Assertion failed: pfd.revents & POLLIN`), and the restart lost a second, healthy worker."""
+    from fragnb.runtime import replica
+    from fragnb.runtime.channels import Channels
+
+    class Recorded(Channels):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    def held(playing: bool):
+        rep = replica.Replica("actors", 0, 1, "cpu", {}, {}, channels=Recorded("actors[0]"), playing=playing)
+        replica._REPLICAS[("dropped-run", "actors", int(playing))] = rep
+        return rep
+
+    playing, waiting = held(True), held(False)
+    assert replica.drop_run("dropped-run") == 2
+    assert playing.channels.aborted.is_set() and not playing.channels.closed  # its own thread closes them as its waits end
+    assert waiting.channels.closed  # no thread of its own yet: closed here
+    assert not [k for k in replica._REPLICAS if k[0] == "dropped-run"]

@@ -26,7 +26,7 @@ from ..plan.script import ReplicaId
 from ..shards import shard
 from ..streams import serving
 from . import collectives, profiler
-from .channels import ZmqChannels, root_cause
+from .channels import ChannelError, ZmqChannels, root_cause
 from .decoupled import FreeWalker
 from .edges import scatter
 from .generators import Own, own_random, restore, seeded, states
@@ -71,6 +71,8 @@ class Replica:
     resumed: dict | None = None  # the walker's bookkeeping at the checkpoint this replica started from
     gone: set[str] = field(default_factory=set)  # peers whose worker died, that the run goes on without (async)
     own: Own | None = None  # its global generators' states, when it shares its process with other replicas
+    playing: bool = False  # its program's thread owns its channels' sockets (zmq sockets belong to one thread)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def drawing(self, segment: int, drawing: frozenset[int] | None):
         """Around a segment: a replica sharing its process draws from its own generators where the
@@ -229,6 +231,10 @@ def _play_all(run_id: str, names: list[str], addresses: dict[str, dict], plan, h
     def one(name: str) -> dict:
         group, index = ReplicaId.parse(name)
         rep = _REPLICAS[(run_id, group, index)]
+        with rep.lock:
+            if rep.channels.aborted.is_set():  # dropped before it started
+                raise ChannelError(f"{name}: {rep.channels.reason}")
+            rep.playing = True
         rep.channels.connect(addresses)
         try:
             return play(rep, plan, rep.channels, held[group], lambda msg: worker.log_event(topic, msg))
@@ -315,8 +321,14 @@ def drop_run(run_id: str) -> int:
     keys = [k for k in _REPLICAS if k[0] == run_id]
     for key in keys:
         rep = _REPLICAS.pop(key)
-        if rep.channels is not None:  # a run that ended before its program started
-            rep.channels.close()
+        if rep.channels is None:
+            continue
+        # A replica still playing ends its waits at the abort and closes its own sockets: closing them from
+        # this thread while its thread polls them aborts the whole worker process (a libzmq assertion).
+        rep.channels.abort("the run was dropped")
+        with rep.lock:
+            if not rep.playing:
+                rep.channels.close()
     collectives.leave(run_id)
     return len(keys)
 
