@@ -37,10 +37,19 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     for name in ("01_first_fragment_graph.ipynb", "04_explore_policies.ipynb"):
         shutil.copy(ROOT / "notebooks" / name, root)
+    # Every cell in the page: by default JupyterLab leaves cells out of view unrendered (or out of the
+    # DOM), and Run All would look finished while a cell below the fold still runs.
+    settings = tmp_path_factory.mktemp("settings")
+    for name, value in (("notebook-extension/tracker", {"windowingMode": "none"}),
+                        ("apputils-extension/notification", {"fetchNews": "false"})):  # no news pop-up over the page
+        path = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
     port = _free_port()
     log = open(root / "lab.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
                              "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
+                             f"--LabServerApp.user_settings_dir={settings}",
                              *(["--allow-root"] if os.geteuid() == 0 else [])],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
@@ -101,6 +110,13 @@ def _run_all(page, timeout_s: float = 600) -> float:
     page.wait_for_function(
         f"() => {{ const p = {PROMPTS}; return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }}",
         timeout=timeout_s * 1000)
+    # Cells with a collapsed input (the course's solutions) show no prompt: the kernel's status says when they are done.
+    idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+    while True:
+        page.wait_for_selector(idle, timeout=timeout_s * 1000)
+        page.wait_for_timeout(1500)
+        if page.locator(idle).count():
+            break
     seconds = time.monotonic() - start
     errors = page.locator(".jp-OutputArea-output", has_text="Traceback")
     assert errors.count() == 0, errors.first.inner_text()
@@ -121,8 +137,9 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
     explorer = page.locator(".fragnb-explorer").first
     explorer.scroll_into_view_if_needed()
     drawing = explorer.locator(".fragnb-drawing").first
-    assert "actors" in drawing.inner_text() and "envs" not in drawing.inner_text()
     explorer.screenshot(path=ARTIFACTS / "04_explorer_coarse.png")
+    drawing.locator("svg text", has_text="actors").first.wait_for(timeout=10_000)  # a cell scrolled back into view may redraw
+    assert "actors" in drawing.inner_text() and "envs" not in drawing.inner_text()
 
     started = time.monotonic()
     explorer.locator(".widget-dropdown", has_text="policy").locator("select").select_option("fine")
@@ -192,13 +209,16 @@ def _check_quiz_and_solutions(page) -> None:
     hidden = page.locator(".jp-CodeCell .jp-InputPlaceholder")
     page.wait_for_timeout(300)
     assert closed.count() >= 1 and hidden.count() >= 1, (closed.count(), hidden.count())
-    assert page.locator(".jp-CodeCell", has_text="assert quiz(answers, truth)").count() == 0  # the key's source stays hidden
-    page.locator(".jp-Cell", has_text="Try the exercises and the quiz first").first.screenshot(path=ARTIFACTS / "01_solutions_collapsed.png")
+    assert not page.get_by_text("assert quiz(answers, truth) == len(truth)").first.is_visible()  # the key stays hidden
+    page.screenshot(path=ARTIFACTS / "01_solutions_collapsed.png")
     closed.first.locator("summary").click()
     assert page.locator(".jp-MarkdownCell details[open]").count() == 1
-    assert page.locator(".jp-CodeCell", has_text="other = PPOConfig(num_envs=16").count() == 0
-    hidden.first.click()  # JupyterLab opens a collapsed input where it is clicked: the first solution's
-    page.locator(".jp-CodeCell", has_text="other = PPOConfig(num_envs=16").first.wait_for(timeout=5_000)
+    cells = page.locator(".jp-CodeCell")
+    cell = cells.nth(next(i for i in range(cells.count()) if cells.nth(i).locator(".jp-InputPlaceholder").count()))
+    assert not cell.locator(".jp-InputArea-editor").is_visible()
+    cell.locator(".jp-InputPlaceholder").click()  # JupyterLab opens a collapsed input where it is clicked
+    cell.locator(".jp-InputArea-editor").wait_for(state="visible", timeout=5_000)
+    assert "other = PPOConfig(num_envs=16" in cell.inner_text()  # the first exercise's solution
 
 
 def _training_seconds(text: str) -> float:
