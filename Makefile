@@ -57,7 +57,7 @@ demo: setup
 	$(PY) -m fragnb.demo --notebook notebooks/01_first_fragment_graph.ipynb --out demo/learning_curve.png
 
 # The course with every output (drawings, plots, tables), readable on GitHub without installing anything.
-# Run it after changing a notebook: tests/test_course.py checks that docs/course/ matches notebooks/.
+# Run it after changing a notebook: tests/test_notebooks.py checks that docs/course/ matches notebooks/.
 course: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 --output-dir docs/course notebooks/[0-9]*.ipynb
 
