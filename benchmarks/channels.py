@@ -51,7 +51,7 @@ def zmq_pingpong(rank: int, run_id: str, sizes: list[int], quick: bool) -> dict[
     import torch
     from distributed import Variable
 
-    from fragnb.runtime.channels import ZmqChannels
+    from fragnb.runtime.net.channels import ZmqChannels
 
     me, peer = f"r{rank}", f"r{1 - rank}"
     ch = ZmqChannels(me, "127.0.0.1", b"benchmark-key")

@@ -156,7 +156,7 @@ def step_resume(args) -> list[dict]:
     import psutil
 
     from fragnb import capture, run
-    from fragnb.runtime import clusters
+    from fragnb.runtime.cluster import clusters
     from fragnb.ui.live import LiveProgress
 
     cell = _cell()

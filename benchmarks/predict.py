@@ -3,7 +3,7 @@
 For each loop (notebook 01's CartPole; the same with a costly environment, ``CartPole(step_cost=...)``;
 HalfCheetah-v5 where MuJoCo is installed) one profile under ``single`` (:func:`fragnb.profile`), then
 for each DP and replica count a prediction on two descriptions of this machine, the ``"here"`` preset
-and one measured a moment before by :func:`fragnb.runtime.calibrate.calibrate`, beside measured runs
+and one measured a moment before by :func:`fragnb.predict.calibrate.calibrate`, beside measured runs
 on the embedded cluster (workers started and code imported by a run before). Each measured run is
 paired with a ``single`` run just before it, as this machine's speed drifts by a third within minutes:
 the predicted speed-up over ``single`` is compared with the measured one (median of ``--repeat``
@@ -26,8 +26,8 @@ import torch
 import fragnb
 from fragnb import capture, run
 from fragnb.notebook import load_canonical
-from fragnb.plan.predict import predict
-from fragnb.runtime.calibrate import calibrate
+from fragnb.predict.model import predict
+from fragnb.predict.calibrate import calibrate
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"
 STEP_COST = 100e-6  # seconds of CPU per environment and step: 3.2 ms a step for 32 environments

@@ -11,7 +11,7 @@ Four tables, in one run, on the embedded LocalCluster (workers started before an
    next to issue 20's targets. For each DP, the share of its replicas' time spent waiting for another
    group, from the run's timeline: what says why a target is missed.
 3. **Replica count** under ``coarse``, ``fine`` and ``async``, 1 to 64 replicas on 64 environments: the
-   worker processes the run used (beyond :func:`~fragnb.runtime.clusters.local_workers` a group's
+   worker processes the run used (beyond :func:`~fragnb.runtime.cluster.clusters.local_workers` a group's
    replicas share processes as threads), how long the fresh cluster took to grow to them, the
    seconds before the loop (``RunResult.setup_seconds``: shipping objects, starting programs), the
    loop, the safety net (at most 4 replicas a group, whatever the count), messages per iteration,
@@ -36,7 +36,7 @@ import torch
 import fragnb
 from fragnb import capture, run
 from fragnb.notebook import load_canonical
-from fragnb.runtime.clusters import connect, local_workers
+from fragnb.runtime.cluster.clusters import connect, local_workers
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"
 

@@ -7,7 +7,8 @@ place it with a distribution policy and run it.
 from . import algos, components, envs, policies, streams
 from .errors import FragmentError
 from .graph import FragmentGraph, capture
-from .runtime import RunResult, measure, profile, run
+from .predict import profile
+from .runtime import RunResult, measure, run
 
 __all__ = ["capture", "measure", "profile", "run", "explore", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs",
            "algos", "policies", "streams"]
@@ -27,8 +28,8 @@ def shutdown() -> None:
     """Close the Dask clusters fragnb started in this process (done at exit anyway)."""
     import sys
 
-    if "fragnb.runtime.clusters" in sys.modules:  # nothing to close if no distributed run ever started one
-        sys.modules["fragnb.runtime.clusters"].shutdown()
+    if "fragnb.runtime.cluster.clusters" in sys.modules:  # nothing to close if no distributed run ever started one
+        sys.modules["fragnb.runtime.cluster.clusters"].shutdown()
 
 
 def load_ipython_extension(ipython):

@@ -106,8 +106,8 @@ def kill_a_worker_when_shown(monkeypatch, at: int) -> list:
 def _close_embedded_cluster():
     """Every test module leaves no Dask cluster of fragnb's behind for the next (each starts its own workers)."""
     yield
-    if "fragnb.runtime.clusters" in sys.modules:
-        sys.modules["fragnb.runtime.clusters"].shutdown()
+    if "fragnb.runtime.cluster.clusters" in sys.modules:
+        sys.modules["fragnb.runtime.cluster.clusters"].shutdown()
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 from distributed import LocalCluster
 from distributed.security import Security
 
-from fragnb.runtime import clusters
-from fragnb.runtime.clusters import ClusterError
-from fragnb.runtime.probe import ProbeError, check_scheduler
+from fragnb.runtime.cluster import clusters
+from fragnb.runtime.cluster.clusters import ClusterError
+from fragnb.runtime.cluster.probe import ProbeError, check_scheduler
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from fragnb.runtime.channels import ChannelError, QueueChannels, ZmqChannels, dumps, loads
+from fragnb.runtime.net.channels import ChannelError, QueueChannels, ZmqChannels, dumps, loads
 
 KEY = b"k" * 32
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fragnb import capture, run
-from fragnb.runtime import clusters
+from fragnb.runtime.cluster import clusters
 
 dask_jobqueue = pytest.importorskip("dask_jobqueue")
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from fragnb import capture, run
-from fragnb.runtime import clusters
+from fragnb.runtime.cluster import clusters
 from fragnb.ui import live
-from fragnb.runtime.clusters import ClusterError
+from fragnb.runtime.cluster.clusters import ClusterError
 from conftest import kill_a_worker_when_shown, worker_processes, wait_for_no_workers
 
 K = 2  # iterations: enough for a weight broadcast and a second rollout on the new weights
@@ -280,7 +280,7 @@ def _victim(policy: str) -> psutil.Process:
 def _pid_of_worker_holding(group: str) -> int:
     import os
 
-    from fragnb.runtime import replica
+    from fragnb.runtime.worker import replica
 
     held = clusters._EMBEDDED["local"][1].run(lambda: (os.getpid(), sorted({g for _, g, _ in replica._REPLICAS})), on_error="ignore")
     return next(got[0] for got in held.values() if isinstance(got, tuple) and group in got[1])

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from fragnb.runtime import clusters
+from fragnb.runtime.cluster import clusters
 from fragnb.algos.dqn import DQNConfig, DQNLearner, EpsilonGreedyActor, QNetwork, ReplayBuffer, linear_schedule
 from fragnb.envs import CartPole
 from fragnb.runtime import first_solved

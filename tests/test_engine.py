@@ -16,10 +16,10 @@ import torch
 from fragnb.components import Episode
 from fragnb.graph.normalize import Normalizer
 from fragnb.plan.script import ReplicaId, peers, weights_attribute, weights_key
-from fragnb.runtime import decisions as d
+from fragnb.runtime.worker import machine as d
 from fragnb.runtime.check import difference
-from fragnb.runtime.collectives import average
-from fragnb.runtime.edges import combine
+from fragnb.runtime.net.collectives import average
+from fragnb.runtime.worker.edges import combine
 
 SHARDED = {"obs": "sharded", "step": "replicated"}
 

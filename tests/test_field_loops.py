@@ -129,7 +129,7 @@ def test_a_vector_env_shard_seeds_and_steps_as_its_environments_do_in_the_whole_
 def test_a_vector_envs_infos_from_two_shards_join_as_the_whole_batch_reports_them():
     import numpy as np
 
-    from fragnb.runtime.edges import gather
+    from fragnb.runtime.worker.edges import gather
 
     ended = {"episode": {"r": np.array([0.0, 12.0]), "_r": np.array([False, True])}, "_episode": np.array([False, True])}
     joined = gather([{}, ended])

@@ -61,7 +61,7 @@ FACADES = {
     ("fragnb.graph.model", "fragnb.ui.render"),  # FragmentGraph.render and its notebook display
     ("fragnb.policies.placement", "fragnb.ui.render"),  # Placement.render and its notebook display
     ("fragnb.runtime.result", "fragnb.ui.live"),  # RunResult.plot and .timeline
-    ("fragnb.runtime.run", "fragnb.ui.live"),  # run(progress=True): the bar and dashboard in a notebook
+    ("fragnb.runtime.pipeline", "fragnb.ui.live"),  # run(progress=True): the bar and dashboard in a notebook
 }
 
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import fragnb
-from fragnb.plan.predict import PRESETS, Cluster, predict, scaling
-from fragnb.runtime.profile import Profile, profile
+from fragnb.predict.model import PRESETS, Cluster, predict, scaling
+from fragnb.predict.profile import Profile, profile
 
 #: notebook 01's fragments; every step-loop fragment's time is all batch (it halves with half the envs)
 SECONDS = {"env@cell": 0.0, "driver@cell": 0.0, "actor@step": 0.2, "env@step": 0.2, "buffer@step": 0.0, "driver@step": 0.0,
@@ -143,8 +143,8 @@ def test_a_run_reports_each_groups_measured_busy_share_beside_the_predicted_one(
 
 
 def test_calibrating_fragnbs_cluster_measures_its_links_and_cores():
-    from fragnb.runtime import clusters
-    from fragnb.runtime.calibrate import calibrate
+    from fragnb.runtime.cluster import clusters
+    from fragnb.predict.calibrate import calibrate
 
     clusters.shutdown()  # a fresh cluster of fragnb's: two workers
     try:

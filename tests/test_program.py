@@ -5,7 +5,7 @@ import torch
 
 from fragnb import capture
 from fragnb.plan.program import DrivenLoop, plan
-from fragnb.runtime.edges import combine, gather, scatter
+from fragnb.runtime.worker.edges import combine, gather, scatter
 
 
 def test_coarse_rollout_is_split_per_group_not_driven_step_by_step(canonical, ppo_ns):

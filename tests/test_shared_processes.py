@@ -11,9 +11,9 @@ from corpus.compare import compare_namespaces
 from corpus.field import FIELD_BY_NAME
 from fragnb.plan.script import Script
 from fragnb.runtime import plane
-from fragnb.runtime.clusters import ClusterError
+from fragnb.runtime.cluster.clusters import ClusterError
 from fragnb.runtime.check import smaller
-from fragnb.runtime.generators import Own, generators, seeded
+from fragnb.runtime.worker.generators import Own, generators, seeded
 
 
 def _placement(canonical, ppo_ns, policy, **params):

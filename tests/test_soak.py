@@ -10,9 +10,9 @@ import pytest
 from conftest import worker_processes
 
 from fragnb import capture, run
-from fragnb.runtime import clusters
+from fragnb.runtime.cluster import clusters
 from fragnb.ui import live
-from fragnb.runtime.clusters import ClusterError
+from fragnb.runtime.cluster.clusters import ClusterError
 
 pytestmark = pytest.mark.slow
 

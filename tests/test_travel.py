@@ -8,8 +8,9 @@ import torch
 
 import fragnb
 from fragnb import FragmentError
-from fragnb.runtime import channels, clusters
-from fragnb.runtime.travel import blocker, described
+from fragnb.runtime.cluster import clusters
+from fragnb.runtime.net import channels
+from fragnb.runtime.worker.travel import blocker, described
 from conftest import worker_processes
 from corpus.compare import compare_namespaces
 from corpus.loops import BY_NAME

@@ -1,7 +1,7 @@
 """Dask's profile sampler paused on a worker while replica programs run there; a cluster that grows slowly says so;
 a dropped run leaves a playing replica's sockets to its own thread."""
 
-from fragnb.runtime import profiler
+from fragnb.runtime.cluster import dask_profiler as profiler
 
 
 class _Sampler:
@@ -58,7 +58,7 @@ def test_a_cluster_that_grows_slowly_shows_how_many_workers_are_up(monkeypatch, 
     """Starting workers that take more than a second says how far it has got; too slow a start is an error."""
     import pytest
 
-    from fragnb.runtime import clusters
+    from fragnb.runtime.cluster import clusters
 
     class Cluster:
         def scale(self, n):
@@ -82,8 +82,8 @@ def test_dropping_a_run_leaves_a_playing_replicas_sockets_to_its_own_thread():
     """A run restarted after a lost worker drops its old replicas from the survivors while their threads may
     still poll their sockets: closing a zmq socket from another thread then aborts the worker process
     (libzmq: `Assertion failed: pfd.revents & POLLIN`), and the restart lost a second, healthy worker."""
-    from fragnb.runtime import replica
-    from fragnb.runtime.channels import Channels
+    from fragnb.runtime.worker import replica
+    from fragnb.runtime.net.channels import Channels
 
     class Recorded(Channels):
         closed = False

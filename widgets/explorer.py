@@ -19,9 +19,10 @@ from importlib.resources import files
 import ipywidgets as W
 
 from fragnb import policies
-from fragnb.plan.predict import PRESETS, predict, scaling
+from fragnb.predict.model import PRESETS, predict, scaling
 from fragnb.policies import ROLES, DistributionPolicy, choices
-from fragnb.runtime import profile, run
+from fragnb.predict import profile
+from fragnb.runtime import run
 from fragnb.text import human
 from fragnb.ui.live import LiveProgress, png
 from fragnb.ui.render import DOT_MISSING_HINT, svg
@@ -46,7 +47,7 @@ class Explorer:
     policy, cluster, **params
         What the controls show first (as for :func:`fragnb.run`).
     predict_on : str
-        The cluster preset predictions are for (:data:`fragnb.plan.predict.PRESETS`).
+        The cluster preset predictions are for (:data:`fragnb.predict.model.PRESETS`).
 
     Attributes
     ----------
@@ -337,7 +338,7 @@ class Explorer:
         if self.running:
             return
         policy, params = self.current()
-        from fragnb.runtime.clusters import ClusterError
+        from fragnb.runtime.cluster.clusters import ClusterError
 
         try:
             cluster = self._cluster()
@@ -376,8 +377,8 @@ class Explorer:
             self.error = e
             self.status.value = _error(e)
         finally:
-            if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.runtime.clusters" in sys.modules:
-                sys.modules["fragnb.runtime.clusters"].shutdown(cluster or "local")  # Stop: no worker process is left
+            if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.runtime.cluster.clusters" in sys.modules:
+                sys.modules["fragnb.runtime.cluster.clusters"].shutdown(cluster or "local")  # Stop: no worker process is left
                 self.link.value = ""
             self._active = False
             self.run_button.disabled, self.stop_button.disabled = False, True
@@ -385,7 +386,7 @@ class Explorer:
 
     def _cluster(self):
         """The cluster box's value as ``run`` takes it; a name in the notebook holding a Client is that client."""
-        from fragnb.runtime.clusters import named
+        from fragnb.runtime.cluster.clusters import named
 
         value = self.cluster.value.strip() or "local"
         if self._client is not None and value == self._client.scheduler.address:
@@ -499,5 +500,5 @@ def _scalable(graph) -> tuple[str, ...]:
 def _clusters() -> list[str]:
     import torch
 
-    known = sys.modules["fragnb.runtime.clusters"].remote_addresses() if "fragnb.runtime.clusters" in sys.modules else []
+    known = sys.modules["fragnb.runtime.cluster.clusters"].remote_addresses() if "fragnb.runtime.cluster.clusters" in sys.modules else []
     return [*EMBEDDED[: 2 if torch.cuda.is_available() else 1], *known]

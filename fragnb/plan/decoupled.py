@@ -1,7 +1,7 @@
 """What a decoupled policy (``async``, ``srl``) cannot run, refused before any worker starts.
 
 Free groups do not wait for the learner inside the loop, so they may take nothing from it but
-weights; the walk itself is :mod:`fragnb.runtime.decoupled`.
+weights; the walk itself is :mod:`fragnb.runtime.worker.free`.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class Script:
     #: The replica that decides after each iteration whether the run ends: the first of the group
     #: whose segment ends the iteration (a learner), so the others hear it with what they wait for anyway.
     leader: str = ""
-    #: Decoupled policies (fragnb.runtime.decoupled): groups other than the leader's run free of it.
+    #: Decoupled policies (fragnb.runtime.worker.free): groups other than the leader's run free of it.
     decoupled: bool = False
     max_staleness: int = 0
     #: Synchronous Dask runs: every replica keeps its state after every this many iterations, for the
@@ -83,10 +83,10 @@ class Script:
     rng_group: str | None = None
     rng: dict | None = None
     #: The segments whose statements draw from a global generator (None: not looked for, any may):
-    #: where replicas sharing a process swap in their own generators (fragnb.runtime.generators.Own).
+    #: where replicas sharing a process swap in their own generators (fragnb.runtime.worker.generators.Own).
     drawing: frozenset[int] | None = None
     #: Shapes of the cell's tensor variables in plain Python, as the safety net saw them: which axis
-    #: replicas' parts of one join along (fragnb.runtime.edges.env_axis). Empty with --no-check.
+    #: replicas' parts of one join along (fragnb.runtime.worker.edges.env_axis). Empty with --no-check.
     shapes: dict[str, tuple] = field(default_factory=dict)
 
     @classmethod

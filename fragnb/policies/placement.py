@@ -116,10 +116,10 @@ class Placement:
 
     def predict(self, cluster="here", replicas: int | None = None):
         """This placement's predicted env steps/s, seconds per iteration, busy shares and bottleneck on
-        ``cluster`` (a preset name or a :class:`fragnb.plan.predict.Cluster`), optionally at another
+        ``cluster`` (a preset name or a :class:`fragnb.predict.model.Cluster`), optionally at another
         replica count; from the loop's profile, which :func:`fragnb.profile` takes (running it is
         left to the caller: placing never runs the loop)."""
-        from ..plan.predict import predict
+        from ..predict.model import predict
 
         if self.graph.costs is None:
             raise ValueError(f"no profile of {self.graph.name!r} to predict from: run fragnb.profile({self.graph.name}) first "

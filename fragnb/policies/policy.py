@@ -41,7 +41,7 @@ class DistributionPolicy:
         Further parameters and their defaults (``max_staleness`` of ``async``).
     decoupled : bool
         Whether the groups other than the driver's run free of it (``async``, ``srl``): they stream
-        what they produce to the driver's group and pull its weights by version (:mod:`fragnb.runtime.decoupled`).
+        what they produce to the driver's group and pull its weights by version (:mod:`fragnb.runtime.worker.free`).
     fused : bool
         Whether environments run on the group's device too (``gpu_only``): with a GPU nothing leaves it.
 

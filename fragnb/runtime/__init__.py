@@ -9,8 +9,7 @@ distributed policy runs.
 """
 
 from .measure import measure
-from .profile import Profile, profile
 from .result import RunResult, first_solved
-from .run import CHECKPOINT_EVERY, run, run_placement
+from .pipeline import CHECKPOINT_EVERY, run, run_placement
 
-__all__ = ["run", "run_placement", "RunResult", "first_solved", "measure", "profile", "Profile", "CHECKPOINT_EVERY"]
+__all__ = ["run", "run_placement", "RunResult", "first_solved", "measure", "CHECKPOINT_EVERY"]

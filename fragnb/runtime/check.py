@@ -25,8 +25,8 @@ from ..plan.program import graph_writes
 from ..plan.script import Script
 from ..streams import EnvStreams, reached
 from .draws import Draws, Watching, clock_reads, reached_from, refuse_inexact
-from .edges import vector_info
-from .generators import generators, restore, states
+from .worker.edges import vector_info
+from .worker.generators import generators, restore, states
 from .job import Job
 from .local import copies, exec_cell, run_plain
 from .threads import InThreads

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..errors import FragmentError
 from ..shards import networks
-from .generators import GENERATORS, NAMES, generators, moved, states
+from .worker.generators import GENERATORS, NAMES, generators, moved, states
 from .local import Dry, copies, exec_cell
 
 __all__ = ["Draws", "Watching", "find_draws", "refuse_inexact", "announcement", "reached_from", "clock_reads"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..plan.script import Script
     from ..policies import Placement
-    from .payload import Payload
+    from .worker.payload import Payload
 
 __all__ = ["Job"]
 
@@ -38,6 +38,6 @@ class Job:
     @cached_property
     def payloads(self) -> dict[str, Payload]:
         """What each group's replicas receive; objects that cannot travel raise here, before any worker starts."""
-        from .payload import pack
+        from .worker.payload import pack
 
         return {g: pack(self.placement.graph, self.namespace, self.script, g) for g in self.script.groups}

@@ -22,7 +22,7 @@ import torch
 from ..components import Env
 from ..plan.instrument import DRIVER, compile_cell, instrument, plain_env_steps
 from .result import RunResult
-from .timing import Timer
+from .worker.timing import Timer
 
 __all__ = ["InNotebook", "exec_cell", "copies", "run_plain", "Dry"]
 

@@ -8,8 +8,8 @@ from .. import shards
 from ..components import role_of
 from ..plan.script import ReplicaId, peers
 from ..streams import advanced
-from .edges import combine
-from .walker import held
+from .worker.edges import combine
+from .worker.walker import held
 
 __all__ = ["merge", "checkpoint_finals"]
 

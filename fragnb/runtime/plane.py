@@ -1,8 +1,8 @@
 """OnDask: the control plane of a distributed run.
 
-Dask places each replica on a worker, starts its long-lived program (:mod:`fragnb.runtime.walker`),
+Dask places each replica on a worker, starts its long-lived program (:mod:`fragnb.runtime.worker.walker`),
 watches it, and says when a worker is lost. Replicas exchange values over channels
-(:mod:`fragnb.runtime.channels`), worker to worker; the notebook reads only small progress events
+(:mod:`fragnb.runtime.net.channels`), worker to worker; the notebook reads only small progress events
 (finished episodes, step counts) until the run ends, then merges what the replicas hold back into
 its namespace.
 """
@@ -25,12 +25,12 @@ from ..plan.instrument import remember_source
 from ..plan.script import ReplicaId, Script
 from ..policies import Placement
 from ..shards import shard
-from . import replica
-from .channels import root_cause
-from .clusters import ClusterError, connect, local_workers, shutdown, workers
-from .clusters import dashboard as dashboard_link
+from .worker import replica
+from .net.channels import root_cause
+from .cluster.clusters import ClusterError, connect, local_workers, shutdown, workers
+from .cluster.clusters import dashboard as dashboard_link
 from .merge import checkpoint_finals, merge
-from .payload import Payload
+from .worker.payload import Payload
 from .result import RunResult, arrival_order, plain_order
 
 __all__ = ["OnDask", "LostWorker"]
@@ -400,7 +400,7 @@ class _Progress:
 
 def _wanted(placement: Placement, script: Script) -> int:
     """Workers to ask fragnb's own cluster for: one per task, up to what it starts
-    (:func:`~fragnb.runtime.clusters.local_workers`), beyond which replicas share processes; a process
+    (:func:`~fragnb.runtime.cluster.clusters.local_workers`), beyond which replicas share processes; a process
     group's members each need one."""
     tasks = len(_tasks(placement, script))
     return tasks if placement.policy.collectives else min(tasks, local_workers())

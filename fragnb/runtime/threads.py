@@ -12,11 +12,11 @@ import time
 import uuid
 
 from ..plan.script import ReplicaId
-from . import replica
-from .channels import QueueChannels, root_cause
+from .worker import replica
+from .net.channels import QueueChannels, root_cause
 from .merge import merge
 from .result import RunResult
-from .travel import refuse_unreturnable
+from .worker.travel import refuse_unreturnable
 
 __all__ = ["InThreads"]
 

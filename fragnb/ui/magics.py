@@ -116,7 +116,7 @@ def _cluster(name: str | None, ns: dict):
     """``--cluster``'s value as ``run`` takes it: a name of the notebook's is the Client it holds."""
     if name is None:
         return None  # Dask is imported only when a distributed run needs it
-    from ..runtime.clusters import ClusterError, named
+    from ..runtime.cluster.clusters import ClusterError, named
 
     try:
         return named(name, ns)

@@ -9,10 +9,10 @@ import cloudpickle
 import numpy as np
 import torch
 
-from ..errors import FragmentError
-from ..plan.program import header_names
-from ..shards import splits
-from ..streams import reached
+from ...errors import FragmentError
+from ...plan.program import header_names
+from ...shards import splits
+from ...streams import reached
 from .travel import blocker, described
 
 __all__ = ["Payload", "pack"]

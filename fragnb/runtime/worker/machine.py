@@ -8,7 +8,7 @@ versions, tested without a cluster or a network.
   whether it, or a whole round, is fresh enough to train on.
 - **Message tags**: what a tag says (``segment:K``, ``segment:K@ITERATION/VERSION``, ``control:news@I``).
 
-How values of replicas combine is :mod:`fragnb.runtime.edges`; the safety net's comparison is
+How values of replicas combine is :mod:`fragnb.runtime.worker.edges`; the safety net's comparison is
 :func:`fragnb.runtime.check.difference`.
 """
 
@@ -52,7 +52,7 @@ def partners(index: int, count: int, other: int, keys: list[str], kinds: dict[st
 def share(index: int, count: int, senders: int, keys: list[str], kinds: dict[str, str],
           num_envs: int | None) -> tuple[int, int, int | None]:
     """(index, count, environments) that cut replica ``index`` of ``count``'s share out of what its
-    partners among ``senders`` replicas sent: the arguments :func:`fragnb.runtime.edges.combine` takes."""
+    partners among ``senders`` replicas sent: the arguments :func:`fragnb.runtime.worker.edges.combine` takes."""
     if not routed(senders, count, keys, kinds, num_envs):
         return index, count, num_envs
     if senders >= count:  # its partners' shares make up exactly this replica's

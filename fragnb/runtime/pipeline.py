@@ -18,7 +18,7 @@ from ..graph import FragmentGraph
 from ..plan.script import Script
 from ..policies import Placement
 from .draws import Draws, announcement, find_draws, refuse_inexact
-from .generators import states
+from .worker.generators import states
 from .job import Job
 from .local import InNotebook
 from .result import RunResult

@@ -13,9 +13,9 @@ import statistics
 import time
 import uuid
 
-from ..plan.predict import Cluster
-from . import clusters
-from .plane import _host
+from .model import Cluster
+from ..runtime.cluster import clusters
+from ..runtime.plane import _host
 
 __all__ = ["calibrate"]
 
@@ -25,7 +25,7 @@ LARGE = 1 << 20
 
 def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Cluster:
     """Measure ``cluster`` (as :func:`fragnb.run` takes it; fragnb's own by default) and describe it as
-    a :class:`~fragnb.plan.predict.Cluster`: its worker processes as workers of one core each, scaled
+    a :class:`~fragnb.predict.model.Cluster`: its worker processes as workers of one core each, scaled
     by how fast they run side by side."""
     client, _ = clusters.connect(cluster, workers=2)
     workers = sorted(clusters.workers(client))
@@ -52,7 +52,7 @@ def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tup
     import torch
     from distributed import Variable
 
-    from .channels import ZmqChannels
+    from ..runtime.net.channels import ZmqChannels
 
     me, peer = f"r{rank}", f"r{1 - rank}"
     ch = ZmqChannels(me, host, key)

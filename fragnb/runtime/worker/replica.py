@@ -1,7 +1,7 @@
 """Replica: one replica of one worker group, living in a Dask worker (or a thread, for the safety net).
 
 A replica holds its own namespace (its shard of the components and the loop's variables) and
-walks the whole program in one long-lived task (:mod:`fragnb.runtime.walker`), so heavy state stays put
+walks the whole program in one long-lived task (:mod:`fragnb.runtime.worker.walker`), so heavy state stays put
 and only the values an edge carries move, worker to worker over channels. Values crossing an
 edge are combined here, on the receiving side: ``gather`` concatenates the senders' parts along
 the environment axis, ``scatter`` takes this replica's slice of one sender's value, ``broadcast``
@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import distributed
 
-from ..components import Component, Env, Learner, modules_of
-from ..plan.instrument import remember_source
-from ..plan.script import ReplicaId
-from ..shards import shard
-from ..streams import serving
-from . import collectives, profiler
-from .channels import ChannelError, ZmqChannels, root_cause
-from .decoupled import FreeWalker
+from ...components import Component, Env, Learner, modules_of
+from ...plan.instrument import remember_source
+from ...plan.script import ReplicaId
+from ...shards import shard
+from ...streams import serving
+from ..net import collectives
+from ..cluster import dask_profiler
+from ..net.channels import ChannelError, ZmqChannels, root_cause
+from .free import FreeWalker
 from .edges import scatter
 from .generators import Own, own_random, restore, seeded, states
 from .payload import Payload
@@ -36,8 +37,8 @@ from .travel import refuse_unreturnable
 from .walker import Walker
 
 if TYPE_CHECKING:
-    from ..plan.script import Script
-    from .channels import Channels
+    from ...plan.script import Script
+    from ..net.channels import Channels
 
 __all__ = ["Replica", "init_replica", "open_replica", "forward_print", "play", "run_program", "join_process_group", "checkpoint_of", "forsake",
            "held", "request_stop", "abort_run", "drop_run"]

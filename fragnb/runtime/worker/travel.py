@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import cloudpickle
 
-from ..errors import FragmentError
+from ...errors import FragmentError
 
 __all__ = ["blocker", "described", "unsendable", "refuse_unreturnable"]
 

@@ -55,7 +55,7 @@ class ChannelError(RuntimeError):
 
 
 class Unsendable(TypeError):
-    """A value to send does not pickle (:func:`fragnb.runtime.travel.unsendable` says which part)."""
+    """A value to send does not pickle (:func:`fragnb.runtime.worker.travel.unsendable` says which part)."""
 
 
 def root_cause(errors: list[BaseException]) -> BaseException:
@@ -133,7 +133,7 @@ class Channels:
 
     def take(self, peer: str, tag: str) -> Any:
         """The first message from ``peer`` tagged ``tag``, waiting for it; others stay pending. (Replicas
-        that run free of each other send in different orders: see :mod:`fragnb.runtime.decoupled`.)"""
+        that run free of each other send in different orders: see :mod:`fragnb.runtime.worker.free`.)"""
         while (value := self.find(peer, tag.__eq__)) is None:
             self._fill(_POLL_S)
         return value[1]

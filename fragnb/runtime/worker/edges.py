@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import FragmentError
+from ...errors import FragmentError
 
 __all__ = ["Mismatch", "gather", "vector_info", "env_axis", "scatter", "combine", "to_device", "refuse_autograd"]
 

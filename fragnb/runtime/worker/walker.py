@@ -22,19 +22,19 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import cloudpickle
 
-from ..plan.instrument import DRIVER
-from ..plan.program import DrivenLoop, Segment
-from ..plan.script import ReplicaId, Script, peers, weights_attribute
-from ..shards import network, to_cpu
-from .channels import Unsendable, dumps
-from .decisions import partners, segment_tag, share
+from ...plan.instrument import DRIVER
+from ...plan.program import DrivenLoop, Segment
+from ...plan.script import ReplicaId, Script, peers, weights_attribute
+from ...shards import network, to_cpu
+from ..net.channels import Unsendable, dumps
+from .machine import partners, segment_tag, share
 from .edges import combine, refuse_autograd, to_device
-from .result import arrival_order, plain_order
+from ..result import arrival_order, plain_order
 from .timing import note
 from .travel import unsendable
 
 if TYPE_CHECKING:
-    from .channels import Channels
+    from ..net.channels import Channels
     from .replica import Replica
 
 __all__ = ["Walker", "bind", "held"]

@@ -3,7 +3,7 @@
 Under a synchronous policy every replica walks every iteration in step. Under a decoupled one the
 *free* groups (actors, and ``srl``'s policy workers) run their own iterations as fast as they can,
 and the *leader*'s group (the learner with the cell's bookkeeping) consumes what they produce as it
-arrives. The walk is the same program as :mod:`fragnb.runtime.walker`'s; only three of its exchanges change:
+arrives. The walk is the same program as :mod:`fragnb.runtime.worker.walker`'s; only three of its exchanges change:
 
 - **The sample stream.** A free replica tags what it sends the learner with its own iteration and the
   version of the weights it acted with. The learner fills each iteration with the first
@@ -38,9 +38,9 @@ import itertools
 import time
 from typing import Any
 
-from ..plan.program import DrivenLoop
-from ..plan.script import ReplicaId, peers
-from .decisions import Arrival, earliest, fresh, in_replica_order, is_news, is_segment, iteration_of, news_tag, stamped, version_of
+from ...plan.program import DrivenLoop
+from ...plan.script import ReplicaId, peers
+from .machine import Arrival, earliest, fresh, in_replica_order, is_news, is_segment, iteration_of, news_tag, stamped, version_of
 from .timing import note
 from .walker import Walker, bind
 
@@ -55,7 +55,7 @@ class _Halted(Exception):
 
 
 class FreeWalker(Walker):
-    """:class:`~fragnb.runtime.walker.Walker` for decoupled policies (see the module's docstring)."""
+    """:class:`~fragnb.runtime.worker.walker.Walker` for decoupled policies (see the module's docstring)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

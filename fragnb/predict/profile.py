@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from ..shards import shard, splits
 from ..ui.live import LiveProgress
-from .generators import generators
-from .job import Job
-from .local import InNotebook, copies
-from .measure import measure
+from ..runtime.worker.generators import generators
+from ..runtime.job import Job
+from ..runtime.local import InNotebook, copies
+from ..runtime.measure import measure
 
 __all__ = ["Profile", "profile"]
 

@@ -1,7 +1,7 @@
 """Predict: a placement's throughput on a cluster described in a few numbers, before it runs there.
 
 A pure model of the run's program (:func:`fragnb.plan.program.plan`): each segment of a worker group
-costs its fragments' seconds under ``single`` (a :class:`~fragnb.runtime.profile.Profile`), shared
+costs its fragments' seconds under ``single`` (a :class:`~fragnb.predict.profile.Profile`), shared
 by its replicas as far as the cluster has cores; each time one group must wait for another's values
 costs a message's latency, the receiving end's work per message and the bytes over the bandwidth,
 once an iteration or once a step where the loop is driven step by step (``fine``). Synchronous
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .program import DrivenLoop, Segment, plan
+from ..plan.program import DrivenLoop, Segment, plan
 
 __all__ = ["Cluster", "PRESETS", "Prediction", "Scaling", "predict", "scaling"]
 
@@ -50,7 +50,7 @@ class Cluster:
 
 
 #: Cluster descriptions to predict for. ``"here"`` is this 2-core machine as its runs showed it: a step's
-#: wait under ``fine`` costs more than two idle workers' round trip (:func:`fragnb.runtime.calibrate.calibrate`
+#: wait under ``fine`` costs more than two idle workers' round trip (:func:`fragnb.predict.calibrate.calibrate`
 #: measured 170 us of latency, 110 us a message, 280 MB/s and 2.1 cores' worth on 2026-12-02), since
 #: three busy processes share its two cores; calibrate the cluster you have for your own figures.
 PRESETS = {
@@ -83,7 +83,7 @@ class Prediction:
 
 def predict(placement, profile, cluster: Cluster | str = "here", replicas: int | None = None) -> Prediction:
     """Predict ``placement``'s iteration time and env steps/s on ``cluster`` (a :class:`Cluster` or a
-    name in :data:`PRESETS`) from ``profile`` (:func:`fragnb.runtime.profile.profile` of its graph).
+    name in :data:`PRESETS`) from ``profile`` (:func:`fragnb.predict.profile.profile` of its graph).
 
     ``replicas``: predict for that many replicas of the placement's most replicated group instead
     (other replicated groups in proportion), each stepping the environments one replica steps in
@@ -103,7 +103,7 @@ def cluster_named(cluster: Cluster | str) -> Cluster:
         return cluster
     if cluster not in PRESETS:
         raise ValueError(f"no cluster preset {cluster!r}: the presets are {', '.join(map(repr, PRESETS))}, "
-                         f"or describe one with fragnb.plan.predict.Cluster(name, workers, cores, ...)")
+                         f"or describe one with fragnb.predict.model.Cluster(name, workers, cores, ...)")
     return PRESETS[cluster]
 
 
