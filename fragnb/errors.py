@@ -1,6 +1,6 @@
 """The errors fragnb raises for a user's mistakes."""
 
-__all__ = ["FragmentError"]
+__all__ = ["FragmentError", "ClusterError"]
 
 
 class FragmentError(ValueError):
@@ -29,6 +29,22 @@ class FragmentError(ValueError):
         super().__init__(text)
 
     @classmethod
+    def in_source(cls, message: str, lineno: int | None, source: str) -> "FragmentError":
+        """The error at 1-based ``lineno`` of the cell ``source``, quoting that line.
+
+        Parameters
+        ----------
+        message : str
+            What is wrong, as for the constructor.
+        lineno : int or None
+            The line at fault; None (or a line the source does not have) quotes nothing.
+        source : str
+            The cell's source (``FragmentGraph.source``).
+        """
+        lines = source.splitlines()
+        return cls(message, lineno, lines[lineno - 1] if lineno is not None and 0 < lineno <= len(lines) else None)
+
+    @classmethod
     def at(cls, message: str, origin: str) -> "FragmentError":
         """The error at a line as a plan's ``origin`` names it (``"line 7: loss = ..."``; may be empty)."""
         lineno, _, line = origin.removeprefix("line ").partition(": ")
@@ -37,3 +53,7 @@ class FragmentError(ValueError):
     def _render_traceback_(self):
         # IPython shows this instead of a traceback: a user's mistake is one message, not a stack.
         return [f"FragmentError: {self}"]
+
+
+class ClusterError(RuntimeError):
+    """A cluster fragnb cannot start or reach, or one without room for a run; the message names the fallback."""

@@ -187,6 +187,10 @@ def test_fragment_error_renders_as_one_message_in_ipython():
 
 
 def test_fragnb_exports_the_contract():
+    # the stable user-facing names: adding one is a decision, not a side effect of an import in fragnb/__init__.py
+    assert fragnb.__all__ == ["capture", "measure", "profile", "run", "explore", "shutdown", "FragmentGraph",
+                              "FragmentError", "RunResult", "components", "envs", "algos", "policies", "streams"]
+    assert all(hasattr(fragnb, name) for name in fragnb.__all__)
     assert callable(fragnb.capture) and callable(fragnb.run) and issubclass(fragnb.FragmentError, ValueError)
 
 
@@ -210,3 +214,11 @@ def test_a_mode_context_around_several_roles_is_entered_around_each_statement():
         ("actor", "with torch.no_grad():\n    action = actor.act(obs)[0]"),
         ("env", "with torch.no_grad():\n    obs = env.step(action)[0]")]
     assert not graph.limits
+
+
+def test_an_error_at_a_line_of_the_cell_quotes_that_line():
+    source = "obs = env.reset()\nfor it in range(3):\n    y = x\n"
+    err = FragmentError.in_source("`x` is not defined", 3, source)
+    assert str(err) == "line 3: `x` is not defined\n    3 | y = x" and (err.lineno, err.line) == (3, "y = x")
+    assert str(FragmentError.in_source("no line", None, source)) == "no line"
+    assert FragmentError.in_source("past the end", 9, source).line is None  # a line the cell lacks: nothing quoted

@@ -76,10 +76,12 @@ def test_comparison_shows_both_placements_and_their_communication(graph):
 def test_each_placement_shows_its_predicted_throughput_and_bottleneck_on_the_chosen_preset(graph):
     g = graph()
     x = explore(g, "coarse", actors=2)
-    assert g.costs is not None  # profiled once; later explorers of the graph reuse it
+    assert x.profile is not None and not hasattr(g, "costs")  # profiled once, when it opened; kept by the explorer
     here = x.prediction.value
     assert "<b>Predicted</b> (a model, not a measurement) on this machine (2 cores)" in here and "env steps/s" in here
-    assert f"{g.place('coarse', actors=2).predict('here').env_steps_per_s:,.0f} env steps/s" in here
+    assert f"{g.place('coarse', actors=2).predict('here', profile=x.profile).env_steps_per_s:,.0f} env steps/s" in here
+    assert "kB" in x.traffic.value and "not measured" not in x.traffic.value  # its placements carry the profile's bytes
+    assert explore(g, "coarse", actors=2, profile=x.profile).profile is x.profile  # a profile given: none taken again
     x.preset.value = "64-gpu cluster"
     assert "on 8 nodes of 8 GPUs, 1,024 cores" in x.prediction.value and "bottleneck" in x.prediction.value
     x.left.value, x.right.value = "coarse", "fine"

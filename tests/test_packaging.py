@@ -40,35 +40,58 @@ def test_capture_and_policies_import_no_cluster_or_plotting_library():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+    # `import fragnb` leaves the run's live view (tqdm's bar, the dashboard) to the first run that shows one. Not
+    # tqdm itself: torch imports it (torch.hub), so the module that would bring it is what is checked.
+    code = ("import sys, fragnb; live = [m for m in ('fragnb.ui.live', 'fragnb.ui') if m in sys.modules]; "
+            "print(live); sys.exit(bool(live))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
+# -- the layers --------------------------------------------------------------------------------------
 #: The house, in the order data flows: a module may import from its own layer and the ones before it.
+#: Each entry names a module and covers the modules under it too, so ``fragnb.runtime`` covers
+#: ``fragnb.runtime.job``; a module belongs to the layer of the LONGEST entry that covers it, so a room
+#: of the runtime (``fragnb.runtime.worker``) is a layer of its own below the run at ``fragnb.runtime``'s
+#: top. The one exception is the root: the entry ``fragnb`` names the package's own ``__init__`` alone
+#: (as a prefix it would cover every module, and a module left out of every layer would pass unseen).
+ROOT_PACKAGE = "fragnb"
 LAYERS = [
-    ("base", ["fragnb.errors", "fragnb.text", "fragnb.streams", "fragnb.components"]),
+    ("base", ["fragnb.errors", "fragnb.text", "fragnb.streams", "fragnb.components", "fragnb.shards"]),
     ("reference components", ["fragnb.envs", "fragnb.algos"]),
     ("capture", ["fragnb.graph"]),
     ("placement", ["fragnb.policies"]),
     ("plan", ["fragnb.plan"]),
-    ("execution", ["fragnb.runtime"]),
+    ("execution: channels and collectives", ["fragnb.runtime.net"]),
+    ("execution: clusters", ["fragnb.runtime.cluster"]),
+    ("execution: a worker's replicas", ["fragnb.runtime.worker"]),
+    ("execution: the run and its executors", ["fragnb.runtime"]),
+    ("prediction", ["fragnb.predict"]),  # after execution: profile and calibrate run the loop
     ("results", ["fragnb.ui", "fragnb.widgets"]),
-    ("entry points", ["fragnb.notebook", "fragnb.demo", "fragnb"]),
+    ("entry points", [ROOT_PACKAGE, "fragnb.notebook", "fragnb.demo", "fragnb.course"]),
 ]
-#: Facades: a method of a lower layer's object that hands over to a later layer, imported inside it.
-#: Each is the user-facing shortcut the design names (``graph.place``, ``graph.render``, drawings and
-#: plots in a notebook's display, a run's default live view); nothing else may look ahead.
+#: Facades: a method of a lower layer's object that hands over to a later layer, importing it inside
+#: the method (so importing the lower module loads nothing of the later one). Each is a user-facing
+#: shortcut the design names; nothing else may look ahead.
 FACADES = {
-    ("fragnb.graph.model", "fragnb.policies"),  # FragmentGraph.place
-    ("fragnb.graph.model", "fragnb.ui.render"),  # FragmentGraph.render and its notebook display
-    ("fragnb.policies.placement", "fragnb.ui.render"),  # Placement.render and its notebook display
-    ("fragnb.runtime.result", "fragnb.ui.live"),  # RunResult.plot and .timeline
-    ("fragnb.runtime.pipeline", "fragnb.ui.live"),  # run(progress=True): the bar and dashboard in a notebook
+    ("fragnb.graph.model", "fragnb.policies"): "FragmentGraph.place: placing a captured graph in one call",
+    ("fragnb.graph.model", "fragnb.ui.render"): "FragmentGraph.render and the graph's notebook display",
+    ("fragnb.policies.placement", "fragnb.ui.render"): "Placement.render and the placement's notebook display",
+    ("fragnb.policies.placement", "fragnb.predict.model"): "Placement.predict: a placement's predicted throughput",
+    ("fragnb.runtime.result", "fragnb.ui.live"): "RunResult.plot and .timeline in a notebook",
+    ("fragnb.runtime.pipeline", "fragnb.ui.live"): "run(progress=True): the default live view, bar and dashboard",
 }
+#: How an import runs, most eager first: when the importing module is imported, when one of its
+#: functions is called, or never (under ``if TYPE_CHECKING:``, for annotations).
+AT_IMPORT, IN_FUNCTION, TYPING_ONLY = "at import", "in a function", "for annotations"
 
 
-def _module_files() -> dict[str, pathlib.Path]:
+def module_files(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Module name -> file, for the package ``root/fragnb`` and its widgets (``root/widgets`` installs as
+    ``fragnb.widgets``)."""
     files = {}
-    for path in sorted((ROOT / "fragnb").rglob("*.py")) + sorted((ROOT / "widgets").glob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for path in sorted((root / "fragnb").rglob("*.py")) + sorted((root / "widgets").glob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
         parts[0] = "fragnb.widgets" if parts[0] == "widgets" else parts[0]
         if parts[-1] == "__init__":
             parts.pop()
@@ -76,58 +99,173 @@ def _module_files() -> dict[str, pathlib.Path]:
     return files
 
 
-def _imports(files: dict[str, pathlib.Path]) -> dict[str, dict[str, bool]]:
-    """Module -> fragnb modules it imports (anywhere in the file, inside functions too) -> whether
-    the import runs (False: only under ``if TYPE_CHECKING:``, for annotations)."""
+def _typing_only(tree: ast.Module) -> set[int]:
+    blocks = [n for n in ast.walk(tree)
+              if isinstance(n, ast.If) and ast.unparse(n.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")]
+    return {id(n) for block in blocks for body in block.body for n in ast.walk(body)}
+
+
+def _in_functions(tree: ast.Module) -> set[int]:
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    return {id(n) for f in functions for n in ast.walk(f) if n is not f}
+
+
+def imports(files: dict[str, pathlib.Path]) -> dict[str, dict[str, str]]:
+    """Module -> the package's modules it imports, anywhere in its file -> how the most eager of those
+    imports runs (:data:`AT_IMPORT`, :data:`IN_FUNCTION` or :data:`TYPING_ONLY`)."""
+    eagerness = [AT_IMPORT, IN_FUNCTION, TYPING_ONLY]
     out = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text())
-        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
-                       for n in ast.walk(block)}
+        typing_only, in_function = _typing_only(tree), _in_functions(tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        found: dict[str, bool] = {}
+        found: dict[str, str] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
                 target = ".".join(base + ([node.module] if node.module else []))
+                # `from . import text` imports the module fragnb.text; `from .graph import capture` the package
                 targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in files else target for a in node.names]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
                 continue
+            how = TYPING_ONLY if id(node) in typing_only else IN_FUNCTION if id(node) in in_function else AT_IMPORT
             for t in targets:
                 if t in files and t != name:
-                    found[t] = found.get(t, False) or id(node) not in typing_only
+                    found[t] = min(found.get(t, TYPING_ONLY), how, key=eagerness.index)
         out[name] = found
     return out
 
 
-def _layer_of(module: str) -> int:
-    return max(i for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes if module == p or module.startswith(p + "."))
+def _covers(entry: str, module: str) -> bool:
+    return module == entry or (entry != ROOT_PACKAGE and module.startswith(entry + "."))
 
 
-def test_every_module_has_a_layer():
-    for module in _module_files():
-        assert any(module == p or module.startswith(p + ".") for _, prefixes in LAYERS for p in prefixes), module
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of the longest entry that covers ``module``; None if none does."""
+    covering = [(len(entry), i) for i, (_, entries) in enumerate(LAYERS) for entry in entries if _covers(entry, module)]
+    return max(covering)[1] if covering else None
+
+
+def unlayered(root: pathlib.Path) -> list[str]:
+    """Modules no layer covers, entries listed twice (the longest match would be two layers) and entries
+    that name no module (a layer map that no longer describes the package)."""
+    modules = module_files(root)
+    entries = [entry for _, names in LAYERS for entry in names]
+    problems = [f"{m} is in no layer: add it (or its package) to a layer of LAYERS"
+                for m in modules if layer_of(m) is None]
+    problems += [f"{e} is listed {entries.count(e)} times in LAYERS: a module must be in exactly one layer"
+                 for e in sorted(set(entries)) if entries.count(e) > 1]
+    problems += [f"{e} in LAYERS names no module" for e in entries if not any(_covers(e, m) for m in modules)]
+    return problems
+
+
+def upward_imports(root: pathlib.Path) -> list[str]:
+    """Imports of a later layer that are not :data:`FACADES`, and facades that import at the module's top
+    or no longer exist. Annotations-only imports (under ``if TYPE_CHECKING:``) are exempt: they never run,
+    so they load nothing and make no order of imports; the names they bring are a type's spelling, not a
+    use of the later layer's code (a placement is annotated with the graph it places, not the reverse)."""
+    found = imports(module_files(root))
+    problems = []
+    for module, targets in sorted(found.items()):
+        for target, how in sorted(targets.items()):
+            if how == TYPING_ONLY or layer_of(target) <= layer_of(module):
+                continue
+            upward = f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]}) {how}"
+            if (module, target) not in FACADES:
+                problems.append(f"{upward}: a later layer, and not a facade")
+            elif how == AT_IMPORT:
+                problems.append(f"{upward}: a facade imports inside the method that hands over, so the lower "
+                                "module loads nothing of the later layer")
+    problems += [f"facade {m} -> {t} ({why}) is no longer there: remove it from FACADES"
+                 for (m, t), why in sorted(FACADES.items()) if t not in found.get(m, {})]
+    return problems
+
+
+def import_circles(root: pathlib.Path) -> list[str]:
+    """Circles of imports that run (inside functions too: a circle a late import hides is still a
+    circle in the design), each once, starting at its smallest module."""
+    found = imports(module_files(root))
+    graph = {m: {t for t, how in targets.items() if how != TYPING_ONLY} for m, targets in found.items()}
+    circles = set()
+    for start in graph:  # the shortest path from each module back to itself
+        paths, seen = [[start]], {start}
+        while paths:
+            path = paths.pop(0)
+            for nxt in sorted(graph.get(path[-1], ())):
+                if nxt == start:
+                    i = path.index(min(path))
+                    circles.add(tuple(path[i:] + path[:i]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    paths.append(path + [nxt])
+    return ["import circle: " + " -> ".join(c + (c[0],)) for c in sorted(circles)]
+
+
+def test_every_module_is_in_exactly_one_layer():
+    problems = unlayered(ROOT)
+    assert not problems, "\n".join(problems)
 
 
 def test_no_module_imports_a_later_layer_but_the_named_facades():
-    upward = sorted((m, t) for m, found in _imports(_module_files()).items() for t in found
-                    if _layer_of(t) > _layer_of(m) and (m, t) not in FACADES)
-    assert not upward, "imports from a later layer: " + ", ".join(f"{m} -> {t}" for m, t in upward)
-    imports = _imports(_module_files())
-    stale = sorted(f for f in FACADES if f[1] not in imports.get(f[0], {}))
-    assert not stale, f"facades no longer there: {stale}"
+    problems = upward_imports(ROOT)
+    assert not problems, "\n".join(problems)
 
 
 def test_no_import_circles():
-    graph = {m: {t for t, runs in found.items() if runs} for m, found in _imports(_module_files()).items()}
-    for start in graph:  # a path from a module back to itself
-        stack, seen = [(start, [start])], set()
-        while stack:
-            node, path = stack.pop()
-            for nxt in graph.get(node, ()):
-                assert nxt != start, "import circle: " + " -> ".join(path + [nxt])
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append((nxt, path + [nxt]))
+    problems = import_circles(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_guards_find_a_planted_upward_import_and_a_planted_circle(tmp_path):
+    """Each guard, run on a copy of the package, reports what was planted in it and nothing more: the
+    guards can fail. (The unmodified copy reports what the repository does, empty once it is clean.)"""
+    import shutil
+
+    def copy(name: str) -> pathlib.Path:
+        shutil.copytree(ROOT / "fragnb", tmp_path / name / "fragnb", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / "widgets", tmp_path / name / "widgets", ignore=shutil.ignore_patterns("__pycache__"))
+        return tmp_path / name
+
+    def edit(root: pathlib.Path, module: str, change) -> None:
+        path = root / "fragnb" / module
+        path.write_text(change(path.read_text()))
+
+    clean = copy("clean")
+    for guard in (unlayered, upward_imports, import_circles):
+        assert guard(clean) == guard(ROOT), guard.__name__
+
+    # Each fault in a copy of its own: an upward import may close a circle too, which would blur what each guard saw.
+    # (a) capture reaching up to the run, at the top of the module (after `from __future__`, which must come first)
+    upward = copy("upward")
+    future = "from __future__ import annotations\n"
+    edit(upward, "graph/model.py", lambda text: text.replace(future, future + "\nfrom ..runtime import pipeline\n", 1))
+    # (b) two modules of one layer that import each other
+    circle = copy("circle")
+    edit(circle, "errors.py", lambda text: text + "\nfrom . import text  # planted\n")
+    edit(circle, "text.py", lambda text: text + "\nfrom . import errors  # planted\n")
+    # (c) a module no layer covers
+    stray = copy("stray")
+    (stray / "fragnb" / "stray.py").write_text('"""In no layer."""\n')
+
+    found = {}
+    for guard, planted in ((upward_imports, upward), (import_circles, circle), (unlayered, stray)):
+        found[guard.__name__] = sorted(set(guard(planted)) - set(guard(clean)))
+        for other in {unlayered, upward_imports, import_circles} - {guard}:  # each fault trips its own guard only
+            assert other(planted) == other(clean) or guard is upward_imports and other is import_circles, other.__name__
+    print("\n".join(line for lines in found.values() for line in lines))  # shown with -s
+    assert found == {
+        "upward_imports": ["fragnb.graph.model (capture) imports fragnb.runtime.pipeline "
+                           "(execution: the run and its executors) at import: a later layer, and not a facade"],
+        "import_circles": ["import circle: fragnb.errors -> fragnb.text -> fragnb.errors"],
+        "unlayered": ["fragnb.stray is in no layer: add it (or its package) to a layer of LAYERS"],
+    }
+
+
+def test_the_longest_entry_decides_and_the_root_names_only_itself():
+    names = {i: name for i, (name, _) in enumerate(LAYERS)}
+    assert names[layer_of("fragnb")] == "entry points"
+    assert names[layer_of("fragnb.runtime.worker.walker")] == "execution: a worker's replicas"
+    assert names[layer_of("fragnb.runtime.pipeline")] == "execution: the run and its executors"
+    assert layer_of("fragnb.nowhere") is None

@@ -97,6 +97,7 @@ def test_measure_labels_edges_with_bytes_and_leaves_the_namespace_alone(canonica
     ns = ppo_ns()
     before = {k: v.clone() for k, v in ns["learner"].policy.state_dict().items()}
     g = capture(canonical.body, ns, name="ppo")
+    unmeasured = repr(g.place("coarse", actors=2))
     sizes = measure(g)
     # obs, action, logprob, value, advantages, returns (int64 actions: 8 bytes); rewards, dones, last value (for V-trace)
     batch = 32 * 32 * (4 + 5) * 4 + 32 * 32 * 4 + 32 * 32 * 2 * 4 + 32 * 4
@@ -104,8 +105,14 @@ def test_measure_labels_edges_with_bytes_and_leaves_the_namespace_alone(canonica
     assert sizes[("env@step", "actor@step", "data")] == 64 * 16 * 4 * 4  # obs, every step of the rollout
     assert "returns" not in ns and ns["env"].vector_steps == 0
     assert all(torch.equal(before[k], v) for k, v in ns["learner"].policy.state_dict().items())
-    edge = next(e for e in g.place("coarse", actors=2).edges if e.operator == "gather" and e.dst == "learner")
+    # the sizes are handed on, not written onto the graph: the same place gives the same placement as before
+    assert repr(g.place("coarse", actors=2)) == unmeasured and "kB/iteration" not in unmeasured
+    placed = g.place("coarse", actors=2).measured(sizes)
+    edge = next(e for e in placed.edges if e.operator == "gather" and e.dst == "learner")
     assert edge.label == "gather: batch (49 kB/iteration)"
+    assert "buffer@it -> learner [data]: 49 kB" in repr(sizes)
+    with pytest.raises(TypeError):
+        sizes[("buffer@it", "learner", "data")] = 0  # read-only: what was measured stays so
 
 
 def test_a_malformed_policy_is_refused_where_it_is_defined():
@@ -129,11 +136,11 @@ def test_traffic_predicts_the_bytes_a_run_moves(canonical, ppo_ns):
     from fragnb import measure
 
     g = capture(canonical.body, ppo_ns(), name="ppo")
-    measure(g)
-    p = g.place("coarse", actors=2)
+    measured = measure(g)
+    p = g.place("coarse", actors=2).measured(measured)
     sizes = {(e.src, e.dst): size for e, size in p.traffic()}
     weights = sum(t.numel() * t.element_size() for t in g.namespace["policy"].state_dict().values())
     # the weights go whole to each of the 2 actors, once although two fragments of theirs read them
     assert [size for (src, dst), size in sizes.items() if src == "learner"] == [2 * weights]
     assert set(sizes) == {("learner", "actor@step"), ("buffer@it", "learner"), ("env@step", "driver@step")}
-    assert sizes[("buffer@it", "learner")] == g.edge_bytes[("buffer@it", "learner", "data")]
+    assert sizes[("buffer@it", "learner")] == measured[("buffer@it", "learner", "data")]

@@ -123,13 +123,17 @@ def test_a_scaling_sweep_says_where_each_policy_stops_gaining_and_whether_fine_o
 
 
 def test_a_placement_predicts_itself_from_its_loops_profile(graph):
-    with pytest.raises(ValueError, match=r"no profile of 'ppo' to predict from: run fragnb.profile\(ppo\) first"):
+    with pytest.raises(ValueError, match=r"no profile of 'ppo' to predict from: profile the loop first: "
+                                         r"p = fragnb.profile\(ppo\); placement.predict\(cluster, profile=p\)"):
         graph.place("coarse", actors=2).predict("laptop")
-    fragnb.profile(graph)
-    p = graph.place("coarse", actors=2).predict("laptop")
-    assert graph.costs is not None and str(p).startswith("predicted for coarse (actors x2, learner x1) on a laptop")
+    costs = fragnb.profile(graph)
+    p = graph.place("coarse", actors=2).predict("laptop", profile=costs)
+    assert str(p).startswith("predicted for coarse (actors x2, learner x1) on a laptop")
+    assert not hasattr(graph, "costs")  # the profile is passed, not kept on the graph
+    with pytest.raises(ValueError, match="no profile of 'ppo'"):
+        graph.place("coarse", actors=2).predict("laptop")
     with pytest.raises(ValueError, match="no cluster preset 'moon': the presets are 'here', 'laptop'"):
-        graph.place("coarse", actors=2).predict("moon")
+        graph.place("coarse", actors=2).predict("moon", profile=costs)
 
 
 def test_a_run_reports_each_groups_measured_busy_share_beside_the_predicted_one():

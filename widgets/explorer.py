@@ -42,15 +42,22 @@ class Explorer:
     Parameters
     ----------
     graph : FragmentGraph
-        A captured loop; profiled once under ``single`` on copies (:func:`fragnb.profile`: a few
-        iterations), so edges show their bytes and placements their predicted throughput.
+        A captured loop; profiled once under ``single`` on copies when the explorer opens
+        (:func:`fragnb.profile`: a few iterations), so edges show their bytes and placements their
+        predicted throughput.
     policy, cluster, **params
         What the controls show first (as for :func:`fragnb.run`).
     predict_on : str
         The cluster preset predictions are for (:data:`fragnb.predict.model.PRESETS`).
+    profile : Profile, optional
+        The loop's profile, if you took one (``p = fragnb.profile(graph)``): the explorer then runs
+        nothing when it opens.
 
     Attributes
     ----------
+    profile : Profile or None
+        The loop's profile the explorer predicts from and labels edges with; None where profiling
+        failed (the explorer still places and runs).
     result : RunResult or None
         The last run's result; ``error`` the exception that ended the last run, if one did.
 
@@ -59,9 +66,10 @@ class Explorer:
     and fragnb's embedded cluster is closed, so no worker process is left.
     """
 
-    def __init__(self, graph, policy="single", cluster=None, predict_on="here", **params):
+    def __init__(self, graph, policy="single", cluster=None, predict_on="here", profile=None, **params):
         self.graph = graph
-        self.costs = self._profile()
+        self._profile_error = None
+        self.profile = profile if profile is not None else self._profiled()
         self.params: dict = dict(params)  # the user's choices, kept across policies
         self._client = None if cluster is None or isinstance(cluster, str) else cluster  # a distributed.Client given
         self.result = self.error = None
@@ -188,6 +196,11 @@ class Explorer:
             control.value = value if value in fits else fits[0]
             self.params[name] = control.value
 
+    def _place(self, policy, **params):
+        """``graph.place(policy, **params)``, its edges labelled with the profile's bytes where there is one."""
+        placement = self.graph.place(policy, **params)
+        return placement if self.profile is None else placement.measured(self.profile.edge_bytes)
+
     def _show(self) -> None:
         start = time.perf_counter()
         policy, params = self.current()
@@ -196,7 +209,7 @@ class Explorer:
             lines.append(f"<span class='fragnb-tradeoff'>Trade-off: {html.escape(policy.tradeoff)}.</span>")
         self.summary.value = "<br>".join(lines)
         try:
-            placement = self.graph.place(policy, **params)
+            placement = self._place(policy, **params)
         except ValueError as e:  # a policy that cannot place this loop: say why, and offer no Run
             self.drawing.value = _error(e)
             self.traffic.value = ""
@@ -210,11 +223,8 @@ class Explorer:
 
     # -- predicting ------------------------------------------------------------------------------
 
-    def _profile(self):
+    def _profiled(self):
         """The loop's profile, or None where it cannot be taken (its error shows where predictions would)."""
-        self._profile_error = None
-        if self.graph.costs is not None:
-            return self.graph.costs
         try:
             return profile(self.graph)
         except Exception as e:  # the explorer still places and runs; it predicts nothing
@@ -223,10 +233,10 @@ class Explorer:
 
     def prediction_for(self, placement):
         """The chosen preset's prediction for ``placement`` (None without a profile)."""
-        return None if self.costs is None else predict(placement, self.costs, self.preset.value)
+        return None if self.profile is None else predict(placement, self.profile, self.preset.value)
 
     def _predicted(self, placement) -> str:
-        if self.costs is None:
+        if self.profile is None:
             return f"<p>No prediction: profiling the loop under single failed ({html.escape(str(self._profile_error))}).</p>"
         p = self.prediction_for(placement)
         shares = ", ".join(f"{html.escape(g)} {b:.0%}" for g, b in p.busy.items())
@@ -241,12 +251,12 @@ class Explorer:
 
     def show_scaling(self) -> None:
         """Draw the predicted scaling plot for the chosen preset (what the Scaling plot button does)."""
-        if self.costs is None:
+        if self.profile is None:
             return
         if self.preset.value not in self._scaling:
             import matplotlib.pyplot as plt
 
-            sweep = scaling(self.graph, self.costs, self.preset.value, policies=_scalable(self.graph))
+            sweep = scaling(self.graph, self.profile, self.preset.value, policies=_scalable(self.graph))
             fig, ax = plt.subplots(figsize=(7, 4.2))
             sweep.plot(ax)
             self._scaling[self.preset.value] = png(fig)
@@ -269,7 +279,7 @@ class Explorer:
         for dropdown, out in ((self.left, self.left_drawing), (self.right, self.right_drawing)):
             policy = policies.resolve(dropdown.value)
             try:
-                placement = self.graph.place(policy, **self._compared_params(policy))
+                placement = self._place(policy, **self._compared_params(policy))
             except ValueError as e:
                 out.value = _error(e)
                 placed.append(None)
@@ -308,7 +318,7 @@ class Explorer:
         policy = self.own_policy()
         self.own_code.value = f"<pre>{html.escape(_source(policy))}</pre>"
         try:
-            placement = self.graph.place(policy, **self._compared_params(policy))
+            placement = self._place(policy, **self._compared_params(policy))
         except ValueError as e:
             self.own_drawing.value = _error(e)
         else:

@@ -125,10 +125,6 @@ class FragmentGraph:
     namespace: dict[str, Any] = field(repr=False, compare=False)
     #: The RunResult of the latest run of this graph (set by :func:`fragnb.run`).
     last_run: Any = field(default=None, repr=False, compare=False)
-    #: Bytes each edge carries per iteration, keyed by (src, dst); set by :func:`fragnb.measure`.
-    edge_bytes: dict = field(default_factory=dict, repr=False, compare=False)
-    #: The loop's costs under ``single`` that predictions start from; set by :func:`fragnb.profile`.
-    costs: Any = field(default=None, repr=False, compare=False)
     #: Temporaries capture introduced (split nested calls and ``if`` conditions) -> the source they stand for.
     temps: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     #: Reaching definitions: statement index -> variable it reads -> indices of the statements

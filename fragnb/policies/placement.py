@@ -7,6 +7,7 @@ error surfaces before anything runs.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,7 @@ class EdgePlacement:
     kind: str
     variables: tuple[str, ...]
     operator: str
-    bytes_per_iteration: int | None = None  # known once the graph was measured (fragnb.measure)
+    bytes_per_iteration: int | None = None  # known once sizes were given: Placement.measured(fragnb.measure(graph))
 
     @property
     def label(self) -> str:
@@ -96,7 +97,7 @@ class Placement:
     def traffic(self) -> list[tuple[EdgePlacement, int | None]]:
         """Each edge that crosses between worker groups, with the bytes it moves per iteration: its
         values' size, times the receiving replicas where each receives them whole (broadcast,
-        versioned pull). None where the graph was not measured (:func:`fragnb.measure`)."""
+        versioned pull). None where no sizes were given (``placement.measured(fragnb.measure(graph))``)."""
         whole = ("broadcast", "versioned pull")
         moved, seen = [], set()
         for e in self.edges:
@@ -109,22 +110,29 @@ class Placement:
             moved.append((e, None if size is None else size * (self.fragments[e.dst].replicas if e.operator in whole else 1)))
         return moved
 
-    def measured(self, sizes: dict[tuple[str, str, str], int]) -> Placement:
-        """This placement with each edge labelled with its bytes per iteration (from :func:`fragnb.measure`)."""
+    def measured(self, sizes: Mapping[tuple[str, str, str], int]) -> Placement:
+        """This placement with each edge labelled with its bytes per iteration: ``sizes`` as
+        :func:`fragnb.measure` returns them (or a profile's ``edge_bytes``), ``(src, dst, kind)`` to bytes.
+
+        Sizes are given here rather than to :func:`place`, whose keywords are the policy's own
+        parameters: placing stays a function of graph, policy and parameters alone, and one
+        measurement labels any number of placements."""
         edges = [replace(e, bytes_per_iteration=sizes.get((e.src, e.dst, e.kind))) for e in self.edges]
         return replace(self, edges=edges)
 
-    def predict(self, cluster="here", replicas: int | None = None):
+    def predict(self, cluster="here", replicas: int | None = None, *, profile=None):
         """This placement's predicted env steps/s, seconds per iteration, busy shares and bottleneck on
         ``cluster`` (a preset name or a :class:`fragnb.predict.model.Cluster`), optionally at another
-        replica count; from the loop's profile, which :func:`fragnb.profile` takes (running it is
-        left to the caller: placing never runs the loop)."""
+        replica count, from ``profile``: the loop's :class:`~fragnb.predict.profile.Profile`, which
+        :func:`fragnb.profile` returns (running it is left to the caller: placing never runs the loop)."""
         from ..predict.model import predict
 
-        if self.graph.costs is None:
-            raise ValueError(f"no profile of {self.graph.name!r} to predict from: run fragnb.profile({self.graph.name}) first "
+        if profile is None:
+            name = self.graph.name if self.graph.name.isidentifier() else "graph"
+            raise ValueError(f"no profile of {self.graph.name!r} to predict from: profile the loop first: "
+                             f"p = fragnb.profile({name}); placement.predict(cluster, profile=p) "
                              "(a few iterations under single, on copies of its objects)")
-        return predict(self, self.graph.costs, cluster, replicas)
+        return predict(self, profile, cluster, replicas)
 
     def render(self):
         """One cluster per worker group, with replica counts; edges labelled operator: variables."""
@@ -214,7 +222,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     _check_no_bare_parameters_shared(graph, fragments)
     _check_plain_learners(graph, fragments, policy)
     home = policy.groups["driver"] if policy.decoupled else None
-    edges = [_operator(e, fragments[e.src], fragments[e.dst], graph.edge_bytes.get((e.src, e.dst, e.kind)), home) for e in graph.edges]
+    edges = [_operator(e, fragments[e.src], fragments[e.dst], home) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated)
 
 
@@ -311,17 +319,17 @@ def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, Fr
             read = _attributes_read(late.node, comp)
             if read:
                 n = fragments[next(f.name for f in graph.fragments if groups[home] in f.statements)].replicas
-                raise FragmentError(
+                raise FragmentError.in_source(
                     f"`{comp}.{read}` is read in group {group!r}, and `{comp}` lives in group {home!r}"
                     f"{f' (x{n}, each replica holding a share of it)' if n > 1 else ''}: no copy of it is there. Read it "
                     f"into a notebook value in an earlier cell (`{read} = {comp}.{read}`) and use that, or compute it in "
-                    f"a statement of {comp}'s own role", late.lineno, graph.source.splitlines()[late.lineno - 1])
+                    f"a statement of {comp}'s own role", late.lineno, graph.source)
             uses = ", ".join(f"line {st.lineno} in group {g!r}" for g, st in groups.items())
-            raise FragmentError(
+            raise FragmentError.in_source(
                 f"`{comp}` is used from two worker groups ({uses}); each would hold its own copy and their states "
                 "would diverge. Use it from statements of one role (e.g. call its method yourself instead of handing "
                 "it to a function), or choose a policy that places those roles together",
-                late.lineno, graph.source.splitlines()[late.lineno - 1])
+                late.lineno, graph.source)
 
 
 def _attributes_read(node: ast.AST, name: str) -> str | None:
@@ -346,11 +354,11 @@ def _check_plain_learners(graph: FragmentGraph, fragments: dict[str, FragmentPla
         for s in frag.statements:
             plain = [c for c in s.components if isinstance(graph.namespace[c], (torch.nn.Module, torch.optim.Optimizer))]
             if plain:
-                raise FragmentError(
+                raise FragmentError.in_source(
                     f"policy {policy.name!r} runs {fragments[frag.name].replicas} learners, which average the gradients of "
                     f"fragnb Learners' networks; `{plain[0]}` ({type(graph.namespace[plain[0]]).__name__}) is trained by the "
                     "loop itself, so each learner would train on its own share alone. Use one learner (coarse, fine, async, "
-                    "srl), or wrap the update in a fragnb.components.Learner", s.lineno, graph.source.splitlines()[s.lineno - 1])
+                    "srl), or wrap the update in a fragnb.components.Learner", s.lineno, graph.source)
 
 
 def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
@@ -369,12 +377,12 @@ def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, 
     for groups in held.values():
         if len(groups) > 1:
             (a, (name_a, _)), (b, (name_b, line)) = list(groups.items())[:2]
-            raise FragmentError(
+            raise FragmentError.in_source(
                 f"`{name_a}` (group {a!r}) and `{name_b}` (group {b!r}) are one trained tensor: fragnb sends a learner's "
                 "networks (torch.nn.Module) to the other groups after each update, not tensors held beside them, so one "
                 "side would go on with a copy that never learns. Hold it inside a network both use (`self.log_std = "
                 "nn.Parameter(...)` in the policy's nn.Module), or run under 'single'",
-                line, graph.source.splitlines()[line - 1])
+                line, graph.source)
 
 
 def _gpu(device: str) -> bool:
@@ -401,7 +409,7 @@ def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacemen
                                  f"{policy.name!r} cannot split evenly; choose one of {divisors}")
 
 
-def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, size: int | None, home: str | None) -> EdgePlacement:
+def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, home: str | None) -> EdgePlacement:
     """What ``edge`` becomes; ``home`` is the learner's group under a decoupled policy (else None)."""
     if src.group == dst.group:
         op = "local"
@@ -417,4 +425,4 @@ def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, size: 
         op = "broadcast" if edge.kind == "state" else "scatter"
     else:
         op = "exchange"
-    return EdgePlacement(edge.src, edge.dst, edge.kind, edge.variables, op, size)
+    return EdgePlacement(edge.src, edge.dst, edge.kind, edge.variables, op)

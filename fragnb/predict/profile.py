@@ -2,19 +2,20 @@
 
 Each fragment's seconds per iteration, the environment steps and optimizer steps of an iteration, the
 bytes each edge carries (:func:`fragnb.measure`) and the bytes of the learner's weights. The notebook's
-objects and generators are untouched.
+objects and generators are untouched, and so is the graph: the profile is returned, and a prediction
+takes it as an argument (``placement.predict(cluster, profile=p)``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..shards import shard, splits
-from ..ui.live import LiveProgress
 from ..runtime.worker.generators import generators
-from ..runtime.job import Job
+from ..runtime.job import Job, Silent
 from ..runtime.local import InNotebook, copies
 from ..runtime.measure import measure
 
@@ -30,7 +31,7 @@ class Profile:
     vector_steps: int  # steps of the batch of environments (the inner loop's iterations)
     updates: int  # optimizer steps (each an all-reduce under data-parallel policies)
     weight_bytes: int  # the parameters an optimizer steps
-    edge_bytes: dict = field(default_factory=dict)  # (src, dst, kind) -> bytes (fragnb.measure)
+    edge_bytes: Mapping = field(default_factory=dict)  # (src, dst, kind) -> bytes: fragnb.measure's EdgeSizes
     #: fragment -> seconds with half the environments (each split component's first half), where the
     #: cell runs so: what a fragment's time owes to the batch's size, and what to each call
     half: dict[str, float] | None = None
@@ -51,8 +52,9 @@ class Profile:
 
 def profile(graph, iterations: int = 3) -> Profile:
     """Run ``iterations`` of the cell under ``single`` on copies of its objects and measure it; the
-    first iteration (imports, allocation) is left out where there are more. Kept as ``graph.costs``,
-    where :meth:`Placement.predict <fragnb.policies.Placement.predict>` finds it."""
+    first iteration (imports, allocation) is left out where there are more. Hand it to the predictions:
+    ``placement.predict(cluster, profile=p)``, ``scaling(graph, p, cluster)``; its ``edge_bytes`` label
+    placements too (``placement.measured(p.edge_bytes)``). The graph is left as it was."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     edge_bytes = measure(graph)
@@ -79,14 +81,15 @@ def profile(graph, iterations: int = 3) -> Profile:
     except Exception:
         pass
     envs = max(1, _num_envs(graph))
-    graph.costs = Profile(_per_iteration(result), result.env_steps // done, result.env_steps // done // envs, sum(stepped.values()) // done,
-                   sum(sizes.values()), dict(edge_bytes), half)
-    return graph.costs
+    steps = result.env_steps // done
+    return Profile(_per_iteration(result), steps, steps // envs, sum(stepped.values()) // done, sum(sizes.values()),
+                   edge_bytes, half)
 
 
 def _timed(graph, ns: dict, iterations: int):
     with generators(), contextlib.redirect_stdout(io.StringIO()):
-        job = Job(graph.place("single"), None, ns, live=lambda total, title: LiveProgress(total, title, False, False),
+        # a silent view, not fragnb.ui's: profiling shows nothing, and needs no later layer (nor tqdm) to run
+        job = Job(graph.place("single"), None, ns, live=Silent,
                   until=lambda curve, done, steps: done >= iterations)
         return InNotebook().execute(job)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..policies import Placement
     from .worker.payload import Payload
 
-__all__ = ["Job"]
+__all__ = ["Job", "Silent"]
 
 
 @dataclass
@@ -41,3 +41,35 @@ class Job:
         from .worker.payload import pack
 
         return {g: pack(self.placement.graph, self.namespace, self.script, g) for g in self.script.groups}
+
+    def walking(self, script: Script) -> Job:
+        """This job with ``script``, a Script of the same placement built with what was learnt since
+        (the safety net's shapes, where the generators start), in place of its own.
+
+        What it has packed already is kept: a payload depends only on the segments, the groups and
+        the environments, which both Scripts share. Packing again would pickle every object twice,
+        and after the safety net's plain run would pack what shared classes' globals hold (an
+        EnvStreams a network's method samples from) as that run left it.
+        """
+        job = replace(self, script=script)
+        if "payloads" in vars(self):  # cached_property keeps what it computed in the instance's dict
+            job.payloads = self.payloads
+        return job
+
+
+class Silent:
+    """A live view that shows nothing, for a run measured out of sight (:func:`fragnb.profile`): what
+    ``Job.live`` returns needs only ``update`` and ``close`` (and ``show_link``, on a cluster), and the
+    run's own view lives in :mod:`fragnb.ui`, a later layer that the runtime must not need to run."""
+
+    def __init__(self, total: int | None = None, title: str = ""):
+        self.total, self.title = total, title
+
+    def update(self, curve, env_steps: int, *args, **kwargs) -> None:
+        pass
+
+    def show_link(self, link: str) -> None:
+        pass
+
+    def close(self, curve=()) -> None:
+        pass

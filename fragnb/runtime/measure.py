@@ -1,35 +1,73 @@
 """Measure: the bytes each edge of a graph carries per iteration, from one dry iteration on copies.
 
 Placements show these sizes on their edges, so a student can see what a policy would move before
-anything runs.
+anything runs. The sizes are a value the caller hands on (``graph.place(...).measured(sizes)``), not
+an attribute written onto the graph: placing the same graph the same way gives the same placement
+whether or not it was measured before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Iterator, Mapping
 
 import torch
 
 from ..graph import FragmentGraph
+from ..text import human
 from .local import Dry, copies, exec_cell
 
-__all__ = ["measure", "nbytes"]
+__all__ = ["measure", "nbytes", "EdgeSizes"]
+
+Key = tuple[str, str, str]  # an edge: (src, dst, kind)
 
 
-def measure(graph: FragmentGraph) -> dict[tuple[str, str, str], int]:
+class EdgeSizes(Mapping[Key, int]):
+    """Bytes each edge of one graph carries per training iteration, keyed by ``(src, dst, kind)``.
+
+    Read-only: what :func:`measure` found, handed on as it is (to :meth:`Placement.measured
+    <fragnb.policies.Placement.measured>`, or kept in a :class:`~fragnb.predict.profile.Profile`).
+
+    Parameters
+    ----------
+    graph : str
+        The name of the graph measured, for the repr.
+    sizes : Mapping
+        ``(src, dst, kind)`` to bytes per iteration.
+    """
+
+    def __init__(self, graph: str, sizes: Mapping[Key, int]):
+        self.graph = graph
+        self._sizes = dict(sizes)
+
+    def __getitem__(self, edge: Key) -> int:
+        return self._sizes[edge]
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._sizes)
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    def __repr__(self) -> str:
+        lines = [f"EdgeSizes of {self.graph!r}, per iteration:"]
+        lines += [f"  {src} -> {dst} [{kind}]: {human(n)}" for (src, dst, kind), n in self._sizes.items()]
+        return "\n".join(lines)
+
+
+def measure(graph: FragmentGraph) -> EdgeSizes:
     """Bytes each edge carries in one training iteration, from one dry iteration on copies.
 
     The cell's first iteration runs in this process on deep copies of the objects it uses, so the
-    notebook's components are untouched. The result is kept as ``graph.edge_bytes``, where
-    placements find it to label their edges.
+    notebook's components, and the graph, are untouched. Label a placement's edges with the result:
+    ``graph.place("coarse", actors=2).measured(sizes)``.
     """
     ns = copies(graph)
     sizes = _DrySizes(graph, ns)
     with contextlib.redirect_stdout(io.StringIO()):  # a dry run prints nothing of the cell's own
         exec_cell(graph, ns, sizes, trace=True)
-    graph.edge_bytes = sizes.totals()
-    return graph.edge_bytes
+    return EdgeSizes(graph.name, sizes.totals())
 
 
 def nbytes(value) -> int:

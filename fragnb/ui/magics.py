@@ -103,7 +103,8 @@ class FragmentMagics(Magics):
             display(Explorer(graph, policy, cluster, **params))
         elif not args.quiet:
             if policy.name != "single":
-                placement = placement.measured(measure(graph))  # one dry iteration on copies: bytes on the edges
+                # one dry iteration on copies: bytes on the drawn edges (the graph keeps no sizes)
+                placement = placement.measured(measure(graph))
             display(graph if policy.name == "single" else placement)
         if args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
