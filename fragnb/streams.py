@@ -4,7 +4,8 @@ Each environment ``i`` owns a stream keyed by ``(seed, domain, i)``; draw ``k`` 
 hash of the key and a per-environment counter (SplitMix's construction: one finaliser applied to a
 Weyl sequence that the key offsets). A shard of environments 32..63 therefore draws
 exactly the numbers those environments draw inside the full batch of 64, which is what lets every
-distribution policy reproduce the single-process result (DESIGN.md, invariant 1).
+distribution policy reproduce the single-process result: however the environments are split across
+replicas, the namespace ends as plain Python's.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ import torch
 
 from fragnb.components import Episode
 from fragnb.graph.normalize import Normalizer
-from fragnb.plan.script import ReplicaId, peers, weights_attribute, weights_key
+from fragnb.plan.keys import RecordKey, WeightsKey, kind_of, record_key, weights_key
+from fragnb.plan.script import ReplicaId, peers
 from fragnb.runtime.worker import machine as d
 from fragnb.runtime.check import difference
 from fragnb.runtime.net.collectives import average
@@ -29,7 +30,17 @@ def test_a_replica_name_reads_back_as_the_value_it_was_written_from():
     for rid in (ReplicaId("actors", 0), ReplicaId("policy", 11), ReplicaId("a[b", 3)):
         assert ReplicaId.parse(str(rid)) == rid
     assert peers("learner", 2) == ["learner[0]", "learner[1]"]
-    assert weights_attribute(weights_key("learner", "policy")) == ("learner", "policy")
+    key = weights_key("learner", "policy")
+    assert (key.component, key.attribute) == ("learner", "policy") and key == "weights:learner:policy"
+
+
+def test_an_exported_key_says_its_kind_by_its_type_not_by_its_text():
+    assert [kind_of(k) for k in (weights_key("agent", ""), record_key("L12"), "obs")] == ["weights", "record", "variable"]
+    assert kind_of("weights:learner:policy") == "variable"  # a plain string is a variable's name, whatever it reads
+    import pickle
+
+    for key in (weights_key("learner", "policy"), record_key(6)):  # they keep their type across workers
+        assert type(pickle.loads(pickle.dumps(key))) is type(key) and isinstance(key, (WeightsKey, RecordKey))
 
 
 # -- routing ----------------------------------------------------------------------------------
@@ -47,7 +58,7 @@ def test_values_are_routed_only_when_both_groups_are_replicated_divide_and_every
     assert not d.routed(1, 4, ["obs"], SHARDED, 16)  # one sender: a scatter, everyone hears it
     assert not d.routed(2, 3, ["obs"], SHARDED, 18)  # neither count divides the other
     assert not d.routed(2, 4, ["obs", "step"], SHARDED, 16)  # a replicated value goes to everyone
-    assert not d.routed(2, 4, ["weights:learner:policy"], SHARDED, 16)  # weights travel whole
+    assert not d.routed(2, 4, [weights_key("learner", "policy")], SHARDED, 16)  # weights travel whole
     assert not d.routed(2, 4, ["obs"], SHARDED, None)  # no environment axis to split along
     assert d.routed(4, 2, ["unknown"], SHARDED, 16)  # a value no kind is known for counts as sharded
 
@@ -67,20 +78,20 @@ def test_each_replica_cuts_exactly_its_own_environments_out_of_what_its_partners
         for i in range(receivers):
             got = [sent[j] for j in d.partners(i, receivers, senders, ["obs"], SHARDED, envs)]
             index, count, num_envs = d.share(i, receivers, senders, ["obs"], SHARDED, envs)
-            mine = combine("obs", got, index, count, num_envs)
+            mine = combine("obs", got, index=index, count=count, num_envs=num_envs)
             assert torch.equal(mine, whole.chunk(receivers)[i]), (senders, receivers, i)
 
 
 def test_storage_with_the_environments_second_joins_along_the_axis_plain_pythons_shape_says():
     steps_first = torch.arange(4 * 8 * 3).reshape(4, 8, 3)  # (num_steps, num_envs, obs) as CleanRL preallocates it
     parts = list(steps_first.chunk(4, dim=1))  # four replicas of 2 environments each
-    assert torch.equal(combine("obs", parts, 0, 1, None, full=(4, 8, 3)), steps_first)
-    assert torch.equal(combine("obs", parts[:2], 0, 1, None, full=(4, 8, 3)), steps_first[:, :4])  # an even share of it
-    assert torch.equal(combine("obs", [p[0] for p in parts], 0, 1, None, full=(8, 3)), steps_first[0])  # environments first
-    assert torch.equal(combine("obs", parts, 0, 1, None), torch.cat(parts))  # shape unknown (--no-check): the leading axis
+    assert torch.equal(combine("obs", parts, full=(4, 8, 3)), steps_first)
+    assert torch.equal(combine("obs", parts[:2], full=(4, 8, 3)), steps_first[:, :4])  # an even share of it
+    assert torch.equal(combine("obs", [p[0] for p in parts], full=(8, 3)), steps_first[0])  # environments first
+    assert torch.equal(combine("obs", parts), torch.cat(parts))  # shape unknown (--no-check): the leading axis
     # A batch each replica sampled (128 x obs 4, with 4 environments each) makes up no tensor of plain
     # Python's shape along any axis: joined along the leading one, for the safety net to tell apart.
-    assert combine("batch", [torch.zeros(128, 4)] * 2, 0, 1, None, full=(128, 4)).shape == (256, 4)
+    assert combine("batch", [torch.zeros(128, 4)] * 2, full=(128, 4)).shape == (256, 4)
 
 
 # -- trajectory selection ---------------------------------------------------------------------
@@ -200,3 +211,124 @@ def test_average_leaves_every_replica_the_mean_gradient_in_its_own_shapes():
     for grads in replicas:
         average(grads, lambda flat: flat.copy_(total), world=3)
         assert torch.equal(grads[0], torch.full((2, 3), 1.0)) and torch.equal(grads[1], torch.full((4,), 10.0))
+
+
+# -- what a segment receives (the walker applies it) --------------------------------------------
+def test_a_fine_step_receives_obs_once_and_reads_it_twice():
+    latest = {"obs": ("envs", 3)}  # the environments wrote `obs` three times so far
+    received: dict = {}
+    first, got, loaded = d.segment_inputs("actors", {"obs"}, {"actor"}, set(), [], latest, received, {})
+    assert first == [("envs", "obs", "obs")] and got == {("actors", "obs"): ("envs", 3)} and loaded == {}
+    received.update(got)  # the actor side acts with obs, then stores it: the second read receives nothing
+    again, got, _ = d.segment_inputs("actors", {"obs"}, {"buffer"}, set(), [], latest, received, {})
+    assert again == [] and got == {}
+    latest["obs"] = ("envs", 4)  # the next step's observations
+    assert d.segment_inputs("actors", {"obs"}, {"actor"}, set(), [], latest, received, {})[0] == [("envs", "obs", "obs")]
+
+
+def test_weights_are_loaded_once_per_version_and_only_by_the_group_that_uses_them():
+    w = d.Weight(weights_key("learner", "net"), weights_key("actor", "net"), "actors", "actor")
+    latest = {w.source: ("learner", 2)}
+    out, _, loaded = d.segment_inputs("actors", set(), {"actor"}, set(), [w], latest, {}, {})
+    assert out == [("learner", "weights:learner:net", "weights:actor:net")] and loaded == {("actors", "weights:actor:net"): 2}
+    assert d.segment_inputs("actors", set(), {"actor"}, set(), [w], latest, {}, loaded)[0] == []
+    assert d.segment_inputs("actors", set(), {"buffer"}, set(), [w], latest, {}, {})[0] == []  # the segment holds no copy
+    assert d.segment_inputs("envs", set(), {"actor"}, set(), [w], latest, {}, {})[0] == []  # another group's copy
+
+
+def test_a_value_the_segment_writes_itself_is_not_received():
+    assert d.segment_inputs("learner", {"loss"}, set(), set(), [], {"loss": ("learner", 1)}, {}, {})[0] == []
+
+
+# -- trajectory selection -----------------------------------------------------------------------
+def test_a_stale_trajectory_is_dropped_and_a_fresh_one_taken_in_arrival_order():
+    waiting = [d.Arrival(7, "actors[1]", 4, 3), d.Arrival(5, "actors[0]", 2, 1)]
+    take = d.next_trajectory(waiting, learner_version=3, max_staleness=1)
+    assert take.arrival == waiting[1] and not take.usable  # the earliest arrival, 2 versions old: dropped
+    assert d.next_trajectory(waiting, learner_version=3, max_staleness=2).usable
+    assert d.next_trajectory([], learner_version=3, max_staleness=1) == (None, False)  # nothing waits: the learner waits
+
+
+def test_a_round_is_as_fresh_as_its_oldest_trajectory():
+    assert d.round_is_fresh(5, [5, 4], max_staleness=1) and not d.round_is_fresh(5, [5, 3], max_staleness=1)
+
+
+def test_actors_run_ahead_at_most_the_bound_and_the_survivors_of_a_lost_actor_make_up_for_it():
+    assert d.pace(iterations=8, count=4, gone=0) == 8
+    assert d.pace(iterations=8, count=4, gone=1) == 6  # three actors deliver the learner's four trajectories
+    assert d.may_act(version=6, pace_now=8, max_staleness=2) and not d.may_act(version=5, pace_now=8, max_staleness=2)
+
+
+# -- where replicas go, and which a run can lose ----------------------------------------------
+def test_nine_replicas_on_eight_slots_fold_the_actors_and_keep_the_learner_alone():
+    from fragnb.runtime.slots import slots, tasks
+
+    groups = {"actors": 8, "learner": 1}
+    assert len(tasks(groups, {}, False)) == 9  # a task each where there is room
+    threads = {f"tcp://w{k}:1": 1 for k in range(8)}
+    planned, where = slots(groups, {}, False, threads)
+    # 8 actors in tasks of equal size (2 each: 7 tasks of 1 or 2 would leave one thread twice as busy); the learner alone
+    assert planned == [["actors[0]", "actors[4]"], ["actors[1]", "actors[5]"], ["actors[2]", "actors[6]"],
+                       ["actors[3]", "actors[7]"], ["learner[0]"]]
+    assert len(set(where.values())) == 5 and where["actors[0]"] == where["actors[4]"] != where["learner[0]"]
+
+
+def test_a_process_group_needs_a_process_per_replica_and_says_so():
+    from fragnb.errors import ClusterError
+    from fragnb.runtime.slots import slots
+
+    with pytest.raises(ClusterError, match="3 replica programs each need a worker thread of their own.*one per process"):
+        slots({"learner": 3}, {}, True, {"tcp://a:1": 4, "tcp://b:1": 4})
+    with pytest.raises(ClusterError, match="the cluster has no workers"):
+        slots({"learner": 1}, {}, False, {})
+
+
+def test_async_goes_on_without_a_lost_actor_but_not_without_all_of_them_or_the_learner():
+    from fragnb.runtime.slots import goes_on_without
+
+    groups = {"actors": 2, "learner": 1}
+    assert goes_on_without(["actors[0]"], [], groups, "learner[0]", decoupled=True)
+    assert not goes_on_without(["actors[1]"], ["actors[0]"], groups, "learner[0]", decoupled=True)  # none left
+    assert not goes_on_without(["learner[0]"], [], groups, "learner[0]", decoupled=True)
+    assert not goes_on_without(["actors[0]"], [], groups, "learner[0]", decoupled=False)  # a synchronous run
+    srl = {"actors": 2, "policy": 1, "learner": 1}  # actor and policy workers wait for each other every step
+    assert not goes_on_without(["actors[0]"], [], srl, "learner[0]", decoupled=True)
+
+
+# -- what replicas tell the notebook ------------------------------------------------------------
+def test_a_progress_event_survives_the_event_log_as_its_type():
+    from fragnb.runtime.worker.report import Checkpointed, Progress, event_of
+
+    sent = Progress("actors[0]", 3, [[1.5, 0, 64, 21.0]], 64, {"actor": 0.25}, [1, 0])
+    wire = {**sent.wire(), "worker": "tcp://127.0.0.1:1"}  # Dask's event log adds keys of its own
+    assert event_of(wire) == sent
+    assert event_of(Checkpointed("learner[0]", 10, 4096).wire()) == Checkpointed("learner[0]", 10, 4096)
+
+
+def test_a_first_interrupt_asks_for_the_end_of_the_iteration_and_a_second_aborts(capsys):
+    from fragnb.runtime.worker.stops import Interrupts
+
+    interrupts = Interrupts()
+    interrupts.interrupt()
+    assert interrupts.stop.is_set() and "interrupt again to abort" in capsys.readouterr().err
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.interrupt()
+
+
+# -- plan and capture (script, generators) ------------------------------------------------------
+def test_the_notebook_generators_go_to_the_one_drawing_group_when_it_has_one_replica():
+    from fragnb.runtime.draws import notebook_group
+
+    counts = {"actors": 2, "learner": 1}
+    assert notebook_group(counts, {"learner"}, "learner") == "learner"  # a learner's minibatch shuffle: exact
+    assert notebook_group({"envs": 1, "learner": 1}, {"envs"}, "learner") == "envs"  # the only one, if not the driver's
+    assert notebook_group(counts, set(), "learner") is None  # the cell draws nowhere: every replica seeds its own
+    assert notebook_group(counts, {"actors"}, "learner") is None  # each actor samples: a statistical run
+    assert notebook_group({"envs": 1, "learner": 1}, {"envs", "learner"}, "learner") is None  # two groups draw
+
+
+def test_draws_not_looked_for_give_the_notebook_generators_to_the_driver_s_group_of_one_replica():
+    from fragnb.runtime.draws import notebook_group
+
+    assert notebook_group({"actors": 4, "learner": 1}, None, "learner") == "learner"
+    assert notebook_group({"replicas": 2}, None, "replicas") is None  # multi_learner: no replica is plain Python's

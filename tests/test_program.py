@@ -52,9 +52,9 @@ def test_values_replicas_cannot_combine_are_an_error_naming_the_variable():
     from fragnb import FragmentError
 
     with pytest.raises(FragmentError, match=r"`mean` \(line 4: mean = r.mean\(\)\) is computed on each of 2 replicas"):
-        combine("mean", [torch.tensor(1.0), torch.tensor(2.0)], 0, 1, None, "sharded", "line 4: mean = r.mean()")
-    assert combine("lr", [0.5, 0.5], 0, 1, None, "replicated") == 0.5
-    assert combine("stats", [{"loss": 1.0}, {"loss": 2.0}], 0, 1, None, strict=False) == {"loss": 1.0}  # data parallel: replica 0
+        combine("mean", [torch.tensor(1.0), torch.tensor(2.0)], kind="sharded", origin="line 4: mean = r.mean()")
+    assert combine("lr", [0.5, 0.5], kind="replicated") == 0.5
+    assert combine("stats", [{"loss": 1.0}, {"loss": 2.0}], strict=False) == {"loss": 1.0}  # data parallel: replica 0
 
 
 def test_scatter_splits_only_values_that_have_the_environment_axis():
@@ -63,4 +63,41 @@ def test_scatter_splits_only_values_that_have_the_environment_axis():
     assert scatter(torch.arange(3), 1, 2, num_envs=8).tolist() == [0, 1, 2]  # not per-environment: whole
     part = scatter({"a": actions, "k": 3}, 3, 4, num_envs=8)
     assert part["a"].tolist() == [6, 7] and part["k"] == 3
-    assert combine("a", [torch.arange(4), torch.arange(4, 8)], 0, 1, 8).tolist() == list(range(8))
+    assert combine("a", [torch.arange(4), torch.arange(4, 8)], num_envs=8).tolist() == list(range(8))
+
+
+def test_a_script_is_complete_when_built_and_cannot_be_changed_afterwards(canonical, ppo_ns):
+    import dataclasses
+
+    from fragnb.plan.script import RandomStart, Script
+
+    placement = capture(canonical.body, ppo_ns()).place("coarse", actors=2)
+    script = Script.of(placement)  # what the safety net walks: nothing known yet of shapes and draws
+    assert (script.seed, script.rng_group, script.rng, script.drawing, script.shapes) == (0, None, None, None, {})
+    assert script.strict
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        script.shapes = {}
+    sampled = min(i for seg in script.program.segments if seg.group == "actors" for i in seg.statements)
+    start = RandomStart(seed=7, group="learner", states={"torch": "x"}, drawn=frozenset({sampled}), statistical=True)
+    run = Script.of(placement, until=None, checkpoint_every=10, shapes={"obs": (8, 4)}, start=start)
+    assert (run.seed, run.rng_group, run.rng, run.checkpoint_every) == (7, "learner", {"torch": "x"}, 10)
+    assert run.shapes == {"obs": (8, 4)}
+    assert not run.strict  # replicated draws: replica 0's value is taken where replicas differ
+    assert run.drawing == frozenset(seg.index for seg in run.program.segments if sampled in seg.statements)
+
+
+def test_planning_twice_gives_the_same_segments_so_a_job_keeps_what_it_packed(canonical, ppo_ns):
+    import ast
+
+    from fragnb.plan.script import Script
+    from fragnb.runtime.job import Job
+
+    placement = capture(canonical.body, ppo_ns()).place("fine", actors=2)
+    first, second = Script.of(placement), Script.of(placement, shapes={"obs": (8, 4)})
+    shape = lambda s: [(seg.index, seg.group, seg.statements, ast.dump(seg.module)) for seg in s.program.segments]
+    assert shape(first) == shape(second)
+    job = Job(placement, first, placement.graph.namespace, live=None)
+    packed = job.payloads
+    later = job.walking(second)
+    assert later.script is second and job.script is first and later.payloads is packed
+    assert "payloads" not in vars(Job(placement, first, {}, live=None).walking(second))  # none packed, none kept

@@ -9,9 +9,9 @@ import torch
 import fragnb
 from corpus.compare import compare_namespaces
 from corpus.field import FIELD_BY_NAME
-from fragnb.plan.script import Script
+from fragnb.errors import ClusterError
 from fragnb.runtime import plane
-from fragnb.runtime.cluster.clusters import ClusterError
+from fragnb.runtime import slots as placing
 from fragnb.runtime.check import smaller
 from fragnb.runtime.worker.generators import Own, generators, seeded
 
@@ -20,8 +20,17 @@ def _placement(canonical, ppo_ns, policy, **params):
     return fragnb.capture(canonical.body, ppo_ns(1), name="ppo").place(policy, **params)
 
 
+def _groups(placement):
+    return {g: n for g, (n, _) in placement.groups.items()}
+
+
 def _tasks(placement, capacity):
-    return plane._tasks(placement, Script.of(placement), capacity)
+    return placing.tasks(_groups(placement), placement.colocated, placement.policy.collectives, capacity)
+
+
+def _slots(placement, workers):
+    threads = {w: info["nthreads"] for w, info in workers.items()}
+    return placing.slots(_groups(placement), placement.colocated, placement.policy.collectives, threads)
 
 
 # -- which replicas share a task: pure decisions ----------------------------------------------------
@@ -43,16 +52,16 @@ def test_a_group_with_more_replicas_than_threads_shares_them_evenly(canonical, p
 
 def test_a_process_group_is_never_folded_and_srl_keeps_its_ring(canonical, ppo_ns):
     p = _placement(canonical, ppo_ns, "multi_learner", learners=4)
-    assert len(_tasks(p, 2)) == 4  # one process per rank: _slots refuses it on 2 threads
+    assert len(_tasks(p, 2)) == 4  # one process per rank: slots refuses it on 2 threads
     with pytest.raises(ClusterError, match="4 replica programs each need a worker thread"):
-        plane._slots(p, Script.of(p), {"tcp://a:1": {"nthreads": 1}, "tcp://b:1": {"nthreads": 1}})
+        _slots(p, {"tcp://a:1": {"nthreads": 1}, "tcp://b:1": {"nthreads": 1}})
     p = _placement(canonical, ppo_ns, "srl", actors=2, ring=2)
     assert _tasks(p, 3) == _tasks(p, None)
 
 
 def test_slots_say_which_replicas_share_a_worker(canonical, ppo_ns):
     p = _placement(canonical, ppo_ns, "coarse", actors=4)
-    tasks, slots = plane._slots(p, Script.of(p), {"tcp://a:1": {"nthreads": 1}, "tcp://b:1": {"nthreads": 2}})
+    tasks, slots = _slots(p, {"tcp://a:1": {"nthreads": 1}, "tcp://b:1": {"nthreads": 2}})
     assert len(tasks) == 3 and set(slots) == {"actors[0]", "actors[1]", "actors[2]", "actors[3]", "learner[0]"}
     assert sorted(slots.values()).count("tcp://b:1") == 3  # two tasks on its two threads
 

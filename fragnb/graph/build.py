@@ -308,8 +308,7 @@ class _Capture:
 
     def error(self, message: str, node: ast.AST | int | None = None) -> FragmentError:
         lineno = node if isinstance(node, int) or node is None else node.lineno
-        line = self.lines[lineno - 1] if lineno and lineno <= len(self.lines) else None
-        return FragmentError(message, lineno, line)
+        return FragmentError.in_source(message, lineno, self.source)
 
     # -- pipeline -----------------------------------------------------------------------------
     def limit(self, message: str, node: ast.AST | int | None = None) -> None:
@@ -597,7 +596,7 @@ class _Capture:
                 roles[s.index] = roles[sources[0]] if sources else (firsts[0] if firsts else "driver")
         if not any(role_of(self.namespace[c]) for s in self.statements for c in s.components):
             self.find_buffer(roles)
-        self.statements = [_with_role(s, roles[s.index]) for s in self.statements]
+        self.statements = [replace(s, role=roles[s.index]) for s in self.statements]
 
     def reaches_env(self, start: int, readers: dict[int, list[int]], roles: dict) -> bool:
         """Whether a network's results reach an environment's ``step`` (through statements of no
@@ -738,7 +737,3 @@ def _innermost_common(a: Loop | None, b: Loop | None) -> Loop | None:
     while a is not None and not a.encloses(b):
         a = a.parent
     return a
-
-
-def _with_role(s: Statement, role: str) -> Statement:
-    return replace(s, role=role)

@@ -1,6 +1,6 @@
 """Normalize a cell's AST so that every leaf statement calls components of one role.
 
-Two rewrites, both exact (the rewritten cell computes what the original does, in the same order):
+Three rewrites, all exact (the rewritten cell computes what the original does, in the same order):
 
 - a call nested in a call of another role is hoisted into a temporary assigned just before:
   ``batch = buffer.batch(actor.value(obs))`` becomes ``_fragnb_1 = actor.value(obs)`` then
@@ -36,19 +36,14 @@ import ast
 import copy
 from typing import Callable
 
-__all__ = ["TEMP_PREFIX", "is_temp", "Normalizer"]
+__all__ = ["TEMP_PREFIX", "Normalizer"]
 
 TEMP_PREFIX = "_fragnb_"
 
 # Expressions whose parts Python may skip or run many times: a call inside is never hoisted.
 _CONDITIONAL = (ast.IfExp, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-
-
+# Statements that hold a block: the calls in it run where the block runs, as written (never hoisted).
 _COMPOUND = (ast.If, ast.With, ast.While, ast.For, ast.Try, ast.TryStar, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def is_temp(name: str) -> bool:
-    return name.startswith(TEMP_PREFIX)
 
 
 class Normalizer:
@@ -157,7 +152,8 @@ class Normalizer:
     def _hoist(self, stmt: ast.stmt) -> list[ast.stmt]:
         if len(self._roles(stmt)) < 2 or isinstance(stmt, _COMPOUND):  # a block's calls run where it runs, as written
             return [stmt]
-        outer = next(r for n in _breadth_first(stmt) if isinstance(n, ast.Call) and (r := self.role_of_call(n)))
+        # ast.walk is breadth-first: the outermost call comes first, and its role is the statement's
+        outer = next(r for n in ast.walk(stmt) if isinstance(n, ast.Call) and (r := self.role_of_call(n)))
         before: list[ast.stmt] = []
         normalizer = self
 
@@ -192,7 +188,3 @@ class Normalizer:
         ast.fix_missing_locations(new)
         self.synthetic.add(id(new))
         return new
-
-
-def _breadth_first(node: ast.AST):
-    return ast.walk(node)  # ast.walk is breadth-first: the outermost call comes first

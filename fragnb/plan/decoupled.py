@@ -20,10 +20,9 @@ def refuse(placement, program: Program) -> None:
     graph = placement.graph
     policy = placement.policy.name
     loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
-    lines = graph.source.splitlines()
 
     def error(message: str, lineno: int) -> FragmentError:
-        return FragmentError(message, lineno, lines[lineno - 1] if 0 < lineno <= len(lines) else None)
+        return FragmentError.in_source(message, lineno, graph.source)
 
     if loop is None:
         raise FragmentError(f"policy {policy!r} needs an iteration loop (`for it in range(n):`) around the cell's work")

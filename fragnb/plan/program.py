@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..components import modules_of, role_of
 from ..errors import FragmentError
 from .instrument import DRIVER, instrument, plain_env_steps
+from .keys import record_key
 
 if TYPE_CHECKING:
     from ..graph import FragmentGraph
@@ -163,8 +164,8 @@ def _refuse_jumps(loop: ast.For, top: bool, groups_in, graph: FragmentGraph) -> 
             why = (f"this inner loop's statements run in groups {sorted(groups)}, which run apart and cannot stop together. "
                    "Step every environment together for a fixed number of steps (`for step in range(num_steps):`, "
                    "a vectorised rollout: a finished episode resets by itself) and keep episode ends as data (`dones`)")
-        raise FragmentError(f"this `{word}` is not supported under a distributed policy: {why} (`single` runs it as plain Python)", jump.lineno,
-                            graph.source.splitlines()[jump.lineno - 1])
+        raise FragmentError.in_source(f"this `{word}` is not supported under a distributed policy: {why} "
+                                      "(`single` runs it as plain Python)", jump.lineno, graph.source)
 
 
 def _leaves_of_body(loop: ast.For):
@@ -310,17 +311,17 @@ def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing:
                         s = by_index[key[2]]
                         op = "replay" if group_of[s.index] == group else "record" if sender == group else None
                         if op:
-                            out.append(ast.copy_location(call(op, f"record:{s.index}", *(() if op == "replay" else (tuple(names),))), node))
-                            helper[id(out[-1])] = (s, op, tuple(names), f"record:{s.index}")
+                            out.append(ast.copy_location(call(op, str(record_key(s.index)), *(() if op == "replay" else (tuple(names),))), node))
+                            helper[id(out[-1])] = (s, op, tuple(names), record_key(s.index))
                 body = project(node.body)
                 sender, names = crossing.get(("loop", id(node)), (None, ()))
                 first = stmt_of[id(next(_leaves(node)))]
                 if sender == group:
-                    out.append(ast.copy_location(call("record", f"record:L{node.lineno}", tuple(names)), node))
-                    helper[id(out[-1])] = (first, "record", tuple(names), f"record:L{node.lineno}")
+                    out.append(ast.copy_location(call("record", str(record_key(f"L{node.lineno}")), tuple(names)), node))
+                    helper[id(out[-1])] = (first, "record", tuple(names), record_key(f"L{node.lineno}"))
                 elif names and body:
-                    out.append(ast.copy_location(call("replay", f"record:L{node.lineno}"), node))
-                    helper[id(out[-1])] = (first, "replay", tuple(names), f"record:L{node.lineno}")
+                    out.append(ast.copy_location(call("replay", str(record_key(f"L{node.lineno}"))), node))
+                    helper[id(out[-1])] = (first, "replay", tuple(names), record_key(f"L{node.lineno}"))
                 if body:
                     out.append(ast.copy_location(ast.For(node.target, node.iter, body, [], None), node))
                 continue
@@ -328,12 +329,12 @@ def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing:
             sender, names = crossing.get(s.index, (None, ()))
             if group_of[s.index] == group:
                 if names:
-                    out.append(ast.copy_location(call("replay", f"record:{s.index}"), node))
-                    helper[id(out[-1])] = (s, "replay", tuple(names), f"record:{s.index}")
+                    out.append(ast.copy_location(call("replay", str(record_key(s.index))), node))
+                    helper[id(out[-1])] = (s, "replay", tuple(names), record_key(s.index))
                 out.append(node)
             elif sender == group:
-                out.append(ast.copy_location(call("record", f"record:{s.index}", tuple(names)), node))
-                helper[id(out[-1])] = (s, "record", tuple(names), f"record:{s.index}")
+                out.append(ast.copy_location(call("record", str(record_key(s.index)), tuple(names)), node))
+                helper[id(out[-1])] = (s, "record", tuple(names), record_key(s.index))
         return out
 
     return ast.copy_location(ast.For(loop.target, loop.iter, project(loop.body), [], None), loop)

@@ -1,8 +1,9 @@
 """Script: a placement planned as what every replica of a run walks.
 
-One Script per run, built once from the Placement: the program (segments and driven loops), the
-replica counts, the networks shared across groups, the stop rules. It is pickled once and sent to
-every replica; the safety net walks the same Script with a limit on its iterations.
+A Script is built from the Placement: the program (segments and driven loops), the replica counts,
+the networks shared across groups, the stop rules, and what the safety net found (shapes, where the
+cell draws random numbers). It is frozen, complete when built; the run's is pickled once and sent to
+every replica. The safety net walks one planned before it knows those, limited to its iterations.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from .. import shards
 from ..components import role_of
 from ..graph.model import cell_filename
 from .decoupled import refuse
+from .keys import WeightsKey, weights_key
 from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_of
 
 if TYPE_CHECKING:
     from ..policies import Placement
 
-__all__ = ["Script", "Weights", "ReplicaId", "peers", "weights_key", "weights_attribute"]
+__all__ = ["Script", "RandomStart", "Weights", "ReplicaId", "peers"]
 
 
 class ReplicaId(NamedTuple):
@@ -43,17 +45,45 @@ class Weights:
     """A network held by components in two groups: ``source`` (in the owner group) is sent to
     ``target`` (a component of ``group``) before that group next uses it, when it has changed."""
 
-    source: str  # "weights:learner:policy"
+    source: WeightsKey  # weights:learner:policy
     owner: str
     owner_comp: str
-    target: str  # "weights:actor:policy"
+    target: WeightsKey  # weights:actor:policy
     group: str
     target_comp: str
 
 
-@dataclass
+@dataclass(frozen=True)
+class RandomStart:
+    """Where each replica's global random generators start (:mod:`fragnb.runtime.draws`), and what the
+    cell's draws make of the run; decided before the run's Script is built from it.
+
+    Parameters
+    ----------
+    seed : int
+        Every replica but ``group``'s seeds its own generators from it and its name.
+    group : str or None
+        The one-replica group that starts from the notebook's generator states ``states`` and so
+        draws what plain Python draws (None: no group does).
+    states : dict or None
+        The notebook's generator states, for ``group`` (:func:`fragnb.runtime.worker.generators.states`).
+    drawn : frozenset of int or None
+        The graph's statements that draw from a global generator (None: not looked for, any may).
+    statistical : bool
+        Replicated statements draw: values that depend on the draws differ by replica, so values that
+        cannot be combined take replica 0's instead of being an error.
+    """
+
+    seed: int = 0
+    group: str | None = None
+    states: dict | None = None
+    drawn: frozenset[int] | None = None
+    statistical: bool = False
+
+
+@dataclass(frozen=True)
 class Script:
-    """What every replica of a run walks; pickled once and sent to each."""
+    """What every replica of a run walks; pickled once and sent to each. Built by :meth:`of`."""
 
     name: str
     program: Program
@@ -90,20 +120,55 @@ class Script:
     shapes: dict[str, tuple] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, placement: Placement, limit: int | None = None, until=None, checkpoint_every: int = 0) -> Script:
+    def of(cls, placement: Placement, *, limit: int | None = None,
+           until: Callable[[list, int, int], bool] | None = None, checkpoint_every: int = 0,
+           shapes: dict[str, tuple] | None = None, start: RandomStart = RandomStart()) -> Script:
+        """Plan ``placement``; what a policy cannot run raises FragmentError here, before any worker starts.
+
+        Parameters
+        ----------
+        placement : Placement
+            The placed graph.
+        limit, until, checkpoint_every
+            As the attributes of the same names (a decoupled policy keeps no checkpoints).
+        shapes : dict, optional
+            Plain Python's shapes of the cell's tensor variables, from the safety net.
+        start : RandomStart
+            Where the replicas' global generators start; by default every replica seeds its own from 0.
+        """
         graph = placement.graph
         program = plan(placement)
         envs = [shards.num_envs(graph.namespace[c]) for c, r in graph.components.items() if r == "env"]
         num_envs = next((n for n in envs if n is not None), None)
         loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
         last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
-        if placement.policy.decoupled:
+        decoupled = placement.policy.decoupled
+        if decoupled:
             refuse(placement, program)
-            last = placement.home
-        return cls(graph.name, program, {g: n for g, (n, _) in placement.groups.items()}, _shared_weights(placement, program.segments),
-                   num_envs, list(graph.stop_flags), placement.exact and not placement.policy.decoupled, limit, sorted(graph_writes(graph)), until,
-                   str(ReplicaId(last, 0)), placement.policy.decoupled, placement.params.get("max_staleness", 0),
-                   0 if placement.policy.decoupled else checkpoint_every)
+            last = placement.home  # the driver's group leads: the other groups run free of it
+        drawn = start.drawn
+        drawing = None if drawn is None else frozenset(seg.index for seg in program.segments if seg.statements & drawn)
+        return cls(
+            name=graph.name,
+            program=program,
+            groups={g: n for g, (n, _) in placement.groups.items()},
+            weights=_shared_weights(placement, program.segments),
+            num_envs=num_envs,
+            stop_flags=list(graph.stop_flags),
+            strict=placement.exact and not decoupled and not start.statistical,
+            limit=limit,
+            variables=sorted(graph_writes(graph)),
+            until=until,
+            leader=str(ReplicaId(last, 0)),
+            decoupled=decoupled,
+            max_staleness=placement.params.get("max_staleness", 0),
+            checkpoint_every=0 if decoupled else checkpoint_every,
+            seed=start.seed,
+            rng_group=start.group,
+            rng=start.states,
+            drawing=drawing,
+            shapes=dict(shapes or {}),
+        )
 
     @property
     def filename(self) -> str:
@@ -121,18 +186,6 @@ class Script:
 def peers(group: str, count: int) -> list[str]:
     """The names of a group's ``count`` replicas."""
     return [str(ReplicaId(group, i)) for i in range(count)]
-
-
-def weights_key(component: str, attribute: str) -> str:
-    """How the network ``component.attribute`` is named among a segment's exports: ``weights:component:attribute``
-    (``weights:agent:`` for a bare network ``agent`` the loop calls itself)."""
-    return f"weights:{component}:{attribute}"
-
-
-def weights_attribute(key: str) -> tuple[str, str]:
-    """(component, attribute) of a :func:`weights_key`."""
-    _, component, attribute = key.split(":")
-    return component, attribute
 
 
 def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weights]:

@@ -1,4 +1,5 @@
-"""The built-in distribution policies of DESIGN.md's table, registered on import."""
+"""The built-in distribution policies (``single``, ``coarse``, ``fine``, ``multi_learner``, ``async``, ``srl``,
+``gpu_only``), registered on import; each names the systems whose layout it mirrors."""
 
 from .policy import ROLES, DistributionPolicy, register
 

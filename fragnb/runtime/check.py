@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["check", "smaller", "difference", "structure", "CHECKED_REPLICAS"]
 
 
-def check(placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool = False) -> tuple[float, Draws]:
+def check(placement, script, iterations: tuple[int, ...] = (1, 2),
+          exact: bool = False) -> tuple[float, Draws, dict[str, tuple]]:
     """Run the first iterations both ways on copies, once for each count in ``iterations`` (the first
     iteration alone names where a difference starts; the second catches weights that did not
     travel); raise FragmentError on the first difference. ``script`` is the run's own plan.
@@ -45,7 +46,8 @@ def check(placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool =
     The first plain run also finds the statements that draw from a global generator
     (:mod:`fragnb.runtime.draws`). Where the run is statistical, values that depend on those draws
     are compared by their structure only (type, shape, dtype); ``exact`` refuses such a run instead.
-    Returns the seconds it took, and the draws."""
+    Returns the seconds it took, the draws, and the shapes of the cell's tensor variables in plain
+    Python after the last count's iterations (the run joins replicas' tensors as they say)."""
     start = time.perf_counter()
     if placement.policy.decoupled:  # from the second iteration on, actors may act on older weights than plain Python's
         iterations = (1,)
@@ -54,16 +56,15 @@ def check(placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool =
         print(f"fragnb: the safety net checks {fewer} (the same statements and edges, on larger shares): "
               "its cost does not grow with the replicas", file=sys.stderr)
     checked = script if small is placement else Script.of(small)
-    draws = None
+    draws, shapes = None, {}
     try:
         for count in iterations:
             draws, shapes = _compare(small, dataclasses.replace(checked, limit=count, until=None, checkpoint_every=0), draws, exact)
-            script.shapes = shapes  # the run joins replicas' tensors as plain Python's shapes say
     except FragmentError as e:
         if fewer:
             e.add_note(f"The safety net checked {fewer}.")
         raise
-    return time.perf_counter() - start, draws
+    return time.perf_counter() - start, draws, shapes
 
 
 #: The safety net checks a group of more replicas with this many at most (every replica is a thread of
@@ -113,9 +114,10 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
         restore(saved)
         for name, counters in kept.items():  # and so are the streams the plain side drew from through them
             shared[name].counters = counters
-        script.shapes = shapes = {v: tuple(plain[v].shape) for v in script.variables
-                                  if isinstance(plain.get(v), (torch.Tensor, np.ndarray)) and plain[v].ndim > 1}
-        InThreads().execute(job)
+        shapes = {v: tuple(plain[v].shape) for v in script.variables
+                  if isinstance(plain.get(v), (torch.Tensor, np.ndarray)) and plain[v].ndim > 1}
+        # the replicas join their tensors as plain Python's shapes say
+        InThreads().execute(job.walking(dataclasses.replace(script, shapes=shapes)))
     # what depends on the draws of a statistical run, or on a clock, is compared by its structure only
     loose = reached_from(graph, clock_reads(graph) | (set() if draws.exact(placement) else set(draws.statements)))
     for name in sorted(graph_writes(graph)) + sorted(graph.components):

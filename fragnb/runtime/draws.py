@@ -26,7 +26,9 @@ from ..shards import networks
 from .worker.generators import GENERATORS, NAMES, generators, moved, states
 from .local import Dry, copies, exec_cell
 
-__all__ = ["Draws", "Watching", "find_draws", "refuse_inexact", "announcement", "reached_from", "clock_reads"]
+__all__ = ["Draws", "Watching", "find_draws", "refuse_inexact", "announcement", "notebook_group", "reached_from",
+           "clock_reads"]
+
 
 class Watching(Dry):
     """A dry run's driver that notes, after every statement, which global generators moved."""
@@ -79,6 +81,34 @@ class Draws:
     def tainted(self, graph) -> set[str]:
         """Names whose values depend on the draws (see :func:`reached_from`)."""
         return reached_from(graph, set(self.statements))
+
+
+def notebook_group(counts: dict[str, int], drawing: set[str] | None, home: str) -> str | None:
+    """The group whose replica starts from the notebook's global generator states, and so draws what
+    plain Python draws; every other replica seeds its own generators from the run's seed and its name.
+
+    Parameters
+    ----------
+    counts : dict
+        Each worker group's replica count.
+    drawing : set of str or None
+        The groups whose statements draw from a global generator; None where that was not looked for
+        (``--no-check``): the driver's group is taken.
+    home : str
+        The driver's group (``Placement.home``).
+
+    Returns
+    -------
+    str or None
+        The drawing group when it is one group of one replica; None when the cell draws nowhere, or
+        in several groups or in a group of several replicas (a statistical run: no replica draws
+        plain Python's numbers).
+    """
+    if drawing is None:
+        drawing = {home}
+    if len(drawing) == 1 and counts[group := next(iter(drawing))] == 1:
+        return group
+    return None
 
 
 def _line_of(graph, s) -> tuple[int, str]:

@@ -12,7 +12,6 @@ import contextlib
 import copy
 import itertools
 import signal
-import sys
 import threading
 import time
 import types
@@ -22,6 +21,7 @@ import torch
 from ..components import Env
 from ..plan.instrument import DRIVER, compile_cell, instrument, plain_env_steps
 from .result import RunResult
+from .worker.stops import Interrupts, condition_held, interrupted, own_condition
 from .worker.timing import Timer
 
 __all__ = ["InNotebook", "exec_cell", "copies", "run_plain", "Dry"]
@@ -119,7 +119,7 @@ class _Driver:
         self.progress = self.live(total, self.graph.name)
         for item in iterable:
             if self.graph.stopped(self.ns):  # `break` or a `while` condition: no further iteration
-                self.stopped = "the loop's own condition (`break` or `while`)"
+                self.stopped = own_condition()
                 break
             yield item
             self.iterations += 1
@@ -127,10 +127,10 @@ class _Driver:
             points = self.points()
             self.progress.update(points, self.env_steps(), seconds=self.seconds)
             if self.interrupted.is_set():
-                self.stopped = f"interrupted: stopped after iteration {self.iterations}, as asked"
+                self.stopped = interrupted(self.iterations)
                 break
             if self.until is not None and self.until(points, self.iterations, self.env_steps()):
-                self.stopped = f"the stop condition held after iteration {self.iterations}"
+                self.stopped = condition_held(self.iterations)
                 break
 
     def stepped(self, n: int) -> None:
@@ -166,11 +166,10 @@ def _interrupts_end_the_iteration(driver: _Driver):
         yield
         return
 
+    interrupts = Interrupts(driver.interrupted)
+
     def on_sigint(signum, frame):
-        if driver.interrupted.is_set():
-            raise KeyboardInterrupt
-        driver.interrupted.set()
-        print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
+        interrupts.interrupt()
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:

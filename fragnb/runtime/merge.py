@@ -9,49 +9,53 @@ from ..components import role_of
 from ..plan.script import ReplicaId, peers
 from ..streams import advanced
 from .worker.edges import combine
-from .worker.walker import held
+from .worker.report import Finals
+from .worker.walker import holdings
 
 __all__ = ["merge", "checkpoint_finals"]
 
 
-def merge(ns: dict, script, finals: dict[str, dict]) -> None:
+def merge(ns: dict, script, finals: dict[str, Finals]) -> None:
     """Variables from the group that assigned them last (gathered over its replicas); components
     merged from their shards and loaded in place, learners last so their networks win."""
     first = finals[script.leader]  # under a decoupled policy, actors count iterations of their own
-    last_writer, scalars = first["last_writer"], first["scalars"]
+    last_writer, scalars = first.last_writer, first.scalars
     program = script.program
 
-    def parts(g: str, section: str, name: str) -> list:
-        return [finals[p][section][name] for p in peers(g, script.groups[g])]
+    def of_group(g: str) -> list[Finals]:
+        return [finals[p] for p in peers(g, script.groups[g])]
 
     for var in script.variables:
         if var in last_writer:
             g = last_writer[var]
-            if any(finals[p].get("lost") for p in peers(g, script.groups[g])):
+            if any(f.lost for f in of_group(g)):
                 continue  # a replica's part died with its worker: the notebook keeps its value
-            if var not in finals[peers(g, 1)[0]]["variables"]:
+            if var not in of_group(g)[0].variables:
                 ns.pop(var, None)  # the cell deleted it (`del`)
                 continue
-            ns[var] = combine(var, parts(g, "variables", var), 0, 1, None, program.kinds.get(var, "sharded"),
-                              program.origin.get(var, ""), script.strict, script.shapes.get(var), program.axes.get(var, 0))
+            ns[var] = combine(var, [f.variables[var] for f in of_group(g)], kind=program.kinds.get(var, "sharded"),
+                              origin=program.origin.get(var, ""), strict=script.strict, full=script.shapes.get(var),
+                              axis=program.axes.get(var, 0))
         elif var in scalars:
             ns[var] = scalars[var]
-    for name in {n for f in finals.values() for n in f.get("streams", ())}:  # each replica drew its environments' share
-        ns[name].counters = advanced(ns[name].counters, [f["streams"][name] for f in finals.values() if name in f.get("streams", ())])
-    comps = [(c, g) for g in script.groups for c in finals[peers(g, 1)[0]]["components"]]
+    for name in {n for f in finals.values() for n in f.streams}:  # each replica drew its environments' share
+        ns[name].counters = advanced(ns[name].counters, [f.streams[name] for f in finals.values() if name in f.streams])
+    comps = [(c, g) for g in script.groups for c in of_group(g)[0].components]
     owners = {w.owner_comp: w.owner for w in script.weights}
     # learners last, and a network's owner after the groups that only received its weights: theirs win
     for name, g in sorted(comps, key=lambda cg: (role_of(ns[cg[0]]) == "learner", owners.get(cg[0]) == cg[1])):
-        shards.absorb(ns[name], shards.merge(parts(g, "components", name)))
+        shards.absorb(ns[name], shards.merge([f.components[name] for f in of_group(g)]))
 
 
-def checkpoint_finals(script, blobs: dict[str, bytes]) -> dict[str, dict]:
-    """What the notebook merges, from every replica's checkpoint."""
+def checkpoint_finals(script, blobs: dict[str, bytes]) -> dict[str, Finals]:
+    """What the notebook merges, from every replica's checkpoint (:meth:`Walker.checkpoint`)."""
     held_by = script.components()
     finals = {}
     for name, blob in blobs.items():
         state = pickle.loads(blob)
         group = ReplicaId.parse(name).group
-        finals[name] = {**held(script, group, state["ns"], held_by[group]), **{k: state["walker"][k] for k in ("scalars", "last_writer")}}
+        variables, components = holdings(script, group, state["replica"]["ns"], held_by[group])
+        walker = state["walker"]
+        finals[name] = Finals(variables, components, scalars=walker["scalars"], last_writer=walker["last_writer"])
     return finals
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import torch
 
 from ..graph import FragmentGraph
-from ..plan.script import Script
+from ..plan.script import RandomStart, Script
 from ..policies import Placement
-from .draws import Draws, announcement, find_draws, refuse_inexact
+from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact
 from .worker.generators import states
 from .job import Job
 from .local import InNotebook
@@ -148,16 +148,18 @@ def _distributed(placement: Placement, cluster, live, until, stop, check: bool, 
     script = Script.of(placement, until=until, checkpoint_every=checkpoint_every)  # refusals raise here
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event())
     job.payloads  # what cannot travel fails here, before the safety net and any worker
-    checked, draws = 0.0, None  # None: not looked for (--no-check)
+    checked, draws, shapes = 0.0, None, {}  # draws None: not looked for (--no-check)
     if placement.exact and not policy.collectives:  # data-parallel replicas each draw their own numbers anyway
         if check:
             from .check import check as safety_net
 
-            checked, draws = safety_net(placement, script, exact=exact)
+            checked, draws, shapes = safety_net(placement, script, exact=exact)
         elif exact:
             draws = find_draws(placement.graph)
             refuse_inexact(placement, draws, exact)
-    _generators(script, placement, draws)
+    # the run's Script, complete: planned again (a millisecond) with what the safety net found
+    job = job.walking(Script.of(placement, until=until, checkpoint_every=checkpoint_every, shapes=shapes,
+                                start=_random_start(placement, draws)))
     if draws is not None and (note := announcement(placement, draws)) is not None:
         print(f"fragnb: {note}", file=sys.stderr)
     result = OnDask(cluster, dashboard, restarts).execute(job)
@@ -169,19 +171,15 @@ def _distributed(placement: Placement, cluster, live, until, stop, check: bool, 
     return result
 
 
-def _generators(script: Script, placement: Placement, draws: Draws | None) -> None:
+def _random_start(placement: Placement, draws: Draws | None) -> RandomStart:
     """Where each replica's global generators start: the one drawing group of one replica from the
-    notebook's states (it draws what plain Python draws), every other replica from its own seed.
-    Unlooked-for draws (--no-check): the driver's group, when it has one replica."""
-    script.seed = torch.initial_seed()
-    if draws is not None:
-        script.drawing = frozenset(seg.index for seg in script.program.segments if seg.statements & draws.statements.keys())
-    if draws is not None and not draws.exact(placement):
-        script.strict = False  # replicated values that depend on the draws differ by replica: replica 0's is taken
-        return
-    group = next(iter(draws.groups(placement)), None) if draws is not None else placement.home
-    if group is not None and placement.groups[group][0] == 1:
-        script.rng_group, script.rng = group, states()
+    notebook's states (it draws what plain Python draws), every other replica from its own seed
+    (:func:`~fragnb.runtime.draws.notebook_group` decides which). ``draws`` None: not looked for."""
+    counts = {g: n for g, (n, _) in placement.groups.items()}
+    group = notebook_group(counts, None if draws is None else draws.groups(placement), placement.home)
+    return RandomStart(seed=torch.initial_seed(), group=group, states=None if group is None else states(),
+                       drawn=None if draws is None else frozenset(draws.statements),
+                       statistical=draws is not None and not draws.exact(placement))
 
 
 @contextlib.contextmanager

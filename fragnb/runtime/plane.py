@@ -30,8 +30,11 @@ from .net.channels import root_cause
 from .cluster.clusters import ClusterError, connect, local_workers, shutdown, workers
 from .cluster.clusters import dashboard as dashboard_link
 from .merge import checkpoint_finals, merge
+from .result import RunResult
+from .slots import goes_on_without, slots, tasks
 from .worker.payload import Payload
-from .result import RunResult, arrival_order, plain_order
+from .worker.report import Checkpointed, Finals, Progress, arrival_order, event_of, plain_order
+from .worker.stops import Interrupts
 
 __all__ = ["OnDask", "LostWorker"]
 
@@ -104,7 +107,7 @@ class OnDask:
             client_bytes=run.client_bytes, inference_batch=placement.inference_batch, lost_workers=lost + run.lost, setup_seconds=began - entered,
             processes=len(set(run.slots.values())),
             checkpoint_every=script.checkpoint_every, checkpoint_bytes=kept,
-            checkpoint_seconds=max(f["checkpoint_seconds"] for f in finals.values()) + fetch_seconds + run.fetch_seconds)
+            checkpoint_seconds=max(f.checkpoint_seconds for f in finals.values()) + fetch_seconds + run.fetch_seconds)
 
 
 class LostWorker(ClusterError):
@@ -143,26 +146,30 @@ class _Run:
             source = (script.filename, placement.graph.source)
             for i in range(n):
                 name = str(ReplicaId(g, i))
-                setup[name] = self.submit(name, replica.open_replica, self.run_id, g, i, n, device, self.payloads[g], source,
-                                          _host(self.slots[name]), key, placement.policy.fused, self.resume.get(name))
+                setup[name] = self.submit(name, replica.open_replica, self.run_id, g, i, n, device=device, payload=self.payloads[g],
+                                          source=source, host=_host(self.slots[name]), secret=key, fused=placement.policy.fused,
+                                          resume=self.resume.get(name))
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
         if placement.policy.collectives:
             self.join_process_groups()
         blob = cloudpickle.dumps(script)  # the stop condition may be a notebook lambda
-        held = script.components()
+        components = script.components()
         self.start_wall = time.time()
         hosts = list(self.slots.values())
-        self.futures = {task[0]: self.submit(task[0], replica.run_program, self.run_id, task, addresses, blob, held, self.topic,
-                                             hosts.count(self.slots[task[0]]) > 1)
+        self.futures = {task[0]: self.submit(task[0], replica.run_program, self.run_id, names=task, addresses=addresses,
+                                             script=blob, components=components, topic=self.topic,
+                                             shared=hosts.count(self.slots[task[0]]) > 1)
                         for task in self.tasks}
 
     def place(self) -> tuple[list[list[str]], dict[str, str]]:
-        """The tasks and a worker thread for each (:func:`_slots`); a restart waits ``wait_s`` for the cluster to
-        replace a lost worker (a nanny restarts it, an adaptive cluster adds one)."""
+        """The tasks and a worker thread for each (:func:`~fragnb.runtime.slots.slots`); a restart waits
+        ``wait_s`` for the cluster to replace a lost worker (a nanny restarts it, an adaptive cluster adds one)."""
         deadline = time.monotonic() + self.wait_s
+        policy = self.placement.policy
         while True:
             try:
-                return _slots(self.placement, self.script, workers(self.client))
+                threads = {w: info.get("nthreads", 1) for w, info in workers(self.client).items()}
+                return slots(self.script.groups, self.placement.colocated, policy.collectives, threads)
             except ClusterError as e:
                 if time.monotonic() > deadline:
                     if self.wait_s:
@@ -181,8 +188,10 @@ class _Run:
             self.wait_all([self.submit(str(ReplicaId(g, i)), replica.join_process_group, self.run_id, i, n, f"tcp://{host}:{port}", backend)
                            for i in range(n)])
 
-    def submit(self, name: str, fn, *args):
-        return self.client.submit(fn, *args, workers=[self.slots[name]], allow_other_workers=False, pure=False)
+    def submit(self, name: str, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` as a task on the worker of replica ``name`` (``kwargs`` must not use
+        the names of ``Client.submit``'s own parameters: ``key``, ``workers``, ``pure``...)."""
+        return self.client.submit(fn, *args, **kwargs, workers=[self.slots[name]], allow_other_workers=False, pure=False)
 
     def wait_all(self, futures: list) -> list:
         """Results of set-up tasks; a replica's worker that disappears is an error, not a hang."""
@@ -191,7 +200,7 @@ class _Run:
             self.check_alive()
         return self.client.gather(futures)
 
-    def watch(self, live, stop: threading.Event) -> dict[str, dict]:
+    def watch(self, live, stop: threading.Event) -> dict[str, Finals]:
         """Wait for every replica's program to end, showing its progress; the first failure, or a
         lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt, or
         ``stop`` being set, asks the replicas to stop after the current iteration; a second
@@ -199,24 +208,20 @@ class _Run:
         events: queue.Queue = queue.Queue()
         self.client.subscribe_topic(self.topic, events.put)
         progress = _Progress(live, self.script.replicas(), arrival_order if self.script.decoupled else plain_order)
-        stopping = False
+        interrupts, asked = Interrupts(stop), False
         try:
             while True:
                 try:
                     if self.poll(events, progress):
                         break
-                    if stop.is_set() and not stopping:
-                        stopping = True
-                        self.request_stop()
                 except KeyboardInterrupt:
-                    if stopping:
-                        raise
-                    stopping = True
-                    print("fragnb: stopping after the current iteration (interrupt again to abort)", file=sys.stderr)
+                    interrupts.interrupt()  # the second one raises: the run is aborted
+                if interrupts.stop.is_set() and not asked:  # Ctrl-C or the explorer's Stop
+                    asked = True
                     self.request_stop()
             finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}
             finals.update({name: self.stand_in(name, progress) for name in self.forsaken})
-            self.drain(events, progress, {name: f["iterations"] for name, f in finals.items()})
+            self.drain(events, progress, {name: f.iterations for name, f in finals.items()})
         finally:
             self.client.unsubscribe_topic(self.topic)
             progress.close()
@@ -225,7 +230,7 @@ class _Run:
     def poll(self, events: queue.Queue, progress: _Progress) -> bool:
         """One round of watching: progress events for up to 50 ms, then failures and lost workers.
         Whether every replica has finished."""
-        if self.take(events, progress):
+        if self.show_event(events, progress):
             return False
         if any(f.status == "error" for f in self.futures.values()):
             raise self.failure()
@@ -238,17 +243,18 @@ class _Run:
                 progress.done.pop(name, None)  # the live view no longer waits for its iterations
         return False
 
-    def take(self, events: queue.Queue, progress: _Progress) -> bool:
-        """Show the next progress event, if one arrives within 50 ms; whether one did."""
+    def show_event(self, events: queue.Queue, progress: _Progress) -> bool:
+        """Take the next event a replica sent, if one arrives within 50 ms; whether one did."""
         try:
             _, msg = events.get(timeout=0.05)
         except queue.Empty:
             return False
         self.client_bytes += len(pickle.dumps(msg))
-        if "checkpoint" in msg:
-            self.kept(msg["replica"], msg["checkpoint"])
+        event = event_of(msg)
+        if isinstance(event, Checkpointed):
+            self.kept(event.replica, event.iteration)
         else:
-            progress.add(msg)
+            progress.add(event)
         return True
 
     def kept(self, name: str, iteration: int) -> None:
@@ -271,7 +277,7 @@ class _Run:
         deadline = time.monotonic() + timeout
         try:
             while any(progress.done[r] < n for r, n in iterations.items() if r in progress.done) and time.monotonic() < deadline:
-                self.take(events, progress)
+                self.show_event(events, progress)
         except KeyboardInterrupt:  # the run has ended: nothing left to stop
             pass
 
@@ -286,7 +292,9 @@ class _Run:
             if w not in alive and name not in self.forsaken:
                 gone.setdefault(w, []).append(name)
         lost = [f"replica{'s' if len(names) > 1 else ''} {', '.join(names)} on {w}" for w, names in gone.items()]
-        if lost and self.futures and self.goes_on_without([n for names in gone.values() for n in names]):
+        script = self.script
+        names = [n for names in gone.values() for n in names]
+        if lost and self.futures and goes_on_without(names, self.forsaken, script.groups, script.leader, script.decoupled):
             self.forsaken += [n for names in gone.values() for n in names]
             self.lost.append(f"lost the worker of {'; '.join(lost)}; the run went on with the other actors")
             print(f"fragnb: {self.lost[-1]} (the trajectory it was producing is lost)", file=sys.stderr)
@@ -301,28 +309,15 @@ class _Run:
             self.abort(reason)
             raise LostWorker(reason)
 
-    def goes_on_without(self, names: list[str]) -> bool:
-        """Whether the run can go on without these replicas: under ``async`` the learner takes whole
-        trajectories from whichever actors deliver them, so it can lose actors, but not all of them.
-        (``srl``'s actor and policy workers wait for each other every step: they cannot.)"""
-        script = self.script
-        home = ReplicaId.parse(script.leader).group
-        free = [g for g in script.groups if g != home]
-        if not script.decoupled or len(free) != 1:
-            return False
-        survivors = [p for p in script.replicas() if ReplicaId.parse(p).group == free[0] and p not in self.forsaken + names]
-        return all(ReplicaId.parse(n).group == free[0] for n in names) and bool(survivors)
-
-    def stand_in(self, name: str, progress: _Progress) -> dict:
+    def stand_in(self, name: str, progress: _Progress) -> Finals:
         """What the notebook merges for a replica whose worker died (async's actors): the episodes and
         steps it reported, and its components as they were before the run (their state died with it)."""
         group, index = ReplicaId.parse(name)
         ns, sharded = self.ns, self.payloads[group].sharded
         n = self.script.groups[group]
-        return {"lost": True, "variables": {}, "iterations": progress.done.get(name, 0), "steps": progress.steps.get(name, 0),
-                "components": {c: shard(ns[c], index, n) if c in sharded else ns[c] for c in self.script.components()[group]},
-                "episodes": progress.by_replica.get(name, []), "ticks": [], "intervals": [], "seconds": {},
-                "bytes_sent": 0, "messages_sent": 0, "checkpoint_seconds": 0.0}
+        components = {c: shard(ns[c], index, n) if c in sharded else ns[c] for c in self.script.components()[group]}
+        return Finals({}, components, lost=True, iterations=progress.done.get(name, 0), steps=progress.steps.get(name, 0),
+                      episodes=progress.by_replica.get(name, []))
 
     def failure(self) -> BaseException:
         """The error that ended the run: the replica that failed first, not the peers it stopped."""
@@ -367,16 +362,16 @@ class _Progress:
         self.staleness: list[float] = []  # decoupled policies: the learner's mean per iteration
         self.seconds: dict[str, dict[str, float]] = {}  # replica -> fragment -> seconds so far
 
-    def add(self, msg: dict) -> None:
-        if msg["replica"] not in self.done:
+    def add(self, event: Progress) -> None:
+        if event.replica not in self.done:
             return  # a replica whose worker died, and the run went on without (async)
-        self.done[msg["replica"]] = msg["iteration"]
-        self.episodes += msg["episodes"]
-        self.by_replica.setdefault(msg["replica"], []).extend(msg["episodes"])
-        self.steps[msg["replica"]] = msg["steps"]
-        self.seconds[msg["replica"]] = msg["seconds"]
-        if msg.get("staleness"):
-            self.staleness.append(sum(msg["staleness"]) / len(msg["staleness"]))
+        self.done[event.replica] = event.iteration
+        self.episodes += event.episodes
+        self.by_replica.setdefault(event.replica, []).extend(event.episodes)
+        self.steps[event.replica] = event.steps
+        self.seconds[event.replica] = event.seconds
+        if event.staleness:
+            self.staleness.append(sum(event.staleness) / len(event.staleness))
         while min(self.done.values()) > self.shown:  # an iteration every replica has finished
             self.shown += 1
             self.episodes.sort(key=self.order)
@@ -402,53 +397,8 @@ def _wanted(placement: Placement, script: Script) -> int:
     """Workers to ask fragnb's own cluster for: one per task, up to what it starts
     (:func:`~fragnb.runtime.cluster.clusters.local_workers`), beyond which replicas share processes; a process
     group's members each need one."""
-    tasks = len(_tasks(placement, script))
-    return tasks if placement.policy.collectives else min(tasks, local_workers())
-
-
-def _tasks(placement: Placement, script: Script, capacity: int | None = None) -> list[list[str]]:
-    """The replicas each long-lived task runs: one, or several that share a worker process as
-    threads: ``srl``'s ring, and, where the cluster has fewer than ``capacity`` worker threads for
-    one task per replica, the replicas of each replicated group folded onto fewer tasks (replica i
-    with task i mod tasks, so the shares stay even)."""
-    tasks = []
-    for group, count in _task_counts(placement, script.groups, capacity).items():
-        tasks += [[str(ReplicaId(group, i)) for i in range(w, script.groups[group], count)] for w in range(count)]
-    return tasks
-
-
-def _task_counts(placement: Placement, groups: dict[str, int], capacity: int | None) -> dict[str, int]:
-    """How many tasks each group's replicas run in: one per replica (or ring), unless that exceeds
-    ``capacity``; then replicated groups share what the others leave, in proportion to their
-    replicas. A process group's members (``multi_learner``, ``gpu_only``) need a process each: never folded."""
-    counts = {g: -(-n // placement.colocated.get(g, 1)) for g, n in groups.items()}
-    foldable = [g for g, t in counts.items() if t > 1 and g not in placement.colocated]
-    room = (capacity or 0) - sum(t for g, t in counts.items() if g not in foldable)
-    if capacity is None or sum(counts.values()) <= capacity or placement.policy.collectives or room < len(foldable):
-        return counts  # fits as it is, or cannot fit at all (_slots says so)
-    total = sum(groups[g] for g in foldable)
-    for g in foldable:  # a task each, and the rest of the room in proportion
-        per_task = -(-groups[g] // (1 + (room - len(foldable)) * groups[g] // total))
-        counts[g] = -(-groups[g] // per_task)
-    return counts
-
-
-def _slots(placement: Placement, script: Script, workers: dict) -> tuple[list[list[str]], dict[str, str]]:
-    """The tasks, and a worker thread for each, spread over the workers: a replica's program holds
-    its thread for the whole run, so two on a one-thread worker would wait for each other forever.
-    Returns the tasks and each replica's worker."""
-    if not workers:
-        raise ClusterError("the cluster has no workers; start some (`dask worker ADDRESS`) or use cluster='local'")
-    threads = {w: info.get("nthreads", 1) for w, info in sorted(workers.items())}
-    if placement.policy.collectives:  # each replica of the process group in a process of its own
-        threads = dict.fromkeys(threads, 1)
-    free = [w for k in range(max(threads.values())) for w, n in threads.items() if n > k]
-    tasks = _tasks(placement, script, len(free))
-    if len(tasks) > len(free):
-        raise ClusterError(f"{len(tasks)} replica programs each need a worker thread of their own for the whole run, and the cluster "
-                           f"has {len(free)}{' (one per process: the process group needs it)' if placement.policy.collectives else ''}; "
-                           "add workers or ask for fewer replicas")
-    return tasks, {name: worker for task, worker in zip(tasks, free) for name in task}
+    count = len(tasks(script.groups, placement.colocated, placement.policy.collectives))
+    return count if placement.policy.collectives else min(count, local_workers())
 
 
 def _length(graph) -> int | None:

@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["RunResult", "first_solved", "plain_order", "arrival_order"]
+from .worker.report import Finals, arrival_order, plain_order
 
-
-def plain_order(episode: list) -> tuple[int, int]:
-    """Sort key of episodes (time, environment, env steps, return) in plain Python's order: by step,
-    then environment, not by arrival; every synchronous policy then sees the same curve (and ``until``
-    the same returns)."""
-    return episode[2], episode[1]
-
-
-def arrival_order(episode: list) -> tuple[float, int]:
-    """Sort key of episodes by when they ended: decoupled actors' steps are not one sequence."""
-    return episode[0], episode[1]
+__all__ = ["RunResult", "first_solved"]
 
 
 @dataclass
@@ -174,32 +164,32 @@ class RunResult:
         p.text(str(self))
 
     @classmethod
-    def of_replicas(cls, graph: str, policy: str, finals: dict[str, dict], start: float, leader: str, decoupled: bool,
+    def of_replicas(cls, graph: str, policy: str, finals: dict[str, Finals], start: float, leader: str, decoupled: bool,
                     **measured) -> RunResult:
         """The run as its replicas recorded it (``finals``: what each sent back, by name). Times are
         the wall-clock times the replicas took (comparable across machines), relative to ``start``;
         ``measured`` adds what the notebook measured itself (client bytes, safety net, checkpoints)."""
-        episodes = sorted((e for f in finals.values() for e in f["episodes"]), key=arrival_order if decoupled else plain_order)
+        episodes = sorted((e for f in finals.values() for e in f.episodes), key=arrival_order if decoupled else plain_order)
         lead = finals[leader]
-        iterations = lead["iterations"]
-        ticks = [start] + [max(f["ticks"][k] for f in finals.values() if len(f["ticks"]) > k) for k in range(iterations)]
-        end = max([ticks[-1]] + [b for f in finals.values() for *_, b in f["intervals"]])
-        fragments = sorted({name for f in finals.values() for name in f["seconds"]})
+        iterations = lead.iterations
+        ticks = [start] + [max(f.ticks[k] for f in finals.values() if len(f.ticks) > k) for k in range(iterations)]
+        end = max([ticks[-1]] + [b for f in finals.values() for *_, b in f.intervals])
+        fragments = sorted({name for f in finals.values() for name in f.seconds})
         return cls(
             graph, policy, iterations, end - start,
-            env_steps=sum(f["steps"] for f in finals.values()),
-            fragment_seconds={name: max(f["seconds"].get(name, 0.0) for f in finals.values()) for name in fragments},
+            env_steps=sum(f.steps for f in finals.values()),
+            fragment_seconds={name: max(f.seconds.get(name, 0.0) for f in finals.values()) for name in fragments},
             curve=[(steps, ret, t - start) for t, _, steps, ret in episodes],
-            transfer_bytes=sum(f["bytes_sent"] for f in finals.values()),
+            transfer_bytes=sum(f.bytes_sent for f in finals.values()),
             iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])],
-            intervals=[(name, label, kind, a - start, b - start) for name, f in finals.items() for label, kind, a, b in f["intervals"]],
-            messages=sum(f["messages_sent"] for f in finals.values()),
-            stopped=lead["stopped"],
-            staleness=lead.get("staleness", []),
-            dropped=lead.get("dropped", 0),
-            unconsumed=sum(finals[peer]["iterations"] - taken for peer, taken in lead.get("taken", {}).items() if not finals[peer].get("lost")),
-            lost_trajectories=sum(1 for f in finals.values() if f.get("lost")),
-            queue_depth=lead.get("depth", []),
+            intervals=[(name, label, kind, a - start, b - start) for name, f in finals.items() for label, kind, a, b in f.intervals],
+            messages=sum(f.messages_sent for f in finals.values()),
+            stopped=lead.stopped,
+            staleness=lead.staleness,
+            dropped=lead.dropped,
+            unconsumed=sum(finals[peer].iterations - taken for peer, taken in lead.taken.items() if not finals[peer].lost),
+            lost_trajectories=sum(1 for f in finals.values() if f.lost),
+            queue_depth=lead.depth,
             **measured,
         )
 

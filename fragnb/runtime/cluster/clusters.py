@@ -20,13 +20,10 @@ from distributed.security import Security
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol import dask_deserialize, dask_serialize
 
+from ...errors import ClusterError
 from .probe import ProbeError, check_scheduler
 
 __all__ = ["ClusterError", "connect", "local_workers", "shutdown", "workers", "named", "dashboard", "remote_addresses", "register_torch_serializer"]
-
-
-class ClusterError(RuntimeError):
-    """A cluster fragnb cannot start or reach; the message names the fallback."""
 
 
 def register_torch_serializer() -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ...errors import FragmentError
+from ...plan.keys import RecordKey
 
 __all__ = ["Mismatch", "gather", "vector_info", "env_axis", "scatter", "combine", "to_device", "refuse_autograd"]
 
@@ -140,10 +141,12 @@ def scatter(value: Any, index: int, count: int, num_envs: int | None, axis: int 
     return value
 
 
-def combine(var: str, parts: list, index: int, count: int, num_envs: int | None, kind: str = "sharded",
+def combine(var: str, parts: list, *, index: int = 0, count: int = 1, num_envs: int | None = None, kind: str = "sharded",
             origin: str = "", strict: bool = True, full: tuple | None = None, axis: int = 0) -> Any:
-    """What replica ``index`` of ``count`` receives of ``var`` from the senders' ``parts`` (``full``:
-    its shape in plain Python, if known; ``axis``: its environment axis, as the dataflow says)."""
+    """What replica ``index`` of ``count`` (of ``num_envs`` environments) receives of ``var`` from the
+    senders' ``parts``, combined as its ``kind`` says (``origin``: the line that assigns it, for errors;
+    ``full``: its shape in plain Python, if known; ``axis``: its environment axis, as the dataflow says).
+    The defaults give the whole value, as the notebook merges it."""
     try:
         value = gather(parts, kind, strict, full, axis)
     except Mismatch as e:
@@ -170,7 +173,7 @@ def refuse_autograd(out: dict, origin: dict[str, str], sender: str, receiver: st
     stays behind, so a ``backward()`` there would reach no network (the weights would never change)."""
     for key, value in out.items():
         # a split loop's records are per-step dicts of the variables a later group replays
-        named = [(v, x) for step in value for v, x in step.items()] if key.startswith("record:") else [(key, value)]
+        named = [(v, x) for step in value for v, x in step.items()] if isinstance(key, RecordKey) else [(key, value)]
         var, path = next(((v, p) for v, x in named if (p := _graph_in(x, v)) is not None), (None, None))
         if path is not None:
             raise FragmentError.at(

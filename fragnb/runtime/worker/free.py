@@ -40,7 +40,10 @@ from typing import Any
 
 from ...plan.program import DrivenLoop
 from ...plan.script import ReplicaId, peers
-from .machine import Arrival, earliest, fresh, in_replica_order, is_news, is_segment, iteration_of, news_tag, stamped, version_of
+from .machine import (Arrival, in_replica_order, is_news, is_segment, iteration_of, may_act, news_tag, next_trajectory, pace,
+                      round_is_fresh, stamped, version_of)
+from .report import Finals
+from .stops import learner_ended
 from .timing import note
 from .walker import Walker, bind
 
@@ -85,7 +88,7 @@ class FreeWalker(Walker):
         try:
             if not self.free:
                 super().iterate(loop, iterable)
-                self.halt(self.stopped or "the learner's loop ended")
+                self.halt(self.stopped or learner_ended())
                 return
             # A free replica's own count of iterations goes on past the learner's: `range(n)` continues.
             last = iterable[-1] if len(iterable) else iterable.start - iterable.step
@@ -167,17 +170,14 @@ class FreeWalker(Walker):
                 best = (iteration_of(got[0]), got[1])  # messages from one peer arrive in order: the last is the newest
             if best and best[0] > self.version:
                 self.version = best[0]
-            if self.version >= self.pace() - self.script.max_staleness:
+            if may_act(self.version, self.pace(), self.script.max_staleness):
                 return [best[1]] if best else []
             self.idle(learner)
 
     def pace(self) -> int:
-        """The learner's version this replica's iteration stands for: its iteration, while every replica
-        of its group delivers one trajectory per learner iteration; fewer once peers' workers died (the
-        survivors make up for them)."""
-        count = self.script.groups[self.rep.group]
-        alive = count - sum(ReplicaId.parse(p).group == self.rep.group for p in self.rep.gone)
-        return self.iterations * alive // count
+        """The learner's version this replica's iteration stands for (:func:`~.machine.pace`)."""
+        gone = sum(ReplicaId.parse(p).group == self.rep.group for p in self.rep.gone)
+        return pace(self.iterations, self.script.groups[self.rep.group], gone)
 
     def assign(self, group: str) -> list[tuple[str, int, int]]:
         """This iteration's trajectories from ``group``: (replica, its iteration, version) per replica slot."""
@@ -200,12 +200,12 @@ class FreeWalker(Walker):
                 seq, version = self.arrival(peer, self.cursor[peer], whole=True)
                 if seq is not None:
                     waiting.append(Arrival(seq, peer, self.cursor[peer], version))
-            if not waiting:
+            arrival, usable = next_trajectory(waiting, self.iterations, self.script.max_staleness)
+            if arrival is None:
                 self.idle(group)
                 continue
-            _, peer, it, version = earliest(waiting)
+            _, peer, it, version = arrival
             self.cursor[peer] += 1
-            usable = fresh(self.iterations, version, self.script.max_staleness)
             self.considered.append((peer, it, usable))
             if not usable:
                 self.dropped += 1
@@ -222,7 +222,7 @@ class FreeWalker(Walker):
             a = self.next_round
             versions = [self.arrived_version(peer, a) for peer in peers(group, self.script.groups[group])]
             self.next_round += 1
-            usable = fresh(self.iterations, min(versions), self.script.max_staleness)
+            usable = round_is_fresh(self.iterations, versions, self.script.max_staleness)
             self.considered += [(peer, a, usable) for peer in free]
             if usable:
                 self.round = a
@@ -283,13 +283,13 @@ class FreeWalker(Walker):
             self.constants[name] = value
         return self.constants[name]
 
-    def extra(self) -> dict:
-        return {"staleness": self.ages} if not self.free and self.ages else {}
+    def staleness_now(self) -> list[int]:
+        return [] if self.free else list(self.ages)
 
-    def finals(self, components: list[str]) -> dict:
+    def finals(self, components: list[str]) -> Finals:
         out = super().finals(components)
         streams = {p for g in self.streams for p in peers(g, self.script.groups[g])}
-        taken = {p: n for p, n in self.cursor.items() if p in streams}  # trajectories it consumed or dropped, per replica
-        out.update(staleness=self.staleness, dropped=self.dropped, depth=self.depth, taken=taken,
-                   produced=self.produced() if not self.free else {})
+        out.taken = {p: n for p, n in self.cursor.items() if p in streams}  # trajectories it consumed or dropped, per replica
+        out.staleness, out.dropped, out.depth = self.staleness, self.dropped, self.depth
+        out.produced = self.produced() if not self.free else {}
         return out

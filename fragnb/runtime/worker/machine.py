@@ -2,10 +2,11 @@
 ``worker_state_machine.py`` apart from ``worker.py``): pure functions of counts, kinds, tags and
 versions, tested without a cluster or a network.
 
-- **Routing**: which replicas of a group a replica exchanges a segment's values with, and which
-  share of what arrives is its own.
-- **Trajectory selection** (decoupled policies): which trajectory the learner takes next, and
-  whether it, or a whole round, is fresh enough to train on.
+- **Routing**: what a segment receives (and what its group then holds), which replicas of a group a
+  replica exchanges a segment's values with, and which share of what arrives is its own.
+- **Trajectory selection** (decoupled policies): which trajectory the learner takes next, drops or
+  waits for, whether a whole round is fresh enough to train on, and when a free replica must wait
+  for newer weights.
 - **Message tags**: what a tag says (``segment:K``, ``segment:K@ITERATION/VERSION``, ``control:news@I``).
 
 How values of replicas combine is :mod:`fragnb.runtime.worker.edges`; the safety net's comparison is
@@ -16,8 +17,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["overlap", "routed", "partners", "share", "is_variable", "Arrival", "earliest", "fresh", "in_replica_order",
-           "segment_tag", "news_tag", "stamped", "iteration_of", "version_of", "is_segment", "is_news"]
+from ...plan.keys import kind_of
+
+__all__ = ["overlap", "routed", "partners", "share", "is_variable", "Weight", "segment_inputs", "Arrival", "earliest", "fresh",
+           "Take", "next_trajectory", "round_is_fresh", "pace", "may_act", "in_replica_order", "segment_tag", "news_tag",
+           "stamped", "iteration_of", "version_of", "is_segment", "is_news"]
 
 
 # -- routing --------------------------------------------------------------------------------------
@@ -28,8 +32,8 @@ def overlap(index: int, count: int, other: int) -> list[int]:
 
 
 def is_variable(key: str) -> bool:
-    """Whether an exported key is one of the cell's variables (not ``weights:...`` or ``record:...``)."""
-    return ":" not in key
+    """Whether an exported key is one of the cell's variables (not a network's weights or a split loop's record)."""
+    return kind_of(key) == "variable"
 
 
 def routed(senders: int, receivers: int, keys: list[str], kinds: dict[str, str], num_envs: int | None) -> bool:
@@ -38,6 +42,44 @@ def routed(senders: int, receivers: int, keys: list[str], kinds: dict[str, str],
     (Else every replica sends all of its share to every replica, which takes its slice.)"""
     return (senders > 1 and receivers > 1 and (senders % receivers == 0 or receivers % senders == 0) and num_envs is not None
             and all(is_variable(k) and kinds.get(k, "sharded") == "sharded" for k in keys))
+
+
+class Weight(NamedTuple):
+    """A network whose weights travel: exported as ``source`` by its owner, loaded into ``target``
+    (``component:attribute``) of ``target_comp`` by the replicas of ``group``."""
+
+    source: str
+    target: str
+    group: str
+    target_comp: str
+
+
+Versions = dict  # exported key -> (group that wrote it last, version)
+
+
+def segment_inputs(group: str, reads: set[str], components: set[str], replays: set[str], weights: list[Weight],
+                   latest: Versions, received: dict[tuple[str, str], tuple[str, int]],
+                   loaded: dict[tuple[str, str], int]) -> tuple[list[tuple[str, str, str]], dict, dict]:
+    """What a segment of ``group`` receives before it runs, from the versions every replica agrees on.
+
+    ``latest`` says which group wrote each exported key last and how often; ``received`` and
+    ``loaded`` what ``group`` holds already. A group holds what it received until the sender writes it
+    again: ``fine``'s actor side reads each step's observations twice (to act, to store them) and
+    receives them once. Returns the inputs (sending group, key, where it goes) and the entries of
+    ``received`` and ``loaded`` that hold after it.
+    """
+    out, got, load = [], {}, {}
+    for var in sorted(reads):
+        if (w := latest.get(var)) and w[0] != group and received.get((group, var)) != w:
+            out.append((w[0], var, var))
+            got[(group, var)] = w
+    for w in weights:
+        v = latest.get(w.source)
+        if v and w.group == group and w.target_comp in components and loaded.get((group, w.target)) != v[1]:
+            out.append((v[0], w.source, w.target))
+            load[(group, w.target)] = v[1]
+    out += [(latest[key][0], key, key) for key in sorted(replays)]
+    return out, got, load
 
 
 def partners(index: int, count: int, other: int, keys: list[str], kinds: dict[str, str], num_envs: int | None,
@@ -80,6 +122,40 @@ def fresh(learner_version: int, version: int, max_staleness: int) -> bool:
 def earliest(waiting: list[Arrival]) -> Arrival:
     """async: the learner takes trajectories in the order they arrived, whichever replicas they come from."""
     return min(waiting)
+
+
+class Take(NamedTuple):
+    """What the learner does with the earliest whole trajectory waiting (``async``)."""
+
+    arrival: Arrival | None  # None: nothing is waiting, it waits
+    usable: bool  # False: staler than the bound, dropped and counted
+
+
+def next_trajectory(waiting: list[Arrival], learner_version: int, max_staleness: int) -> Take:
+    """async: the earliest whole trajectory waiting, whichever replica it comes from, and whether the
+    learner trains on it or drops it as staler than ``max_staleness``."""
+    if not waiting:
+        return Take(None, False)
+    first = earliest(waiting)
+    return Take(first, fresh(learner_version, first.version, max_staleness))
+
+
+def round_is_fresh(learner_version: int, versions: list[int], max_staleness: int) -> bool:
+    """srl: a round (one iteration of every free replica) trains the learner only if its oldest
+    trajectory is within the bound; else the whole round is dropped."""
+    return fresh(learner_version, min(versions), max_staleness)
+
+
+def pace(iterations: int, count: int, gone: int) -> int:
+    """The learner version a free replica's ``iterations`` stand for: its iteration while all ``count``
+    replicas of its group deliver one trajectory per learner iteration; fewer once ``gone`` of them
+    died (the survivors make up for them)."""
+    return iterations * (count - gone) // count
+
+
+def may_act(version: int, pace_now: int, max_staleness: int) -> bool:
+    """Whether a free replica may act with weights of ``version`` (else it waits for newer ones)."""
+    return version >= pace_now - max_staleness
 
 
 def in_replica_order(chosen: list[tuple[str, int, int]], index_of) -> list[tuple[str, int, int]]:

@@ -64,9 +64,9 @@ def _cannot_travel(graph, objects: dict, group: str) -> FragmentError:
         found = blocker(value, cloudpickle.dumps, name)
         if found:
             line = next((s.lineno for s in graph.statements if name in s.reads or name in s.components), None)
-            return FragmentError(
+            return FragmentError.in_source(
                 f"`{name}` ({type(value).__name__}) cannot be sent to the workers of group {group!r}: {described(found)}. "
                 "What a distributed policy ships must pickle (cloudpickle): keep locks, open files, sockets and threads "
                 "out of its attributes (create them lazily, or drop them in __getstate__), or run it under 'single'",
-                line, graph.source.splitlines()[line - 1] if line else None)
+                line, graph.source)
     return FragmentError(f"the objects of group {group!r} cannot be sent to its workers (they pickle one by one, not together)")

@@ -32,6 +32,7 @@ from .free import FreeWalker
 from .edges import scatter
 from .generators import Own, own_random, restore, seeded, states
 from .payload import Payload
+from .report import Finals
 from .timing import Timer
 from .travel import refuse_unreturnable
 from .walker import Walker
@@ -81,6 +82,20 @@ class Replica:
         if self.own is None or (drawing is not None and segment not in drawing):
             return contextlib.nullcontext()
         return self.own.drawing()
+
+    #: What a checkpoint keeps of a replica besides its walker's bookkeeping (code, channels and locks are made anew).
+    _STATE = ("ns", "seen", "steps0", "plain_steps", "records", "replays", "seconds")
+
+    def get_state(self) -> dict:
+        """Its namespace and bookkeeping now, for a checkpoint (the cell's ``print`` is the worker's own)."""
+        state = {k: getattr(self, k) for k in self._STATE}
+        state["ns"] = {k: v for k, v in self.ns.items() if k not in ("__builtins__", "print")}
+        return state
+
+    def set_state(self, state: dict) -> None:
+        """Take a checkpoint's :meth:`get_state` as its own."""
+        for key in self._STATE:
+            setattr(self, key, state[key])
 
     def generators(self) -> dict:
         """Its global generators' states now (kept in a checkpoint)."""
@@ -158,7 +173,8 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
         rep.steps0 = {name: env.env_steps for name, env in rep.envs().items()}
     else:
         state = pickle.loads(resume)
-        rep = Replica(group, index, count, device, state["ns"], compiled, resumed=state["walker"], streams=payload.streams, **state["replica"])
+        rep = Replica(group, index, count, device, {}, compiled, resumed=state["walker"], streams=payload.streams)
+        rep.set_state(state["replica"])
     rep.ns["print"] = forward_print  # the cell's prints reach the notebook, once
     _REPLICAS[(run_id, group, index)] = rep
     return rep
@@ -183,22 +199,22 @@ def forward_print(*args, sep: str | None = " ", end: str | None = "\n", file=Non
 
 
 def open_replica(run_id: str, group: str, index: int, count: int, device: str, payload: Payload, source: tuple[str, str],
-                 host: str, key: bytes, fused: bool = False, resume: bytes | None = None) -> dict:
+                 host: str, secret: bytes, fused: bool = False, resume: bytes | None = None) -> dict:
     """On a worker: :func:`init_replica`, then open the replica's channel inbox on ``host`` (taking
-    messages signed with ``key``); returns its address."""
+    messages signed with ``secret``); returns its address."""
     rep = init_replica(run_id, group, index, count, device, payload, source, fused, resume)
-    rep.channels = ZmqChannels(str(ReplicaId(group, index)), host, key)
+    rep.channels = ZmqChannels(str(ReplicaId(group, index)), host, secret)
     return rep.channels.address
 
 
-def play(rep: Replica, script: Script, channels: Channels, components: list[str], events=None) -> dict:
+def play(rep: Replica, script: Script, channels: Channels, components: list[str], events=None) -> Finals:
     """Walk ``script`` as ``rep`` (from where its checkpoint left off, if it resumes one); return what
     the notebook merges. A failure tells every peer, so that none waits for this replica."""
     walker = (FreeWalker if script.decoupled else Walker)(rep, script, channels, events)
     size = script.num_envs // rep.count if script.num_envs else 0
     with serving(rep.index * size, size, script.num_envs) if size else contextlib.nullcontext():
         if rep.resumed is not None:
-            walker.restore(rep.resumed)
+            walker.set_state(rep.resumed)
         try:
             walker.run()
             return walker.finals(components)
@@ -207,8 +223,8 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
             raise
 
 
-def run_program(run_id: str, names: list[str], addresses: dict[str, dict], script: bytes, held: dict[str, list[str]],
-                topic: str, shared: bool = False) -> dict[str, dict]:
+def run_program(run_id: str, names: list[str], addresses: dict[str, dict], script: bytes, components: dict[str, list[str]],
+                topic: str, shared: bool = False) -> dict[str, Finals]:
     """The long-lived task of one or more replicas of this worker (several: threads, as ``srl``'s
     ring or a group with more replicas than the cluster has workers): connect their channels, walk
     the program, report progress under ``topic`` (small events, no tensors). Returns what each
@@ -216,7 +232,7 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
     (this task's, or other tasks' on a worker of several threads)."""
     worker = distributed.get_worker()
     plan = pickle.loads(script)
-    with own_random(), profiler.paused(worker):  # the worker's own threads draw from Python's global `random` too
+    with own_random(), dask_profiler.paused(worker):  # the worker's own threads draw from Python's global `random` too
         for name in names:
             group, index = ReplicaId.parse(name)
             start = plan.rng if group == plan.rng_group else seeded(plan.seed, name)
@@ -224,12 +240,13 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
                 _REPLICAS[(run_id, group, index)].own = Own(start)
             else:
                 restore(start)
-        return _play_all(run_id, names, addresses, plan, held, topic, worker)
+        return _play_all(run_id, names, addresses, plan, components, topic, worker)
 
 
-def _play_all(run_id: str, names: list[str], addresses: dict[str, dict], plan, held: dict[str, list[str]], topic: str, worker) -> dict[str, dict]:
+def _play_all(run_id: str, names: list[str], addresses: dict[str, dict], plan, components: dict[str, list[str]], topic: str,
+              worker) -> dict[str, Finals]:
 
-    def one(name: str) -> dict:
+    def one(name: str) -> Finals:
         group, index = ReplicaId.parse(name)
         rep = _REPLICAS[(run_id, group, index)]
         with rep.lock:
@@ -238,7 +255,7 @@ def _play_all(run_id: str, names: list[str], addresses: dict[str, dict], plan, h
             rep.playing = True
         rep.channels.connect(addresses)
         try:
-            return play(rep, plan, rep.channels, held[group], lambda msg: worker.log_event(topic, msg))
+            return play(rep, plan, rep.channels, components[group], lambda msg: worker.log_event(topic, msg))
         finally:
             rep.channels.close()
 
@@ -246,7 +263,7 @@ def _play_all(run_id: str, names: list[str], addresses: dict[str, dict], plan, h
         results = {names[0]: one(names[0])}
         refuse_unreturnable(results, plan.program.origin)
         return results
-    results: dict[str, dict] = {}
+    results: dict[str, Finals] = {}
     errors: list[BaseException] = []
 
     def thread(name: str) -> None:

@@ -14,6 +14,8 @@ from typing import Any, Callable
 import cloudpickle
 
 from ...errors import FragmentError
+from ...plan.keys import RecordKey
+from .report import Finals
 
 __all__ = ["blocker", "described", "unsendable", "refuse_unreturnable"]
 
@@ -71,7 +73,7 @@ def unsendable(out: dict, dumps: Callable[[Any], Any], origin: dict[str, str], s
     """The error for a segment's values (``out``: key -> value) that do not pickle: the variable, the
     line that assigns it and the part of it that blocks."""
     # a split loop's records are per-step dicts of the variables a later group replays
-    named = [(v, x) for key, value in out.items() for step in (value if key.startswith("record:") else [{key: value}])
+    named = [(v, x) for key, value in out.items() for step in (value if isinstance(key, RecordKey) else [{key: value}])
              for v, x in step.items()]
     for var, value in named:
         found = blocker(value, dumps, var)
@@ -84,13 +86,13 @@ def unsendable(out: dict, dumps: Callable[[Any], Any], origin: dict[str, str], s
     return FragmentError(f"the values group {sender!r} sends to {receiver!r} do not pickle together ({sorted(out)})")
 
 
-def refuse_unreturnable(finals: dict[str, dict], origin: dict[str, str]) -> None:
+def refuse_unreturnable(finals: dict[str, Finals], origin: dict[str, str]) -> None:
     """What replicas leave (``finals``, by replica) comes back to the notebook pickled, as a Dask
     task's result: the safety net's replicas, threads, refuse before any worker starts what would
     fail there, and a worker (with no safety net) names the variable rather than Dask's "Could not
     serialize object of type lock"."""
     for name, final in sorted(finals.items()):
-        for var, value in final["variables"].items():
+        for var, value in final.variables.items():
             if found := blocker(value, cloudpickle.dumps, var):
                 raise FragmentError.at(
                     f"`{var}` cannot come back from {name} to the notebook: {described(found)}. What the cell leaves "

@@ -24,12 +24,14 @@ import cloudpickle
 
 from ...plan.instrument import DRIVER
 from ...plan.program import DrivenLoop, Segment
-from ...plan.script import ReplicaId, Script, peers, weights_attribute
+from ...plan.keys import RecordKey, WeightsKey
+from ...plan.script import ReplicaId, Script, peers
 from ...shards import network, to_cpu
 from ..net.channels import Unsendable, dumps
-from .machine import partners, segment_tag, share
 from .edges import combine, refuse_autograd, to_device
-from ..result import arrival_order, plain_order
+from .machine import Weight, partners, segment_inputs, segment_tag, share
+from .report import Checkpointed, Finals, Progress, arrival_order, plain_order
+from .stops import condition_held, interrupted, own_condition
 from .timing import note
 from .travel import unsendable
 
@@ -37,14 +39,14 @@ if TYPE_CHECKING:
     from ..net.channels import Channels
     from .replica import Replica
 
-__all__ = ["Walker", "bind", "held"]
+__all__ = ["Walker", "bind", "holdings"]
 
 
 class Walker:
     """Walks ``script`` as replica ``rep``, exchanging values over ``channels``.
 
-    ``events`` (if given) receives a small dict after every iteration: this replica's finished
-    episodes and env steps, for the notebook's live progress.
+    ``events`` (if given) receives a small dict after every iteration (a :class:`~.report.Progress`
+    on the wire): this replica's finished episodes and env steps, for the notebook's live progress.
     """
 
     def __init__(self, rep: Replica, script: Script, channels: Channels, events: Callable[[dict], Any] | None = None):
@@ -100,29 +102,29 @@ class Walker:
                 self.checkpoint()
 
     # -- checkpoints ----------------------------------------------------------------------------
+    #: The bookkeeping a run resumed from a checkpoint needs to walk on as if it had never stopped.
     _STATE = ("latest", "loaded", "received", "last_writer", "scalars", "iterations", "episodes", "ticks", "everyone", "at")
+
+    def get_state(self) -> dict:
+        """This walker's bookkeeping and its replica's global generators, for a checkpoint."""
+        return {**{k: getattr(self, k) for k in self._STATE}, "generators": self.rep.generators()}
+
+    def set_state(self, state: dict) -> None:
+        """Go on from a checkpoint's :meth:`get_state` (the replica holds its namespace then)."""
+        state = dict(state)
+        self.rep.restore_generators(state.pop("generators"))  # the replica's generators as they were then
+        for key in self._STATE:
+            setattr(self, key, state[key])
+        self.resume = self.at
 
     def checkpoint(self) -> None:
         """Keep this replica's state at this iteration boundary (every replica has received all it
         was sent in the iteration, and agreed to go on), and tell the notebook, which fetches it."""
         start = time.perf_counter()
-        rep = self.rep
-        state = {"ns": {k: v for k, v in rep.ns.items() if k not in ("__builtins__", "print")},
-                 "replica": {"seen": rep.seen, "steps0": rep.steps0, "plain_steps": rep.plain_steps, "records": rep.records, "replays": rep.replays, "seconds": rep.seconds},
-                 "walker": {**{k: getattr(self, k) for k in self._STATE}, "generators": rep.generators()}}
-        blob = cloudpickle.dumps(state)
-        rep.keep(self.iterations, blob)
+        blob = cloudpickle.dumps({"replica": self.rep.get_state(), "walker": self.get_state()})
+        self.rep.keep(self.iterations, blob)
         self.checkpoint_seconds += time.perf_counter() - start
-        self.events({"replica": self.name, "checkpoint": self.iterations, "bytes": len(blob)})
-
-    def restore(self, state: dict) -> None:
-        """Go on from a checkpoint (the replica holds its namespace then): its bookkeeping as it was."""
-        state = dict(state)
-        if (saved := state.pop("generators", None)) is not None:
-            self.rep.restore_generators(saved)  # the replica's generators as they were then
-        for key, value in state.items():
-            setattr(self, key, value)
-        self.resume = self.at
+        self.events(Checkpointed(self.name, self.iterations, len(blob)).wire())
 
     def iterable(self, loop: ast.For):
         """The loop's iterable, evaluated alike on every replica: names the cell assigns come from
@@ -140,7 +142,7 @@ class Walker:
     def flagged(self) -> bool:
         """Whether a stop flag (`break`, a `while` condition) holds, as the group that assigns it says."""
         if any(bool(self.control(flag, False)) for flag in self.script.stop_flags if flag in self.last_writer):
-            self.stopped = "the loop's own condition (`break` or `while`)"
+            self.stopped = own_condition()
             return True
         return False
 
@@ -162,12 +164,12 @@ class Walker:
     def judge(self, reports: list[tuple[list, int]]) -> str:
         """Why the run ends after this iteration ("" if it goes on), given every replica's news."""
         if self.rep.stop.is_set():
-            return f"interrupted: stopped after iteration {self.iterations}, as asked"
+            return interrupted(self.iterations)
         if self.script.until is not None:
             self.everyone += [e for new, _ in reports for e in new]
             self.everyone.sort(key=arrival_order if self.script.decoupled else plain_order)
             if self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, sum(s for _, s in reports)):
-                return f"the stop condition held after iteration {self.iterations}"
+                return condition_held(self.iterations)
         return ""
 
     def control(self, name: str, default: Any = None) -> Any:
@@ -182,7 +184,8 @@ class Walker:
             self.ch.send([p for p in self.script.replicas() if p != self.name], tag, mine)
         parts = [mine if peer == self.name else self.recv(peer, tag) for peer in senders]
         program = self.script.program
-        return combine(name, parts, 0, 1, None, program.kinds.get(name, "replicated"), program.origin.get(name, ""), self.script.strict)
+        return combine(name, parts, kind=program.kinds.get(name, "replicated"), origin=program.origin.get(name, ""),
+                       strict=self.script.strict)
 
     def segment(self, seg: Segment) -> None:
         group = seg.group
@@ -200,7 +203,7 @@ class Walker:
             for sender, key, into in inputs:
                 parts = [r[key] for r in received[sender] if key in r]
                 if parts:
-                    self.take(key, into, parts, self.share(sender, keys[sender]))
+                    self.combine_into(key, into, parts, self.share(sender, keys[sender]))
             self.execute(seg)
         exports = seg.exports | {w.source for w in self.script.weights if w.owner == group and w.owner_comp in seg.components}
         for key in exports:
@@ -209,20 +212,13 @@ class Walker:
             self.last_writer[var] = group
 
     def inputs(self, seg: Segment) -> list[tuple[str, str, str]]:
-        """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group."""
-        out = []
-        for var in sorted(seg.reads):
-            # A group holds what it received until the sender writes it again: `fine`'s actor side
-            # reads each step's observations twice (to act, to store them) and receives them once.
-            if (w := self.latest.get(var)) and w[0] != seg.group and self.received.get((seg.group, var)) != w:
-                out.append((w[0], var, var))
-                self.received[(seg.group, var)] = w
-        for w in self.script.weights:
-            v = self.latest.get(w.source)
-            if v and w.group == seg.group and w.target_comp in seg.components and self.loaded.get((seg.group, w.target)) != v[1]:
-                out.append((v[0], w.source, w.target))
-                self.loaded[(seg.group, w.target)] = v[1]
-        out += [(self.latest[key][0], key, key) for key in sorted(seg.replays)]
+        """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group
+        (decided by :func:`~.machine.segment_inputs`; this applies what it says this group now holds)."""
+        weights = [Weight(w.source, w.target, w.group, w.target_comp) for w in self.script.weights]
+        out, received, loaded = segment_inputs(seg.group, seg.reads, seg.components, seg.replays, weights, self.latest,
+                                               self.received, self.loaded)
+        self.received.update(received)
+        self.loaded.update(loaded)
         return out
 
     # -- values in and out ----------------------------------------------------------------------
@@ -257,14 +253,13 @@ class Walker:
 
     def export(self, key: str) -> Any:
         ns = self.rep.ns
-        if key.startswith("weights:"):
-            comp, attr = weights_attribute(key)
-            return network(ns[comp], attr).state_dict()
-        if key.startswith("record:"):
+        if isinstance(key, WeightsKey):
+            return network(ns[key.component], key.attribute).state_dict()
+        if isinstance(key, RecordKey):
             return self.rep.records.pop(key, [])
         return ns[key] if key in ns else _MISSING
 
-    def take(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None]) -> None:
+    def combine_into(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None]) -> None:
         """Combine the senders' ``parts`` of ``key`` into this replica's share (``cut``: its index and
         count among the replicas sharing what the parts make up, and their environments), on its device."""
         rep, script, program = self.rep, self.script, self.script.program
@@ -272,15 +267,15 @@ class Walker:
         index, count, num_envs = cut
 
         def share(var: str, values: list):
-            value = combine(var, values, index, count, num_envs, kinds.get(var, "sharded"), origin.get(var, ""), script.strict,
-                            script.shapes.get(var), program.axes.get(var, 0))
+            value = combine(var, values, index=index, count=count, num_envs=num_envs, kind=kinds.get(var, "sharded"),
+                            origin=origin.get(var, ""), strict=script.strict, full=script.shapes.get(var),
+                            axis=program.axes.get(var, 0))
             return to_device(value, rep.device)
 
-        if key.startswith("weights:"):  # whole on every replica, never split along the environments
-            comp, attr = weights_attribute(into)
-            weights = combine(key, parts, 0, 1, None, "replicated", f"the weights of {weights_attribute(key)[0]}", script.strict)
-            network(rep.ns[comp], attr).load_state_dict(to_device(weights, rep.device))
-        elif key.startswith("record:"):
+        if isinstance(key, WeightsKey):  # whole on every replica, never split along the environments
+            weights = combine(key, parts, kind="replicated", origin=f"the weights of {key.component}", strict=script.strict)
+            network(rep.ns[into.component], into.attribute).load_state_dict(to_device(weights, rep.device))
+        elif isinstance(key, RecordKey):
             rep.replays[key] = [{v: share(v, [p[v] for p in steps]) for v in steps[0]} for steps in zip(*parts)][::-1]
         elif not any(p is _MISSING for p in parts):
             rep.ns[into] = share(key, parts)
@@ -318,40 +313,40 @@ class Walker:
         new, steps = self.collect()
         self.ticks.append(time.perf_counter() + self.clock)
         if self.events is not None:
-            self.events({"replica": self.name, "iteration": self.iterations, "episodes": new, "steps": steps,
-                         "seconds": dict(self.rep.seconds), **self.extra()})
+            self.events(Progress(self.name, self.iterations, new, steps, dict(self.rep.seconds), self.staleness_now()).wire())
         return new, steps
 
-    def extra(self) -> dict:
-        """More for this iteration's progress event (decoupled policies: the learner's staleness)."""
-        return {}
+    def staleness_now(self) -> list[int]:
+        """The staleness of each trajectory this iteration trained on (a decoupled policy's learner)."""
+        return []
 
-    def finals(self, components: list[str]) -> dict:
+    def finals(self, components: list[str]) -> Finals:
         """What the notebook merges: the variables this group assigned last, its components, and the run's record."""
         rep = self.rep
-        return {
-            **held(self.script, rep.group, rep.ns, components),
-            "scalars": dict(self.scalars),
-            "last_writer": dict(self.last_writer),
-            "streams": {name: rep.ns[name].counters for name in rep.streams},
-            "iterations": self.iterations,
-            "stopped": self.stopped,
-            "steps": self.collect()[1],
-            "episodes": self.episodes,
-            "ticks": self.ticks,
-            "seconds": dict(rep.seconds),
-            "intervals": [(label, kind, a + self.clock, b + self.clock) for label, kind, a, b in rep.intervals],
-            "bytes_sent": self.ch.bytes_sent,
-            "messages_sent": self.ch.messages_sent,
-            "checkpoint_seconds": self.checkpoint_seconds,
-        }
+        variables, comps = holdings(self.script, rep.group, rep.ns, components)
+        return Finals(
+            variables, comps,
+            scalars=dict(self.scalars),
+            last_writer=dict(self.last_writer),
+            streams={name: rep.ns[name].counters for name in rep.streams},
+            iterations=self.iterations,
+            stopped=self.stopped,
+            steps=self.collect()[1],
+            episodes=self.episodes,
+            ticks=self.ticks,
+            seconds=dict(rep.seconds),
+            intervals=[(label, kind, a + self.clock, b + self.clock) for label, kind, a, b in rep.intervals],
+            bytes_sent=self.ch.bytes_sent,
+            messages_sent=self.ch.messages_sent,
+            checkpoint_seconds=self.checkpoint_seconds,
+        )
 
 
-def held(script: Script, group: str, ns: dict, components: list[str]) -> dict:
+def holdings(script: Script, group: str, ns: dict, components: list[str]) -> tuple[dict, dict]:
     """A replica's part of what the notebook merges: the variables its group assigned last, and its components."""
     written = {v for s in script.program.segments if s.group == group for v in s.writes}
-    return {"variables": to_device({v: ns[v] for v in script.variables if v in written and v in ns}, "cpu"),
-            "components": {c: to_cpu(ns[c]) for c in components if c in ns}}  # the notebook may have no GPU
+    return (to_device({v: ns[v] for v in script.variables if v in written and v in ns}, "cpu"),
+            {c: to_cpu(ns[c]) for c in components if c in ns})  # the notebook may have no GPU
 
 
 def where(error: BaseException, replica: str) -> str:
