@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab test test-fast demo course handouts bench gpu-check gpu-wheels graphviz chromium clean
+.PHONY: setup lab lint test test-fast demo course handouts bench gpu-check gpu-wheels graphviz chromium clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -45,12 +45,17 @@ lab: setup
 	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --LabApp.news_url=None \
 		$$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-test: setup chromium
+# ruff at 120 columns (pyproject.toml): the code as the formatter writes it, and the lint rules it selects.
+lint: setup
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+test: setup chromium lint
 	$(PY) -m pytest
 
 # The quick loop while changing fragnb: every test and notebook but those that train to a target
 # return (slow) or drive JupyterLab in a browser; CI runs `make test`.
-test-fast: setup
+test-fast: setup lint
 	$(PY) -m pytest -m "not slow and not browser"
 
 demo: setup

@@ -31,9 +31,9 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -41,7 +41,15 @@ import fragnb
 from fragnb import capture, run
 from fragnb.algos.a2c import A2CConfig, A2CLearner
 from fragnb.algos.dqn import DQNConfig, DQNLearner, EpsilonGreedyActor, QNetwork, ReplayBuffer, linear_schedule
-from fragnb.algos.ppo import ActorCritic, GaussianActorCritic, GaussianPPOActor, PPOActor, PPOConfig, PPOLearner, RolloutBuffer
+from fragnb.algos.ppo import (
+    ActorCritic,
+    GaussianActorCritic,
+    GaussianPPOActor,
+    PPOActor,
+    PPOConfig,
+    PPOLearner,
+    RolloutBuffer,
+)
 from fragnb.envs import CartPole, GymnasiumEnv, Pendulum
 from fragnb.notebook import load_canonical
 
@@ -59,8 +67,13 @@ except ImportError:  # an optional dependency: the `bench` extra
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"
 
 #: The policies compared, with small replica counts.
-POLICIES = {"single": {}, "coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learners": 2},
-            "async": {"actors": 2, "max_staleness": 1}}
+POLICIES = {
+    "single": {},
+    "coarse": {"actors": 2},
+    "fine": {"actors": 2},
+    "multi_learner": {"learners": 2},
+    "async": {"actors": 2, "max_staleness": 1},
+}
 #: Under these, PPO's learners clip around the proximal policy (``PPOConfig.proximal``), as the docs advise
 #: for trajectories an older policy produced.
 STALE = {"async"}
@@ -158,8 +171,14 @@ def _gaussian_ppo(config: PPOConfig, env, seed: int, budget: int) -> tuple[str, 
         "config": config,
         "env": env,
         "actor": GaussianPPOActor(policy, num_envs=config.num_envs, seed=seed),
-        "buffer": RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda,
-                                action_shape=env.action_shape),
+        "buffer": RolloutBuffer(
+            config.num_envs,
+            config.num_steps,
+            env.obs_shape,
+            config.gamma,
+            config.gae_lambda,
+            action_shape=env.action_shape,
+        ),
         "learner": PPOLearner(policy, config, seed=seed),
         "iterations": _iterations(budget, config.num_envs * config.num_steps),
     }
@@ -174,13 +193,16 @@ def mappo_spread(seed: int, budget: int) -> tuple[str, dict]:
         "config": config,
         "env": env,
         "actor": mappo.MAPPOActor(policy, config.num_envs, seed=seed),
-        "buffer": mappo.MultiAgentRolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda),
+        "buffer": mappo.MultiAgentRolloutBuffer(
+            config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda
+        ),
         "learner": mappo.MAPPOLearner(policy, config, seed=seed),
         "iterations": _iterations(budget, config.num_envs * config.num_steps),
     }
 
 
 # -- Stable-Baselines3 with RL Zoo's tuned hyperparameters (rl-baselines3-zoo, hyperparams/*.yml) ------
+
 
 def _sb3_run(algo: str, env_id: str, n_envs: int, seed: int, budget: int, **kwargs) -> dict:
     import stable_baselines3 as sb3
@@ -194,8 +216,12 @@ def _sb3_run(algo: str, env_id: str, n_envs: int, seed: int, budget: int, **kwar
     returns = [float(e["r"]) for e in model.ep_info_buffer]  # Monitor's episodes, in the order they ended
     tail = returns[-20:]
     env.close()
-    return {"return": sum(tail) / len(tail) if tail else float("nan"), "steps": model.num_timesteps,
-            "steps_per_s": model.num_timesteps / seconds, "seconds": seconds}
+    return {
+        "return": sum(tail) / len(tail) if tail else float("nan"),
+        "steps": model.num_timesteps,
+        "steps_per_s": model.num_timesteps / seconds,
+        "seconds": seconds,
+    }
 
 
 def _lin(x: float) -> Callable[[float], float]:
@@ -203,8 +229,21 @@ def _lin(x: float) -> Callable[[float], float]:
 
 
 def sb3_ppo_cartpole(seed: int, budget: int) -> dict:
-    return _sb3_run("PPO", "CartPole-v1", 8, seed, budget, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
-                    n_epochs=20, ent_coef=0.0, learning_rate=_lin(1e-3), clip_range=_lin(0.2))
+    return _sb3_run(
+        "PPO",
+        "CartPole-v1",
+        8,
+        seed,
+        budget,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=_lin(1e-3),
+        clip_range=_lin(0.2),
+    )
 
 
 def sb3_a2c_cartpole(seed: int, budget: int) -> dict:
@@ -212,14 +251,43 @@ def sb3_a2c_cartpole(seed: int, budget: int) -> dict:
 
 
 def sb3_dqn_cartpole(seed: int, budget: int) -> dict:
-    return _sb3_run("DQN", "CartPole-v1", 1, seed, budget, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
-                    learning_starts=1000, gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
-                    exploration_fraction=0.16, exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]))
+    return _sb3_run(
+        "DQN",
+        "CartPole-v1",
+        1,
+        seed,
+        budget,
+        learning_rate=2.3e-3,
+        batch_size=64,
+        buffer_size=100_000,
+        learning_starts=1000,
+        gamma=0.99,
+        target_update_interval=10,
+        train_freq=256,
+        gradient_steps=128,
+        exploration_fraction=0.16,
+        exploration_final_eps=0.04,
+        policy_kwargs=dict(net_arch=[256, 256]),
+    )
 
 
 def sb3_ppo_pendulum(seed: int, budget: int) -> dict:
-    return _sb3_run("PPO", "Pendulum-v1", 4, seed, budget, n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10,
-                    ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4)
+    return _sb3_run(
+        "PPO",
+        "Pendulum-v1",
+        4,
+        seed,
+        budget,
+        n_steps=1024,
+        gae_lambda=0.95,
+        gamma=0.9,
+        n_epochs=10,
+        ent_coef=0.0,
+        learning_rate=1e-3,
+        clip_range=0.2,
+        use_sde=True,
+        sde_sample_freq=4,
+    )
 
 
 @dataclass
@@ -240,24 +308,67 @@ class Algorithm:
 #: 50k, 16 at 160k, 500 at 240k), so one budget's last 20 episodes say "learned", not "solved";
 #: 50k is RL Zoo's budget for SB3's DQN. MAPPO gains most of its 120k-step improvement by 48k.
 ALGORITHMS = [
-    Algorithm("ppo", "PPO, CartPole", ppo_cartpole, 60_000, "random policy ~22, solved 475, max 500", sb3_ppo_cartpole,
-              "RL Zoo PPO CartPole-v1: 8 envs x 32 steps, 20 epochs"),
-    Algorithm("a2c", "A2C, CartPole", a2c_cartpole, 100_000, "random policy ~22, solved 475, max 500", sb3_a2c_cartpole,
-              "RL Zoo A2C CartPole-v1: 8 envs x 5 steps, RMSprop"),
-    Algorithm("dqn", "DQN, CartPole", dqn_cartpole, 50_000, "random policy ~22, solved 475, max 500", sb3_dqn_cartpole,
-              "RL Zoo DQN CartPole-v1: 1 env, 128 updates every 256 steps"),
-    Algorithm("pendulum", "Gaussian PPO, Pendulum", ppo_pendulum, 100_000, "random policy ~-1200, target -300",
-              sb3_ppo_pendulum, "RL Zoo PPO Pendulum-v1: 4 envs x 1024 steps, gSDE"),
+    Algorithm(
+        "ppo",
+        "PPO, CartPole",
+        ppo_cartpole,
+        60_000,
+        "random policy ~22, solved 475, max 500",
+        sb3_ppo_cartpole,
+        "RL Zoo PPO CartPole-v1: 8 envs x 32 steps, 20 epochs",
+    ),
+    Algorithm(
+        "a2c",
+        "A2C, CartPole",
+        a2c_cartpole,
+        100_000,
+        "random policy ~22, solved 475, max 500",
+        sb3_a2c_cartpole,
+        "RL Zoo A2C CartPole-v1: 8 envs x 5 steps, RMSprop",
+    ),
+    Algorithm(
+        "dqn",
+        "DQN, CartPole",
+        dqn_cartpole,
+        50_000,
+        "random policy ~22, solved 475, max 500",
+        sb3_dqn_cartpole,
+        "RL Zoo DQN CartPole-v1: 1 env, 128 updates every 256 steps",
+    ),
+    Algorithm(
+        "pendulum",
+        "Gaussian PPO, Pendulum",
+        ppo_pendulum,
+        100_000,
+        "random policy ~-1200, target -300",
+        sb3_ppo_pendulum,
+        "RL Zoo PPO Pendulum-v1: 4 envs x 1024 steps, gSDE",
+    ),
 ]
 if importlib.util.find_spec("mujoco") is not None:  # the `mujoco` extra
-    ALGORITHMS.append(Algorithm("cheetah", "Gaussian PPO, HalfCheetah", ppo_halfcheetah, 40_960,
-                                "random policy ~-300 per 1000 steps; CleanRL reaches ~1500 after 1M steps"))
+    ALGORITHMS.append(
+        Algorithm(
+            "cheetah",
+            "Gaussian PPO, HalfCheetah",
+            ppo_halfcheetah,
+            40_960,
+            "random policy ~-300 per 1000 steps; CleanRL reaches ~1500 after 1M steps",
+        )
+    )
 if mappo is not None:
-    ALGORITHMS.append(Algorithm("mappo", "MAPPO, simple_spread", mappo_spread, 48_000,
-                                "team return; random policy ~-80, agent i to landmark i ~-32"))
+    ALGORITHMS.append(
+        Algorithm(
+            "mappo",
+            "MAPPO, simple_spread",
+            mappo_spread,
+            48_000,
+            "team return; random policy ~-80, agent i to landmark i ~-32",
+        )
+    )
 
 
 # -- running and printing --------------------------------------------------------------------------
+
 
 @dataclass
 class Row:
@@ -324,34 +435,51 @@ def print_row(label: str, name: str, row: Row, single_rate: float | None) -> Non
         return
     rate = median(row.rates)
     ratio = f"{rate / single_rate:>8.2f}x" if single_rate else f"{'':>9}"
-    print(f"{label:<24} {name:<50} {median(row.steps):>10,.0f} {median(row.returns):>9.1f} {rate:>9,.0f} {ratio} "
-          f"{sum(row.walls):>7.1f}", flush=True)
+    print(
+        f"{label:<24} {name:<50} {median(row.steps):>10,.0f} {median(row.returns):>9.1f} {rate:>9,.0f} {ratio} "
+        f"{sum(row.walls):>7.1f}",
+        flush=True,
+    )
 
 
 def machine_facts() -> None:
     model = ""
     try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         model = platform.processor() or platform.machine()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print("command:", " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
     print(f"machine: {model}; {os.cpu_count()} cores ({usable} usable); {platform.system()} {platform.release()}")
-    print(f"python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} intra-op thread in this "
-          f"process and in every worker), fragnb {fragnb.__version__}, "
-          f"stable-baselines3 {stable_baselines3.__version__ if stable_baselines3 else 'not installed'}")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} intra-op thread in this "
+        f"process and in every worker), fragnb {fragnb.__version__}, "
+        f"stable-baselines3 {stable_baselines3.__version__ if stable_baselines3 else 'not installed'}"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds; figures are medians over them")
     for algo in ALGORITHMS:
-        parser.add_argument(f"--{algo.key}-steps", type=int, default=algo.default_budget,
-                            help=f"environment-step budget of {algo.label} (default {algo.default_budget:,})")
+        parser.add_argument(
+            f"--{algo.key}-steps",
+            type=int,
+            default=algo.default_budget,
+            help=f"environment-step budget of {algo.label} (default {algo.default_budget:,})",
+        )
     parser.add_argument("--algos", nargs="+", choices=[a.key for a in ALGORITHMS], default=[a.key for a in ALGORITHMS])
-    parser.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES),
-                        help="distribution policies to run (vs single: needs single in the list)")
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        choices=list(POLICIES),
+        default=list(POLICIES),
+        help="distribution policies to run (vs single: needs single in the list)",
+    )
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 comparison")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small networks: as fragnb's workers, and SB3 measured alike
@@ -360,10 +488,14 @@ def main() -> int:
     machine_facts()
     if mappo is None:
         print("MAPPO: fragnb.algos.mappo is not in this checkout, skipped")
-    print(f"seeds {args.seeds} (medians over them); distributed runs: "
-          + ", ".join(f"{p} ({', '.join(f'{k}={v}' for k, v in ps.items())})" for p, ps in POLICIES.items() if ps))
-    print("return: mean of the last 20 episodes after the budget; steps/s: env steps over the loop's time "
-          "(workers started, safety net excluded); wall s: everything, summed over seeds\n")
+    print(
+        f"seeds {args.seeds} (medians over them); distributed runs: "
+        + ", ".join(f"{p} ({', '.join(f'{k}={v}' for k, v in ps.items())})" for p, ps in POLICIES.items() if ps)
+    )
+    print(
+        "return: mean of the last 20 episodes after the budget; steps/s: env steps over the loop's time "
+        "(workers started, safety net excluded); wall s: everything, summed over seeds\n"
+    )
     if any(p != "single" for p in args.policies):
         start = time.perf_counter()  # the first distributed run starts fragnb's cluster: not in any row
         source, ns = ppo_cartpole(args.seeds[0], 2 * 32 * 32)
@@ -400,9 +532,13 @@ def main() -> int:
         print(f"{'':<24} ({algo.reference})\n")
 
     if comparisons:
-        print("fragnb single vs Stable-Baselines3 at the same budget (SB3: RL Zoo's tuned settings, Gymnasium envs, 1 torch thread)")
+        print(
+            "fragnb single vs Stable-Baselines3 at the same budget (SB3: RL Zoo's tuned settings, Gymnasium envs, 1 torch thread)"
+        )
         for algo, ratio, ours, theirs in comparisons:
-            print(f"  {algo.label:<24} steps/s {ratio:>6.1f}x SB3's   return {ours:>8.1f} vs SB3 {theirs:>8.1f}   ({algo.sb3_note})")
+            print(
+                f"  {algo.label:<24} steps/s {ratio:>6.1f}x SB3's   return {ours:>8.1f} vs SB3 {theirs:>8.1f}   ({algo.sb3_note})"
+            )
     fragnb.shutdown()
     print(f"\ntotal wall time {time.perf_counter() - began:.0f} s")
     return 1 if failed else 0

@@ -30,17 +30,29 @@ from fragnb.notebook import load_canonical
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"
 SOLVED = 475.0
-DPS = [("single", {}), ("coarse", {"actors": 2}), ("fine", {"actors": 2}), ("multi_learner", {"learners": 2}),
-       ("async", {"actors": 2, "max_staleness": 1}), ("srl", {"actors": 2, "policy_workers": 1, "ring": 2}),
-       ("gpu_only", {"learners": 1})]
+DPS = [
+    ("single", {}),
+    ("coarse", {"actors": 2}),
+    ("fine", {"actors": 2}),
+    ("multi_learner", {"learners": 2}),
+    ("async", {"actors": 2, "max_staleness": 1}),
+    ("srl", {"actors": 2, "policy_workers": 1, "ring": 2}),
+    ("gpu_only", {"learners": 1}),
+]
 
 
 def solve(cell, policy: str, seed: int, vtrace: bool = False, **params):
     """One run of notebook 01's loop until solved (or its iterations run out)."""
     ns = cell.namespace(seed)
     ns["learner"].config.vtrace = vtrace
-    return run(capture(cell.body, ns, name="ppo"), policy, progress=False, plot=False,
-               until=lambda r: r.mean_return() >= SOLVED, **params)
+    return run(
+        capture(cell.body, ns, name="ppo"),
+        policy,
+        progress=False,
+        plot=False,
+        until=lambda r: r.mean_return() >= SOLVED,
+        **params,
+    )
 
 
 def iterations(cell, policy: str, count: int, **params):
@@ -64,6 +76,7 @@ def busy_share(result, group: str, kind: str) -> float:
 
 def compiled(fn, *args, reps: int = 300) -> tuple[float, float, float]:
     """(eager us, compiled us, compile s) per call of ``fn``."""
+
     def per_call(f):
         for _ in range(20):
             f(*args)
@@ -98,7 +111,7 @@ def compare_compiled(sizes, device: str) -> None:
         e, c, took = compiled(env._step, actions)
         print(f"   {n:>5} envs  env step   {e:>7.0f} us eager  {c:>7.0f} us compiled  ({took:.1f} s to compile)")
         with torch.no_grad():
-            e, c, took = compiled(lambda x: (net.logits(x), net.value(x)), obs)
+            e, c, took = compiled(lambda x, net=net: (net.logits(x), net.value(x)), obs)
         print(f"   {n:>5} envs  policy     {e:>7.0f} us eager  {c:>7.0f} us compiled  ({took:.1f} s to compile)")
 
 
@@ -117,31 +130,43 @@ def main() -> int:
     for policy, params in DPS:
         seconds, rate, _ = median_solve(cell, policy, seeds, **params)
         base = base or seconds
-        print(f"   {policy:<14}{str(params):<52}{seconds:>7.2f} s  {seconds / base:>5.2f}x single   {rate:>8,.0f} steps/s")
+        print(
+            f"   {policy:<14}{str(params):<52}{seconds:>7.2f} s  {seconds / base:>5.2f}x single   {rate:>8,.0f} steps/s"
+        )
 
     print(f"\n2. srl sweep ({args.sweep_iterations} learner iterations each; 32 envs x 32 steps per iteration)")
-    print(f"   {'actors':>6} {'ring':>4} {'policy':>6}  {'steps/s':>8}  {'per actor worker':>16}  {'inference/s per policy worker':>29}"
-          f"  {'samples/s trainer':>17}  {'actors waiting':>14}")
+    print(
+        f"   {'actors':>6} {'ring':>4} {'policy':>6}  {'steps/s':>8}  {'per actor worker':>16}  {'inference/s per policy worker':>29}"
+        f"  {'samples/s trainer':>17}  {'actors waiting':>14}"
+    )
     for actors in (1, 2):
         for ring in (1, 2):
             for policy_workers in (1, 2):
                 if actors % policy_workers and policy_workers % actors:
                     continue
-                r = iterations(cell, "srl", args.sweep_iterations, actors=actors, ring=ring, policy_workers=policy_workers)
+                r = iterations(
+                    cell, "srl", args.sweep_iterations, actors=actors, ring=ring, policy_workers=policy_workers
+                )
                 calls = r.env_steps / r.inference_batch / r.seconds / policy_workers
                 samples = r.iterations * 32 * 32 / r.seconds
-                print(f"   {actors:>6} {ring:>4} {policy_workers:>6}  {r.env_steps_per_s:>8,.0f}  {r.env_steps_per_s / actors:>16,.0f}  "
-                      f"{calls:>29,.0f}  {samples:>17,.0f}  {busy_share(r, 'actors', 'wait'):>13.0%}")
+                print(
+                    f"   {actors:>6} {ring:>4} {policy_workers:>6}  {r.env_steps_per_s:>8,.0f}  {r.env_steps_per_s / actors:>16,.0f}  "
+                    f"{calls:>29,.0f}  {samples:>17,.0f}  {busy_share(r, 'actors', 'wait'):>13.0%}"
+                )
 
-    print(f"\n3. async (2 actors): staleness bound vs throughput and time to solve (median of seeds 0-{args.seeds - 1})")
+    print(
+        f"\n3. async (2 actors): staleness bound vs throughput and time to solve (median of seeds 0-{args.seeds - 1})"
+    )
     for staleness in (0, 1, 2, 4):
         for vtrace in (False, True):
             seconds, rate, runs = median_solve(cell, "async", seeds, actors=2, max_staleness=staleness, vtrace=vtrace)
             ages = [a for r in runs for per in r.staleness for a in per]
             dropped = sum(r.dropped for r in runs)
             steps = statistics.median(r.solved_at()[0] if r.solved_at() else float("inf") for r in runs)
-            print(f"   max_staleness={staleness} vtrace={vtrace!s:<5}  {rate:>8,.0f} steps/s  mean staleness {statistics.mean(ages):.2f}  "
-                  f"dropped {dropped:>3}  solved after {steps:>8,.0f} steps, {seconds:.2f} s")
+            print(
+                f"   max_staleness={staleness} vtrace={vtrace!s:<5}  {rate:>8,.0f} steps/s  mean staleness {statistics.mean(ages):.2f}  "
+                f"dropped {dropped:>3}  solved after {steps:>8,.0f} steps, {seconds:.2f} s"
+            )
 
     if not args.skip_compile:
         print("\n4. torch.compile on the fused step's parts (1 thread): eager vs compiled, per call")

@@ -1,6 +1,6 @@
 """Capture time against cell length: notebook 01's loop with n bookkeeping lines added to its rollout.
 
-    .venv/bin/python benchmarks/capture_time.py [--lines 250 500 1000 2000]
+.venv/bin/python benchmarks/capture_time.py [--lines 250 500 1000 2000]
 """
 
 from __future__ import annotations

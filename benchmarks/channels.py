@@ -47,6 +47,7 @@ def human(size: int) -> str:
 # The two functions below run on the workers; each is one task that keeps its transport's state for
 # the whole run, so nothing has to survive between tasks. Imports are inside: they run in the worker.
 
+
 def zmq_pingpong(rank: int, run_id: str, sizes: list[int], quick: bool) -> dict[int, list[float]]:
     import torch
     from distributed import Variable
@@ -83,8 +84,9 @@ def gloo_pingpong(rank: int, port: int, sizes: list[int], quick: bool) -> dict[i
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=timedelta(seconds=60)
+    )
     try:
         rtts = {}
         for size in sizes:
@@ -135,7 +137,7 @@ def run_dask(client: distributed.Client, workers: list[str], sizes: list[int], q
             message = client.submit(dask_hop, message, workers=[b], pure=False)
             message = client.submit(dask_hop, message, workers=[a], pure=False)
         stamps = message.result()[1][::2]  # A's: the start, then every second hop
-        rtts[size] = [t1 - t0 for t0, t1 in zip(stamps[warmup:], stamps[warmup + 1:])]
+        rtts[size] = [t1 - t0 for t0, t1 in zip(stamps[warmup:], stamps[warmup + 1 :])]
     return rtts
 
 
@@ -151,9 +153,17 @@ def main() -> int:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         workers = sorted(client.scheduler_info()["workers"])
         client.run(lambda: __import__("torch"))  # pay torch's import before timing anything
         results = {

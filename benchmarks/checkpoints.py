@@ -32,7 +32,9 @@ def measure(loop, iterations: int, every: int, repeat: int = 2):
     for _ in range(repeat):
         cell, ns = loop(0, 1)
         ns["iterations"] = iterations
-        results.append(run(capture(cell, ns, name="loop"), "coarse", actors=2, progress=False, plot=False, checkpoint_every=every))
+        results.append(
+            run(capture(cell, ns, name="loop"), "coarse", actors=2, progress=False, plot=False, checkpoint_every=every)
+        )
     return min(results, key=lambda r: r.seconds)
 
 
@@ -40,7 +42,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=30)
     args = parser.parse_args()
-    print(f"{'loop':<14} {'every':>5} {'seconds':>8} {'s/iter':>7} {'ckpt s':>7} {'per ckpt':>9} {'MB each':>8} {'overhead':>9}")
+    print(
+        f"{'loop':<14} {'every':>5} {'seconds':>8} {'s/iter':>7} {'ckpt s':>7} {'per ckpt':>9} {'MB each':>8} {'overhead':>9}"
+    )
     for label, loop in (("PPO CartPole", ppo_cartpole), ("DQN CartPole", dqn_cartpole)):
         base = None
         for every in EVERY:
@@ -48,8 +52,10 @@ def main() -> int:
             base = base or r.seconds
             count = args.iterations // every if every else 0
             per = r.checkpoint_seconds / count if count else 0.0
-            print(f"{label:<14} {every or '-':>5} {r.seconds:>8.2f} {r.seconds / r.iterations:>7.3f} {r.checkpoint_seconds:>7.3f} "
-                  f"{per * 1000:>7.1f}ms {r.checkpoint_bytes / 1e6:>8.2f} {r.seconds / base - 1:>+9.1%}")
+            print(
+                f"{label:<14} {every or '-':>5} {r.seconds:>8.2f} {r.seconds / r.iterations:>7.3f} {r.checkpoint_seconds:>7.3f} "
+                f"{per * 1000:>7.1f}ms {r.checkpoint_bytes / 1e6:>8.2f} {r.seconds / base - 1:>+9.1%}"
+            )
     fragnb.shutdown()
     return 0
 

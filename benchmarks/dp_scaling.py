@@ -31,7 +31,10 @@ def acrobot_namespace(iterations: int) -> dict:
     env = GymnasiumEnv("Acrobot-v1", num_envs=config.num_envs, seed=0)
     policy = ActorCritic(env.obs_shape[0], env.num_actions)
     return {
-        "config": config, "env": env, "policy": policy, "iterations": iterations,
+        "config": config,
+        "env": env,
+        "policy": policy,
+        "iterations": iterations,
         "actor": PPOActor(policy, config.num_envs, seed=0),
         "buffer": RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape),
         "learner": PPOLearner(policy, config, seed=0),
@@ -41,8 +44,10 @@ def acrobot_namespace(iterations: int) -> dict:
 def measure(cell, make_ns, policy: str, iterations: int, repeat: int = 2, **params):
     """The run with the least seconds per iteration in steady state (median over iterations after
     the first) of ``repeat`` runs: this machine's noise only ever adds time."""
-    runs = [run(capture(cell.body, make_ns(iterations + 1), name="ppo"), policy, progress=False, plot=False, **params)
-            for _ in range(repeat)]
+    runs = [
+        run(capture(cell.body, make_ns(iterations + 1), name="ppo"), policy, progress=False, plot=False, **params)
+        for _ in range(repeat)
+    ]
     return min(runs, key=lambda r: r.seconds_per_iteration)
 
 
@@ -73,8 +78,10 @@ def main() -> int:
     for policy, params in [("coarse", {"actors": 2}), ("fine", {"actors": 2}), ("multi_learner", {"learners": 2})]:
         r = measure(cell, cartpole, policy, args.iterations, **params)
         sec = r.seconds_per_iteration
-        print(f"   {policy:<14}{sec:>8.3f} s   {sec / base:.2f}   {r.messages / r.iterations:>5.0f} messages/iteration  "
-              f"{r.transfer_bytes / r.seconds / 1e6:>6.2f} MB/s  +{(sec - base) / 32 * 1e3:.2f} ms per step")
+        print(
+            f"   {policy:<14}{sec:>8.3f} s   {sec / base:.2f}   {r.messages / r.iterations:>5.0f} messages/iteration  "
+            f"{r.transfer_bytes / r.seconds / 1e6:>6.2f} MB/s  +{(sec - base) / 32 * 1e3:.2f} ms per step"
+        )
     fragnb.shutdown()
     return 0
 

@@ -23,9 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from corpus.field import FIELD_BY_NAME  # noqa: E402
-
 import fragnb  # noqa: E402
+from corpus.field import FIELD_BY_NAME  # noqa: E402
 
 
 def setup(steps: int) -> tuple[str, str]:
@@ -79,7 +78,9 @@ def main() -> int:
         for name, fn in order if i % 2 == 0 else order[::-1]:
             times[name].append(fn(setup_src, cell))
     base = statistics.median(times["plain Python"])
-    print(f"CleanRL-style PPO, CartPole-v1, {args.steps} env steps, median of {args.repeat} (capture: {capture_s * 1000:.0f} ms)")
+    print(
+        f"CleanRL-style PPO, CartPole-v1, {args.steps} env steps, median of {args.repeat} (capture: {capture_s * 1000:.0f} ms)"
+    )
     print(f"{'run':<15} {'seconds':>8} {'steps/s':>9} {'vs plain':>9}")
     for name, ts in times.items():
         t = statistics.median(ts)

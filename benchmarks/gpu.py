@@ -88,17 +88,37 @@ def step_gpu_only(args) -> list[dict]:
         ns = namespace(cell, 2, n)
         run(capture(cell.body, ns, name="ppo"), "gpu_only", progress=False, plot=False, device=args.device)
         diff = _diff(ns, reference)
-        rows.append(_row("gpu_only", f"{n:,} envs: weights vs single on the device after 2 iterations", f"{diff:.1e}", diff < 1e-3))
+        rows.append(
+            _row(
+                "gpu_only",
+                f"{n:,} envs: weights vs single on the device after 2 iterations",
+                f"{diff:.1e}",
+                diff < 1e-3,
+            )
+        )
         ns = namespace(cell, args.solve_iterations, n)
         start = time.perf_counter()
-        result = run(capture(cell.body, ns, name="ppo"), "gpu_only", progress=False, plot=False, device=args.device,
-                     until=lambda r: r.mean_return() >= SOLVED)
+        result = run(
+            capture(cell.body, ns, name="ppo"),
+            "gpu_only",
+            progress=False,
+            plot=False,
+            device=args.device,
+            until=lambda r: r.mean_return() >= SOLVED,
+        )
         wall = time.perf_counter() - start
         solved = result.stopped.startswith("the stop condition")
         rows.append(_row("gpu_only", f"{n:,} envs: env steps/s", f"{result.env_steps_per_s:,.0f}"))
-        rows.append(_row("gpu_only", f"{n:,} envs: time to solve, start-up included",
-                         f"{wall:.1f} s ({result.env_steps:,} steps)" if solved else f"not solved in {result.iterations} iterations ({wall:.1f} s)",
-                         solved))
+        rows.append(
+            _row(
+                "gpu_only",
+                f"{n:,} envs: time to solve, start-up included",
+                f"{wall:.1f} s ({result.env_steps:,} steps)"
+                if solved
+                else f"not solved in {result.iterations} iterations ({wall:.1f} s)",
+                solved,
+            )
+        )
     return rows
 
 
@@ -113,11 +133,25 @@ def step_cuda_cluster(args) -> list[dict]:
     for _ in range(2):  # the first run starts the cluster, the second finds it warm
         ns = namespace(cell, 2)
         start = time.perf_counter()
-        run(capture(cell.body, ns, name="ppo"), "coarse", cluster=cluster, device=args.device, actors=2, progress=False, plot=False)
+        run(
+            capture(cell.body, ns, name="ppo"),
+            "coarse",
+            cluster=cluster,
+            device=args.device,
+            actors=2,
+            progress=False,
+            plot=False,
+        )
         timings.append(time.perf_counter() - start)
     diff = _diff(ns, reference)
-    return [_row("cuda cluster", f"cluster={cluster!r}: start-up (first run minus a warm one)", f"{timings[0] - timings[1]:.1f} s"),
-            _row("cuda cluster", "coarse, learner on the GPU: weights vs single on the device", f"{diff:.1e}", diff < 1e-3)]
+    return [
+        _row(
+            "cuda cluster",
+            f"cluster={cluster!r}: start-up (first run minus a warm one)",
+            f"{timings[0] - timings[1]:.1f} s",
+        ),
+        _row("cuda cluster", "coarse, learner on the GPU: weights vs single on the device", f"{diff:.1e}", diff < 1e-3),
+    ]
 
 
 def step_nccl(args) -> list[dict]:
@@ -130,12 +164,21 @@ def step_nccl(args) -> list[dict]:
     ns = namespace(cell, 3)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = run(capture(cell.body, ns, name="ppo"), "multi_learner", learners=2, device=args.device,
-                     cluster="cuda" if args.device == "cuda" else None, progress=False, plot=False)
+        result = run(
+            capture(cell.body, ns, name="ppo"),
+            "multi_learner",
+            learners=2,
+            device=args.device,
+            cluster="cuda" if args.device == "cuda" else None,
+            progress=False,
+            plot=False,
+        )
     agree = not any("disagree" in str(w.message) for w in caught)
     backend = "NCCL" if args.device == "cuda" else "gloo"
-    return [_row("multi_learner", f"2 learners over {backend}: env steps/s", f"{result.env_steps_per_s:,.0f}"),
-            _row("multi_learner", "the learners' weights agree after 3 iterations", "yes" if agree else "NO", agree)]
+    return [
+        _row("multi_learner", f"2 learners over {backend}: env steps/s", f"{result.env_steps_per_s:,.0f}"),
+        _row("multi_learner", "the learners' weights agree after 3 iterations", "yes" if agree else "NO", agree),
+    ]
 
 
 def step_srl(args) -> list[dict]:
@@ -145,10 +188,23 @@ def step_srl(args) -> list[dict]:
     n = 256 if args.small else 4096
     for policy_workers in (1, 2):
         ns = namespace(cell, 4, n)
-        result = run(capture(cell.body, ns, name="ppo"), "srl", actors=2, ring=2, policy_workers=policy_workers,
-                     device=args.device, progress=False, plot=False)
-        rows.append(_row("srl", f"{n:,} envs, 2 actors x ring 2, {policy_workers} policy worker(s) on the device",
-                         f"{result.env_steps_per_s:,.0f} env steps/s, inference batch {result.inference_batch}"))
+        result = run(
+            capture(cell.body, ns, name="ppo"),
+            "srl",
+            actors=2,
+            ring=2,
+            policy_workers=policy_workers,
+            device=args.device,
+            progress=False,
+            plot=False,
+        )
+        rows.append(
+            _row(
+                "srl",
+                f"{n:,} envs, 2 actors x ring 2, {policy_workers} policy worker(s) on the device",
+                f"{result.env_steps_per_s:,.0f} env steps/s, inference batch {result.inference_batch}",
+            )
+        )
     return rows
 
 
@@ -175,21 +231,38 @@ def step_resume(args) -> list[dict]:
                 killed.append(pid)
 
     ns = namespace(cell, 6)
-    result = run(capture(cell.body, ns, name="ppo"), "coarse", progress=KillAfterThree(progress=False, plot=False), **params)
+    result = run(
+        capture(cell.body, ns, name="ppo"), "coarse", progress=KillAfterThree(progress=False, plot=False), **params
+    )
     diff = _diff(ns, whole)
     resumed = bool(killed) and bool(result.lost_workers)
-    return [_row("resume", "a worker killed after iteration 3: resumed from a checkpoint", "; ".join(result.lost_workers) or "not resumed", resumed),
-            _row("resume", "weights vs the uninterrupted run", f"{diff:.1e}", diff < 1e-5)]
+    return [
+        _row(
+            "resume",
+            "a worker killed after iteration 3: resumed from a checkpoint",
+            "; ".join(result.lost_workers) or "not resumed",
+            resumed,
+        ),
+        _row("resume", "weights vs the uninterrupted run", f"{diff:.1e}", diff < 1e-5),
+    ]
 
 
 def step_pytest(args) -> list[dict]:
     # On the CPU (trying the script) a quick file stands in for the GPU tests, which would skip there.
     which = ["-m", "gpu", str(ROOT / "tests")] if args.device == "cuda" else [str(ROOT / "tests" / "test_envs.py")]
     # -o addopts=: the project's options name nbval, which that machine need not have
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *which],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *which],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     last = (done.stdout.strip().splitlines() or ["no output"])[-1]
-    return [_row("gpu tests", "pytest " + " ".join(w.replace(str(ROOT) + "/", "") for w in which), last, done.returncode == 0)]
+    return [
+        _row(
+            "gpu tests", "pytest " + " ".join(w.replace(str(ROOT) + "/", "") for w in which), last, done.returncode == 0
+        )
+    ]
 
 
 def step_compile(args) -> list[dict]:
@@ -202,8 +275,11 @@ def step_compile(args) -> list[dict]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         compare_compiled((256, 1024) if args.small else (4096, 65536), args.device)
-    return [_row("compile", "torch.compile on the fused step's parts (eager vs compiled)", line.strip())
-            for line in out.getvalue().splitlines() if line.strip()]
+    return [
+        _row("compile", "torch.compile on the fused step's parts (eager vs compiled)", line.strip())
+        for line in out.getvalue().splitlines()
+        if line.strip()
+    ]
 
 
 STEPS = {  # name -> (function, seconds it may take on one H200): 9 minutes in all, inside one 10-minute device command
@@ -219,11 +295,17 @@ STEPS = {  # name -> (function, seconds it may take on one H200): 9 minutes in a
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu runs the same steps without a GPU (to try them)")
+    parser.add_argument(
+        "--device", default="cuda", choices=("cuda", "cpu"), help="cpu runs the same steps without a GPU (to try them)"
+    )
     parser.add_argument("--small", action="store_true", help="small sizes (to try the script)")
     parser.add_argument("--step", choices=list(STEPS), help="run one step in this process and print its rows as JSON")
-    parser.add_argument("--only", default=",".join(STEPS), help="the steps to run, comma-separated (default: all, in order)")
-    parser.add_argument("--solve-iterations", type=int, default=40, help="most iterations gpu_only gets to solve CartPole")
+    parser.add_argument(
+        "--only", default=",".join(STEPS), help="the steps to run, comma-separated (default: all, in order)"
+    )
+    parser.add_argument(
+        "--solve-iterations", type=int, default=40, help="most iterations gpu_only gets to solve CartPole"
+    )
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every step's time limit (a slower machine)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -241,14 +323,26 @@ def main() -> int:
     print(f"{name} x{torch.cuda.device_count() if args.device == 'cuda' else 0}, torch {torch.__version__}", flush=True)
     rows = []
     for step, (_, limit) in ((name, STEPS[name]) for name in args.only.split(",")):
-        command = [sys.executable, __file__, "--step", step, "--device", args.device, "--solve-iterations", str(args.solve_iterations)]
+        command = [
+            sys.executable,
+            __file__,
+            "--step",
+            step,
+            "--device",
+            args.device,
+            "--solve-iterations",
+            str(args.solve_iterations),
+        ]
         command += ["--small"] if args.small else []
         start = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=limit * args.scale, cwd=ROOT)
             found = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
-            got = json.loads(found[-1][5:]) if found else [
-                _row(step, "failed", (done.stderr.strip().splitlines() or ["no output"])[-1][:160], False)]
+            got = (
+                json.loads(found[-1][5:])
+                if found
+                else [_row(step, "failed", (done.stderr.strip().splitlines() or ["no output"])[-1][:160], False)]
+            )
         except subprocess.TimeoutExpired:
             got = [_row(step, "timed out", f"after {limit * args.scale:.0f} s", False)]
         for r in got:
@@ -258,7 +352,9 @@ def main() -> int:
             print(f"  {r['step']:<13} {r['what']:<70} {r['value']}", flush=True)
     print("\n| step | what | measured | ok |\n|---|---|---|---|")
     for r in rows:
-        print(f"| {r['step']} | {r['what']} | {r['value']} | {'' if r['ok'] is None else ('yes' if r['ok'] else 'NO')} |")
+        print(
+            f"| {r['step']} | {r['what']} | {r['value']} | {'' if r['ok'] is None else ('yes' if r['ok'] else 'NO')} |"
+        )
     return 0 if all(r["ok"] is not False for r in rows) else 1
 
 

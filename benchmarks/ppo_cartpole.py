@@ -75,23 +75,37 @@ DPS = {"coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learne
 def distributed(cell, seed: int, policy: str, **params) -> dict:
     ns = cell.namespace(seed)
     start = time.perf_counter()
-    result = run(capture(cell.body, ns, name=cell.name), policy, progress=False, plot=False,
-                 until=lambda r: r.mean_return() >= 475, **params)  # no need to train on once solved
+    result = run(
+        capture(cell.body, ns, name=cell.name),
+        policy,
+        progress=False,
+        plot=False,
+        until=lambda r: r.mean_return() >= 475,
+        **params,
+    )  # no need to train on once solved
     solved = result.solved_at()
-    return {"solve_s": solved[1] if solved else None, "solve_steps": solved[0] if solved else None,
-            "setup_s": time.perf_counter() - start - result.seconds - result.check_seconds, "steps_per_s": result.env_steps_per_s}
+    return {
+        "solve_s": solved[1] if solved else None,
+        "solve_steps": solved[0] if solved else None,
+        "setup_s": time.perf_counter() - start - result.seconds - result.check_seconds,
+        "steps_per_s": result.env_steps_per_s,
+    }
 
 
 def compare_dps(cell, seeds: list[int], single_s: float) -> None:
-    print(f"\ntime-to-solve under each distribution policy (loop time, median over seeds {seeds}; single: {single_s:.2f} s)")
+    print(
+        f"\ntime-to-solve under each distribution policy (loop time, median over seeds {seeds}; single: {single_s:.2f} s)"
+    )
     print(f"{'policy':<27} {'solve s':>8} {'vs single':>9} {'solved at':>10} {'steps/s':>9} {'set-up s':>9}")
     for policy, params in DPS.items():
         ms = [distributed(cell, seed, policy, **params) for seed in seeds]
         solve = statistics.median(m["solve_s"] if m["solve_s"] is not None else float("inf") for m in ms)
         steps = statistics.median(m["solve_steps"] or 0 for m in ms)
         name = f"{policy} ({', '.join(f'{k}={v}' for k, v in params.items())})"
-        print(f"{name:<27} {solve:>8.2f} {solve / single_s:>8.2f}x {steps:>10,.0f} {statistics.median(m['steps_per_s'] for m in ms):>9,.0f} "
-              f"{max(m['setup_s'] for m in ms):>9.1f}")
+        print(
+            f"{name:<27} {solve:>8.2f} {solve / single_s:>8.2f}x {steps:>10,.0f} {statistics.median(m['steps_per_s'] for m in ms):>9,.0f} "
+            f"{max(m['setup_s'] for m in ms):>9.1f}"
+        )
     import fragnb
 
     fragnb.shutdown()
@@ -104,8 +118,18 @@ def _median(measurements: list[dict]) -> dict:
 
 #: RL Zoo's tuned PPO hyperparameters for CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml);
 #: ``lin_x`` schedules decay linearly from x to 0 over ``n_timesteps``.
-SB3_ZOO = dict(n_envs=8, n_timesteps=100_000, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
-               n_epochs=20, ent_coef=0.0, learning_rate=1e-3, clip_range=0.2)
+SB3_ZOO = dict(
+    n_envs=8,
+    n_timesteps=100_000,
+    n_steps=32,
+    batch_size=256,
+    gae_lambda=0.8,
+    gamma=0.98,
+    n_epochs=20,
+    ent_coef=0.0,
+    learning_rate=1e-3,
+    clip_range=0.2,
+)
 
 
 def sb3(seed: int) -> dict:
@@ -129,10 +153,20 @@ def sb3(seed: int) -> dict:
 
     z = SB3_ZOO
     env = make_vec_env("CartPole-v1", n_envs=z["n_envs"], seed=seed)
-    model = PPO("MlpPolicy", env, n_steps=z["n_steps"], batch_size=z["batch_size"], gae_lambda=z["gae_lambda"],
-                gamma=z["gamma"], n_epochs=z["n_epochs"], ent_coef=z["ent_coef"],
-                learning_rate=lambda left: left * z["learning_rate"], clip_range=lambda left: left * z["clip_range"],
-                seed=seed, device="cpu")
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=z["n_steps"],
+        batch_size=z["batch_size"],
+        gae_lambda=z["gae_lambda"],
+        gamma=z["gamma"],
+        n_epochs=z["n_epochs"],
+        ent_coef=z["ent_coef"],
+        learning_rate=lambda left: left * z["learning_rate"],
+        clip_range=lambda left: left * z["clip_range"],
+        seed=seed,
+        device="cpu",
+    )
     callback = StopWhenSolved()
     start = time.perf_counter()
     model.learn(total_timesteps=z["n_timesteps"], callback=callback)
@@ -143,7 +177,9 @@ def sb3(seed: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each mode per seed, alternating order; the median counts")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each mode per seed, alternating order; the median counts"
+    )
     parser.add_argument("--no-dps", action="store_true", help="skip the distributed policies")
     args = parser.parse_args()
     cell = load_canonical(NOTEBOOK)
@@ -162,16 +198,24 @@ def main() -> int:
         ok &= same and solved
         rows.append((seed, p, f, same))
 
-    print(f"\n{'seed':>4} {'solved at':>10} {'plain solve s':>14} {'frag solve s':>13} {'ratio':>6} "
-          f"{'plain steps/s':>14} {'frag steps/s':>13} {'ratio':>6}  same result")
+    print(
+        f"\n{'seed':>4} {'solved at':>10} {'plain solve s':>14} {'frag solve s':>13} {'ratio':>6} "
+        f"{'plain steps/s':>14} {'frag steps/s':>13} {'ratio':>6}  same result"
+    )
     for seed, p, f, same in rows:
         solve_ratio = f["solve_s"] / p["solve_s"] if p["solve_s"] else float("nan")
-        print(f"{seed:>4} {str(p['solve_steps']):>10} {p['solve_s'] or float('nan'):>14.2f} {f['solve_s'] or float('nan'):>13.2f} "
-              f"{solve_ratio:>6.3f} {p['steps_per_s']:>14,.0f} {f['steps_per_s']:>13,.0f} {f['steps_per_s'] / p['steps_per_s']:>6.3f}  {same}")
+        print(
+            f"{seed:>4} {str(p['solve_steps']):>10} {p['solve_s'] or float('nan'):>14.2f} {f['solve_s'] or float('nan'):>13.2f} "
+            f"{solve_ratio:>6.3f} {p['steps_per_s']:>14,.0f} {f['steps_per_s']:>13,.0f} {f['steps_per_s'] / p['steps_per_s']:>6.3f}  {same}"
+        )
     time_ratio = statistics.mean(f["seconds"] / p["seconds"] for _, p, f, _ in rows)
     solve_ratio = statistics.mean(f["solve_s"] / p["solve_s"] for _, p, f, _ in rows if p["solve_s"])
     print(f"\nmean ratio fragment/plain: time-to-solve {solve_ratio:.3f}, total time {time_ratio:.3f} (target <= 1.02)")
-    print("every seed solved within 150k steps with identical results" if ok else "FAILED: a seed did not solve or results differ")
+    print(
+        "every seed solved within 150k steps with identical results"
+        if ok
+        else "FAILED: a seed did not solve or results differ"
+    )
     ours = statistics.median(f["solve_s"] if f["solve_s"] is not None else float("inf") for _, _, f, _ in rows)
     if not args.no_dps:
         compare_dps(cell, args.seeds, ours)
@@ -179,16 +223,20 @@ def main() -> int:
     if stable_baselines3 is None:
         print("\nStable-Baselines3 is not installed (pip install 'fragnb[bench]'): skipping the SB3 comparison")
         return 0 if ok else 1
-    print(f"\nStable-Baselines3 {stable_baselines3.__version__} PPO, RL Zoo's CartPole-v1 settings "
-          f"({SB3_ZOO['n_envs']} envs x {SB3_ZOO['n_steps']} steps, {SB3_ZOO['n_epochs']} epochs, 1 torch thread)")
+    print(
+        f"\nStable-Baselines3 {stable_baselines3.__version__} PPO, RL Zoo's CartPole-v1 settings "
+        f"({SB3_ZOO['n_envs']} envs x {SB3_ZOO['n_steps']} steps, {SB3_ZOO['n_epochs']} epochs, 1 torch thread)"
+    )
     theirs = []
     for seed in args.seeds:
         m = sb3(seed)
         theirs.append(m["solve_s"] if m["solve_s"] is not None else float("inf"))
         print(f"{seed:>4} solved at {str(m['solve_steps']):>8} env steps in {theirs[-1]:.2f} s")
     sb3_median = statistics.median(theirs)
-    print(f"\nmedian time-to-solve: fragnb single {ours:.2f} s, SB3 {sb3_median:.2f} s: "
-          f"fragnb is {sb3_median / ours:.1f}x faster (target >= 6)")
+    print(
+        f"\nmedian time-to-solve: fragnb single {ours:.2f} s, SB3 {sb3_median:.2f} s: "
+        f"fragnb is {sb3_median / ours:.1f}x faster (target >= 6)"
+    )
     return 0 if ok else 1
 
 

@@ -26,24 +26,41 @@ import torch
 import fragnb
 from fragnb import capture, run
 from fragnb.notebook import load_canonical
-from fragnb.predict.model import predict
 from fragnb.predict.calibrate import calibrate
+from fragnb.predict.model import predict
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"
 STEP_COST = 100e-6  # seconds of CPU per environment and step: 3.2 ms a step for 32 environments
 
-CARTPOLE = [("single", {}), ("gpu_only", {}), ("coarse", {"actors": 1}), ("coarse", {"actors": 2}), ("coarse", {"actors": 4}),
-            ("coarse", {"actors": 8}), ("fine", {"actors": 2}), ("fine", {"actors": 4}), ("multi_learner", {"learners": 2}),
-            ("async", {"actors": 2}), ("async", {"actors": 4}), ("srl", {"actors": 2})]
-LARGE = [("coarse", {"actors": 16}), ("coarse", {"actors": 32}), ("async", {"actors": 16})]  # replicas sharing processes
+CARTPOLE = [
+    ("single", {}),
+    ("gpu_only", {}),
+    ("coarse", {"actors": 1}),
+    ("coarse", {"actors": 2}),
+    ("coarse", {"actors": 4}),
+    ("coarse", {"actors": 8}),
+    ("fine", {"actors": 2}),
+    ("fine", {"actors": 4}),
+    ("multi_learner", {"learners": 2}),
+    ("async", {"actors": 2}),
+    ("async", {"actors": 4}),
+    ("srl", {"actors": 2}),
+]
+LARGE = [
+    ("coarse", {"actors": 16}),
+    ("coarse", {"actors": 32}),
+    ("async", {"actors": 16}),
+]  # replicas sharing processes
 FEW = [("coarse", {"actors": 2}), ("fine", {"actors": 2}), ("async", {"actors": 2}), ("multi_learner", {"learners": 2})]
 
 
 def cartpole(iterations: int, step_cost: float = 0.0):
     """A function making notebook 01's loop afresh (its namespace from seed 0), with ``step_cost``."""
     cell = load_canonical(NOTEBOOK)
-    setup = cell.setup.replace("CartPole(num_envs=config.num_envs, seed=seed)",
-                               f"CartPole(num_envs=config.num_envs, seed=seed, step_cost={step_cost!r})")
+    setup = cell.setup.replace(
+        "CartPole(num_envs=config.num_envs, seed=seed)",
+        f"CartPole(num_envs=config.num_envs, seed=seed, step_cost={step_cost!r})",
+    )
     assert step_cost == 0 or setup != cell.setup
     cell = dataclasses.replace(cell, setup=setup)
 
@@ -74,10 +91,18 @@ def rate(make, policy: str, **params) -> float:
 def table(title: str, make, cases, clusters, repeat: int) -> list[float]:
     graph = make()
     prof = fragnb.profile(graph)
-    print(f"\n{title}: {prof.iteration_seconds * 1e3:.0f} ms per iteration under single, {prof.env_steps} env steps, "
-          f"{prof.updates} optimizer steps (profile)")
-    print(f"   speed-up over single: predicted on each description of this machine, and measured (median of {repeat} pairs)")
-    print(f"{'policy':<26}" + "".join(f"{name:>12} {'error':>6}" for name in clusters) + f" {'measured':>9} {'steps/s':>9}  bottleneck ({list(clusters)[-1]})")
+    print(
+        f"\n{title}: {prof.iteration_seconds * 1e3:.0f} ms per iteration under single, {prof.env_steps} env steps, "
+        f"{prof.updates} optimizer steps (profile)"
+    )
+    print(
+        f"   speed-up over single: predicted on each description of this machine, and measured (median of {repeat} pairs)"
+    )
+    print(
+        f"{'policy':<26}"
+        + "".join(f"{name:>12} {'error':>6}" for name in clusters)
+        + f" {'measured':>9} {'steps/s':>9}  bottleneck ({list(clusters)[-1]})"
+    )
     alone = {name: predict(graph.place("single"), prof, c).env_steps_per_s for name, c in clusters.items()}
     errors = []
     for policy, params in cases:
@@ -110,25 +135,45 @@ def main() -> int:
     start = time.perf_counter()
     rate(cartpole(1), "coarse", actors=8)  # fragnb's cluster at its largest before anything is timed
     here = calibrate()
-    print(f"calibrated: {here.cores:.2f} cores' worth, latency {here.latency_s * 1e6:.0f} us, {here.message_s * 1e6:.0f} us a message, "
-          f"{here.bandwidth / 1e6:.0f} MB/s  (the 'here' preset: 2 cores, 350 us, 120 us, 250 MB/s)")
+    print(
+        f"calibrated: {here.cores:.2f} cores' worth, latency {here.latency_s * 1e6:.0f} us, {here.message_s * 1e6:.0f} us a message, "
+        f"{here.bandwidth / 1e6:.0f} MB/s  (the 'here' preset: 2 cores, 350 us, 120 us, 250 MB/s)"
+    )
     clusters = {"here": "here", "calibrated": here}
     errors = []
     if args.only in (None, "cartpole"):
-        errors += table("CartPole, notebook 01's loop", cartpole(args.iterations), CARTPOLE + (LARGE if args.large else []), clusters,
-                        args.repeat)
+        errors += table(
+            "CartPole, notebook 01's loop",
+            cartpole(args.iterations),
+            CARTPOLE + (LARGE if args.large else []),
+            clusters,
+            args.repeat,
+        )
     if args.only in (None, "costly"):
-        errors += table(f"CartPole with step_cost={STEP_COST * 1e6:.0f} us per environment", cartpole(args.iterations, STEP_COST),
-                        [("single", {})] + FEW, clusters, args.repeat)
+        errors += table(
+            f"CartPole with step_cost={STEP_COST * 1e6:.0f} us per environment",
+            cartpole(args.iterations, STEP_COST),
+            [("single", {})] + FEW,
+            clusters,
+            args.repeat,
+        )
     if args.only in (None, "cheetah"):
         try:
             import mujoco  # noqa: F401  (the `mujoco` extra)
 
-            errors += table("HalfCheetah-v5 (8 environments x 256 steps)", cheetah(2), [("single", {})] + FEW[:3], clusters, args.repeat)
+            errors += table(
+                "HalfCheetah-v5 (8 environments x 256 steps)",
+                cheetah(2),
+                [("single", {})] + FEW[:3],
+                clusters,
+                args.repeat,
+            )
         except ImportError as e:
             print(f"\nHalfCheetah: skipped ({e}; `pip install 'fragnb[mujoco]'`)")
     within = sum(abs(e) <= 0.25 for e in errors)
-    print(f"\nwithin 25 % on the calibrated description: {within} of {len(errors)} cases ({time.perf_counter() - start:.0f} s)")
+    print(
+        f"\nwithin 25 % on the calibrated description: {within} of {len(errors)} cases ({time.perf_counter() - start:.0f} s)"
+    )
     fragnb.shutdown()
     return 0
 

@@ -41,12 +41,20 @@ from fragnb.runtime.cluster.clusters import connect, local_workers
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_first_fragment_graph.ipynb"
 
 #: Issue 20's targets: loop time with 2 replicas over ``single``'s, on CartPole and 2 cores.
-TARGETS = {"gpu_only": ({}, 1.1), "coarse": ({"actors": 2}, 1.2), "async": ({"actors": 2}, 1.1), "fine": ({"actors": 2}, 2.0),
-           "multi_learner": ({"learners": 2}, 2.0), "srl": ({"actors": 2}, 3.0)}
+TARGETS = {
+    "gpu_only": ({}, 1.1),
+    "coarse": ({"actors": 2}, 1.2),
+    "async": ({"actors": 2}, 1.1),
+    "fine": ({"actors": 2}, 2.0),
+    "multi_learner": ({"learners": 2}, 2.0),
+    "srl": ({"actors": 2}, 3.0),
+}
 COUNT = {"coarse": "actors", "fine": "actors", "async": "actors"}
 
 
-def timed(cell, policy: str, iterations: int, envs: int | None = None, check: bool = False, **params) -> tuple[fragnb.RunResult, float]:
+def timed(
+    cell, policy: str, iterations: int, envs: int | None = None, check: bool = False, **params
+) -> tuple[fragnb.RunResult, float]:
     """One run of notebook 01's cell for ``iterations`` iterations (on ``envs`` environments, if given);
     the result and its wall seconds."""
     if envs is not None:
@@ -68,9 +76,13 @@ def waiting(result) -> float:
 
 
 def policies(cell, iterations: int, repeat: int) -> None:
-    print(f"\n1-2. loop seconds for {iterations} iterations, each policy's run over the single run just before it "
-          f"(median of {repeat} pairs)")
-    print(f"{'policy':<26} {'loop s':>7} {'single s':>9} {'ratio':>6} {'target':>7} {'met':>4} {'waiting':>8} {'msgs/it':>8}")
+    print(
+        f"\n1-2. loop seconds for {iterations} iterations, each policy's run over the single run just before it "
+        f"(median of {repeat} pairs)"
+    )
+    print(
+        f"{'policy':<26} {'loop s':>7} {'single s':>9} {'ratio':>6} {'target':>7} {'met':>4} {'waiting':>8} {'msgs/it':>8}"
+    )
     for policy, (params, target) in TARGETS.items():
         timed(cell, policy, 1, **params)  # its workers started, its code imported
         pairs = []
@@ -80,22 +92,29 @@ def policies(cell, iterations: int, repeat: int) -> None:
             pairs.append((r.seconds / base.seconds, r, base.seconds))
         ratio, r, base_s = sorted(pairs, key=lambda p: p[0])[len(pairs) // 2]
         name = f"{policy} ({', '.join(f'{k}={v}' for k, v in params.items()) or '1 replica, CPU'})"
-        print(f"{name:<26} {r.seconds:>7.2f} {base_s:>9.2f} {ratio:>5.2f}x {target:>6.1f}x {'yes' if ratio <= target else 'no':>4} "
-              f"{waiting(r):>7.0%} {r.messages / max(r.iterations, 1):>8.0f}", flush=True)
+        print(
+            f"{name:<26} {r.seconds:>7.2f} {base_s:>9.2f} {ratio:>5.2f}x {target:>6.1f}x {'yes' if ratio <= target else 'no':>4} "
+            f"{waiting(r):>7.0%} {r.messages / max(r.iterations, 1):>8.0f}",
+            flush=True,
+        )
 
 
 def cheetah(iterations: int, repeat: int) -> None:
     """Env steps/s on HalfCheetah (a CPU-heavy environment), ``coarse`` and ``async`` with 2 actors
     against a ``single`` run just before each (issue 20's target: >= 1.6x)."""
     try:
-        from algorithms import ppo_halfcheetah
         import mujoco  # noqa: F401  (the `mujoco` extra)
+        from algorithms import ppo_halfcheetah
     except ImportError as e:
         print(f"\n4. HalfCheetah: skipped ({e}; `pip install 'fragnb[mujoco]'`)")
         return
-    print(f"\n4. HalfCheetah-v5 (8 environments x 256 steps an iteration, {iterations} iterations): env steps/s "
-          f"over the single run just before it (median of {repeat} pairs)")
-    print(f"{'policy':<18} {'steps/s':>8} {'single':>8} {'ratio':>6} {'target':>7} {'met':>4} {'bound':>6} {'waiting':>8}")
+    print(
+        f"\n4. HalfCheetah-v5 (8 environments x 256 steps an iteration, {iterations} iterations): env steps/s "
+        f"over the single run just before it (median of {repeat} pairs)"
+    )
+    print(
+        f"{'policy':<18} {'steps/s':>8} {'single':>8} {'ratio':>6} {'target':>7} {'met':>4} {'bound':>6} {'waiting':>8}"
+    )
 
     def steps_per_s(policy, **params):
         cell, ns = ppo_halfcheetah(0, 8 * 256 * iterations)
@@ -111,10 +130,15 @@ def cheetah(iterations: int, repeat: int) -> None:
             rate, r, _ = steps_per_s(policy, actors=2)
             pairs.append((rate / base, rate, base, r, bound(graph, alone, policy)))
         ratio, rate, base, r, best = sorted(pairs, key=lambda p: p[0])[len(pairs) // 2]
-        print(f"{policy + ' (actors=2)':<18} {rate:>8.0f} {base:>8.0f} {ratio:>5.2f}x {1.6:>6.1f}x {'yes' if ratio >= 1.6 else 'no':>4} "
-              f"{best:>5.2f}x {waiting(r):>7.0%}", flush=True)
-    print("   bound: the most 2 actors can gain on 2 cores given single's split between the actors' fragments (rollout) "
-          "and the rest: coarse overlaps only the actors (Amdahl), async also the learner with them")
+        print(
+            f"{policy + ' (actors=2)':<18} {rate:>8.0f} {base:>8.0f} {ratio:>5.2f}x {1.6:>6.1f}x {'yes' if ratio >= 1.6 else 'no':>4} "
+            f"{best:>5.2f}x {waiting(r):>7.0%}",
+            flush=True,
+        )
+    print(
+        "   bound: the most 2 actors can gain on 2 cores given single's split between the actors' fragments (rollout) "
+        "and the rest: coarse overlaps only the actors (Amdahl), async also the learner with them"
+    )
 
 
 def bound(graph, alone, policy: str, actors: int = 2) -> float:
@@ -134,11 +158,17 @@ def peak_mb(client) -> dict[str, float]:
 
 
 def replicas(cell, iterations: int, counts: list[int], envs: int) -> None:
-    print(f"\n3. replica count ({iterations} iterations, {envs} environments; a fresh cluster for each count, at most "
-          f"{local_workers()} worker processes here, beyond which a group's replicas share processes as threads)")
-    print("   setup: seconds from the cluster's call to the loop's start (shipping objects, starting programs); "
-          "net: the safety net (at most 4 replicas a group); memory: after the three policies' runs")
-    print(f"{'policy':<8} {'replicas':>8} {'procs':>5} {'workers up s':>12} {'setup s':>8} {'loop s':>7} {'net s':>6} {'msgs/it':>8}")
+    print(
+        f"\n3. replica count ({iterations} iterations, {envs} environments; a fresh cluster for each count, at most "
+        f"{local_workers()} worker processes here, beyond which a group's replicas share processes as threads)"
+    )
+    print(
+        "   setup: seconds from the cluster's call to the loop's start (shipping objects, starting programs); "
+        "net: the safety net (at most 4 replicas a group); memory: after the three policies' runs"
+    )
+    print(
+        f"{'policy':<8} {'replicas':>8} {'procs':>5} {'workers up s':>12} {'setup s':>8} {'loop s':>7} {'net s':>6} {'msgs/it':>8}"
+    )
     before: tuple[int, int, float] | None = None  # (replicas, workers, summed peak MB) of the last count
     for n in counts:
         fragnb.shutdown()  # the cluster grows from nothing to this run's workers, on the clock
@@ -148,13 +178,20 @@ def replicas(cell, iterations: int, counts: list[int], envs: int) -> None:
         for policy in COUNT:
             timed(cell, policy, 1, envs, **{COUNT[policy]: n})
             r, _ = timed(cell, policy, iterations, envs, check=True, **{COUNT[policy]: n})
-            print(f"{policy:<8} {n:>8} {r.processes:>5} {up:>12.1f} {r.setup_seconds:>8.2f} {r.seconds:>7.2f} "
-                  f"{r.check_seconds:>6.2f} {r.messages / max(r.iterations, 1):>8.0f}", flush=True)
+            print(
+                f"{policy:<8} {n:>8} {r.processes:>5} {up:>12.1f} {r.setup_seconds:>8.2f} {r.seconds:>7.2f} "
+                f"{r.check_seconds:>6.2f} {r.messages / max(r.iterations, 1):>8.0f}",
+                flush=True,
+            )
             up = 0.0
         peaks = peak_mb(client)
         total = sum(peaks.values())
         # what each replica added to as many processes: against the last smaller count on as many workers
-        added = f", {(total - before[2]) / (n - before[0]):.1f} MB per added replica" if before and before[1] == len(peaks) else ""
+        added = (
+            f", {(total - before[2]) / (n - before[0]):.1f} MB per added replica"
+            if before and before[1] == len(peaks)
+            else ""
+        )
         print(f"{'':<8} {n:>8} replicas: peak {max(peaks.values()):.0f} MB per worker process{added}")
         before = (n, len(peaks), total)
 
@@ -164,7 +201,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
-    parser.add_argument("--envs", type=int, default=64, help="environments in table 3 (each replica count must divide it)")
+    parser.add_argument(
+        "--envs", type=int, default=64, help="environments in table 3 (each replica count must divide it)"
+    )
     parser.add_argument("--only-replicas", action="store_true", help="table 3 alone")
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -10,8 +10,22 @@ from .graph import FragmentGraph, capture
 from .predict import profile
 from .runtime import RunResult, measure, run
 
-__all__ = ["capture", "measure", "profile", "run", "explore", "shutdown", "FragmentGraph", "FragmentError", "RunResult", "components", "envs",
-           "algos", "policies", "streams"]
+__all__ = [
+    "capture",
+    "measure",
+    "profile",
+    "run",
+    "explore",
+    "shutdown",
+    "FragmentGraph",
+    "FragmentError",
+    "RunResult",
+    "components",
+    "envs",
+    "algos",
+    "policies",
+    "streams",
+]
 __version__ = "0.1.0"
 
 

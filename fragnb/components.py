@@ -245,9 +245,14 @@ class Env(Component):
             # Three tensor-to-list conversions instead of three scalar reads per finished episode.
             finished = self.episode_return[done].tolist()
             ids, lengths = self.env_ids[done].tolist(), self.episode_length[done].tolist()
-            self.episodes.extend(Episode(i, ret, n, self.vector_steps, now) for i, ret, n in zip(ids, finished, lengths))
+            self.episodes.extend(
+                Episode(i, ret, n, self.vector_steps, now) for i, ret, n in zip(ids, finished, lengths)
+            )
             mask = done.cpu().numpy()
-            episode = {"r": np.where(mask, self.episode_return.cpu().numpy(), 0.0), "l": np.where(mask, self.episode_length.cpu().numpy(), 0)}
+            episode = {
+                "r": np.where(mask, self.episode_return.cpu().numpy(), 0.0),
+                "l": np.where(mask, self.episode_length.cpu().numpy(), 0),
+            }
             self.episode_return[done] = 0.0
             self.episode_length[done] = 0
             obs = obs.clone()
@@ -273,7 +278,6 @@ class Env(Component):
     def env_steps(self) -> int:
         """Environment steps taken by this batch (vector steps x environments)."""
         return self.vector_steps * self.num_envs
-
 
 
 @functools.lru_cache(maxsize=64)
@@ -321,8 +325,14 @@ class Learner(Component):
         for name, value in modules_of(parts[0]).items():
             first = value.state_dict()
             for other in parts[1:]:
-                if not all(torch.allclose(first[k], v, atol=1e-5) for k, v in getattr(other, name).state_dict().items()):
-                    warnings.warn(f"learner replicas disagree on `{name}`: their updates were not synchronised", RuntimeWarning, stacklevel=2)
+                if not all(
+                    torch.allclose(first[k], v, atol=1e-5) for k, v in getattr(other, name).state_dict().items()
+                ):
+                    warnings.warn(
+                        f"learner replicas disagree on `{name}`: their updates were not synchronised",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
                     break
         return parts[0]
 

@@ -1,6 +1,6 @@
 """Headless demo: train notebook 01's PPO loop on CartPole and save its learning curve.
 
-    python -m fragnb.demo --notebook notebooks/01_first_fragment_graph.ipynb --out demo/learning_curve.png
+python -m fragnb.demo --notebook notebooks/01_first_fragment_graph.ipynb --out demo/learning_curve.png
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fragnb.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--notebook", default="notebooks/01_first_fragment_graph.ipynb", help="notebook whose first %%%%fragment cell to run")
+    parser.add_argument(
+        "--notebook",
+        default="notebooks/01_first_fragment_graph.ipynb",
+        help="notebook whose first %%%%fragment cell to run",
+    )
     parser.add_argument("--out", default="demo/learning_curve.png", help="where to write the learning curve")
     parser.add_argument("--seed", type=int, help="override the notebook's seed")
     args = parser.parse_args(argv)
@@ -29,7 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     result = run(graph, progress=True, plot=False)
     print(result)
     solved = result.solved_at()
-    print("not solved" if solved is None else f"solved (mean of last 20 returns >= 475) after {solved[0]} env steps, {solved[1]:.1f} s")
+    print(
+        "not solved"
+        if solved is None
+        else f"solved (mean of last 20 returns >= 475) after {solved[0]} env steps, {solved[1]:.1f} s"
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     result.plot().savefig(out, dpi=120)

@@ -26,12 +26,34 @@ import torch
 
 from .components import Component, modules_of, shard_slice
 
-__all__ = ["num_envs", "splits", "shard", "merge", "shardwise", "invariant", "absorb", "to_cpu", "unsupported", "networks", "network"]
+__all__ = [
+    "num_envs",
+    "splits",
+    "shard",
+    "merge",
+    "shardwise",
+    "invariant",
+    "absorb",
+    "to_cpu",
+    "unsupported",
+    "networks",
+    "network",
+]
 
 #: A vector env's attributes that every shard has as the whole batch has them: reading one where
 #: no shard lives (the learner's `envs.single_observation_space.shape`) needs no environment there.
-_VECTOR_INVARIANT = frozenset({"single_observation_space", "single_action_space", "spec", "metadata", "render_mode",
-                               "autoreset_mode", "observation_mode", "copy"})
+_VECTOR_INVARIANT = frozenset(
+    {
+        "single_observation_space",
+        "single_action_space",
+        "spec",
+        "metadata",
+        "render_mode",
+        "autoreset_mode",
+        "observation_mode",
+        "copy",
+    }
+)
 
 
 def _sync_vector_env(obj: Any) -> bool:
@@ -124,16 +146,22 @@ def unsupported(obj: Any) -> str | None:
         return None
     vector = sys.modules.get("gymnasium.vector")
     if vector is not None and isinstance(obj, vector.AsyncVectorEnv):
-        return ("an AsyncVectorEnv's environments live in processes of its own, which cannot be sent to a worker: "
-                "use gym.vector.SyncVectorEnv (each replica already runs in its own process)")
+        return (
+            "an AsyncVectorEnv's environments live in processes of its own, which cannot be sent to a worker: "
+            "use gym.vector.SyncVectorEnv (each replica already runs in its own process)"
+        )
     if vector is not None and isinstance(obj, vector.VectorWrapper):
-        return ("a vector wrapper keeps state across the whole batch, which fragnb cannot split: wrap each environment "
-                "instead (`gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))` in make_env, as CleanRL does)")
+        return (
+            "a vector wrapper keeps state across the whole batch, which fragnb cannot split: wrap each environment "
+            "instead (`gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))` in make_env, as CleanRL does)"
+        )
     gymnasium = sys.modules.get("gymnasium")
     if gymnasium is not None and isinstance(obj, gymnasium.Env):
-        return ("it is one environment, stepped episode by episode: make a vector env of several "
-                "(gym.vector.SyncVectorEnv([make_env(...) for _ in range(num_envs)])) and step them together for a fixed "
-                "number of steps, so that replicas can split them")
+        return (
+            "it is one environment, stepped episode by episode: make a vector env of several "
+            "(gym.vector.SyncVectorEnv([make_env(...) for _ in range(num_envs)])) and step them together for a fixed "
+            "number of steps, so that replicas can split them"
+        )
     return "fragnb does not know how to split or send it"
 
 
@@ -148,7 +176,9 @@ def _shard_vector_env(env, index: int, count: int):
         setattr(part, name, getattr(env, name)[sl].copy())
     part.action_space = batch_space(env.single_action_space, part.num_envs)
     part.observation_space = batch_space(env.single_observation_space, part.num_envs)
-    part._observations = env._observations[sl].copy() if isinstance(env._observations, np.ndarray) else _empty_observations(part)
+    part._observations = (
+        env._observations[sl].copy() if isinstance(env._observations, np.ndarray) else _empty_observations(part)
+    )
     # An instance attribute shadows the class's reset: this shard seeds as its place in the batch says.
     part.reset = _OffsetReset(part, sl.start)
     return part
@@ -168,7 +198,11 @@ def _merge_vector_envs(parts: list):
     whole.action_space = batch_space(whole.single_action_space, whole.num_envs)
     whole.observation_space = batch_space(whole.single_observation_space, whole.num_envs)
     observations = [p._observations for p in parts]
-    whole._observations = np.concatenate(observations) if all(isinstance(o, np.ndarray) for o in observations) else _empty_observations(whole)
+    whole._observations = (
+        np.concatenate(observations)
+        if all(isinstance(o, np.ndarray) for o in observations)
+        else _empty_observations(whole)
+    )
     return whole
 
 

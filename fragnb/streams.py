@@ -14,7 +14,7 @@ import contextlib
 import math
 import threading
 import zlib
-from functools import lru_cache
+from functools import cache
 
 import torch
 
@@ -35,7 +35,7 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lanes(n: int) -> torch.Tensor:
     """Offsets of the ``n`` numbers of one draw (cached: the actor draws every step, never mutates them)."""
     return torch.arange(n, dtype=torch.int64) * _M2
@@ -99,8 +99,11 @@ class EnvStreams:
         """
         if mask is not None:
             mask = mask.cpu()  # the streams count on the CPU wherever their environments run
-        keys, steps, counters = (self.keys, self.increments, self.counters) if mask is None else (
-            self.keys[mask], self.increments[mask], self.counters[mask])
+        keys, steps, counters = (
+            (self.keys, self.increments, self.counters)
+            if mask is None
+            else (self.keys[mask], self.increments[mask], self.counters[mask])
+        )
         # One finaliser round per number: the keys are already well mixed, and each draw costs a
         # dozen tensor ops, which matters because the actor draws at every environment step.
         x = torch.addcmul(keys, counters, steps).unsqueeze(1)
@@ -168,24 +171,31 @@ class EnvStreams:
             self.counters[share[0] : share[0] + share[1]] = part.counters
             return drawn
         if len(base.batch_shape) == 0 or base.batch_shape[0] != len(self):
-            raise ValueError(f"the distribution's batch shape {tuple(base.batch_shape)} does not start with this object's "
-                             f"{len(self)} streams (one per environment)")
+            raise ValueError(
+                f"the distribution's batch shape {tuple(base.batch_shape)} does not start with this object's "
+                f"{len(self)} streams (one per environment)"
+            )
         if isinstance(base, D.Categorical):
             return self.categorical(probs=base.probs)
         if isinstance(base, D.Normal):
             z = self.normal(tuple(base.batch_shape[1:])).to(base.loc.dtype).to(base.loc.device)
             return (base.loc + base.scale * z).detach()
         if isinstance(base, D.Bernoulli):
-            return self.bernoulli(base.probs.detach().cpu(), tuple(base.batch_shape[1:])).to(base.probs.dtype).to(base.probs.device)
-        raise TypeError(f"no per-environment sampler for {type(base).__name__}; sample Categorical, Normal or Bernoulli "
-                        "distributions, or draw from `uniform`/`normal` yourself")
+            return (
+                self.bernoulli(base.probs.detach().cpu(), tuple(base.batch_shape[1:]))
+                .to(base.probs.dtype)
+                .to(base.probs.device)
+            )
+        raise TypeError(
+            f"no per-environment sampler for {type(base).__name__}; sample Categorical, Normal or Bernoulli "
+            "distributions, or draw from `uniform`/`normal` yourself"
+        )
 
     def state_dict(self) -> dict:
         return {"counters": self.counters.clone()}
 
     def load_state_dict(self, state: dict) -> None:
         self.counters = state["counters"].clone()
-
 
 
 # -- a replica's share -----------------------------------------------------------------------------------
@@ -215,7 +225,9 @@ def reached(values, ns: dict) -> dict[str, EnvStreams]:
 
     found: dict[str, EnvStreams] = {}
     functions = [v for v in values if isinstance(v, types.FunctionType)]
-    functions += [f for v in values for cls in type(v).__mro__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
+    functions += [
+        f for v in values for cls in type(v).__mro__ for f in vars(cls).values() if isinstance(f, types.FunctionType)
+    ]
     for fn in functions:
         if fn.__globals__ is ns:
             found.update({n: ns[n] for n in fn.__code__.co_names if isinstance(ns.get(n), EnvStreams)})

@@ -72,8 +72,11 @@ def pytest_collection_modifyitems(config, items):
 
 def worker_processes() -> list[psutil.Process]:
     """This process's children, but for multiprocessing's resource tracker (one per process, not a worker)."""
-    return [p for p in psutil.Process().children(recursive=True)
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())]
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())
+    ]
 
 
 def wait_for_no_workers(timeout=30.0):

@@ -6,11 +6,11 @@ import time
 import pytest
 import torch
 
+from corpus.compare import compare_namespaces, run_like_plain
 from fragnb.algos.a2c import A2CConfig, A2CLearner
 from fragnb.algos.ppo import ActorCritic, PPOActor, RolloutBuffer
 from fragnb.envs import CartPole
 from fragnb.runtime import first_solved
-from corpus.compare import compare_namespaces, run_like_plain
 
 #: The loop of notebook 01, with A2C's learner, and a stop once the target is reached.
 CELL = """
@@ -46,8 +46,14 @@ def namespace(config: A2CConfig, iterations: int, seed: int = 0) -> dict:
 def test_lambda_one_gives_n_step_returns_bootstrapped_with_the_last_value():
     buf = RolloutBuffer(1, 3, (1,), gamma=0.5, gae_lambda=1.0)
     for value, reward, done in ((1.0, 1.0, 0.0), (2.0, 1.0, 0.0), (3.0, 1.0, 0.0)):
-        buf.add(torch.zeros(1, 1), torch.zeros(1, dtype=torch.int64), torch.zeros(1), torch.tensor([value]),
-                torch.tensor([reward]), torch.tensor([done]))
+        buf.add(
+            torch.zeros(1, 1),
+            torch.zeros(1, dtype=torch.int64),
+            torch.zeros(1),
+            torch.tensor([value]),
+            torch.tensor([reward]),
+            torch.tensor([done]),
+        )
     b = buf.batch(torch.tensor([8.0]))
     # return_t = r_t + 0.5 r_{t+1} + ... + 0.5^(3-t) * 8
     assert b["returns"].tolist() == [[1 + 0.5 + 0.25 + 1.0, 1 + 0.5 + 2.0, 1 + 4.0]]
@@ -57,9 +63,14 @@ def test_update_is_one_step_and_state_dict_round_trip_repeats_it():
     torch.manual_seed(0)
     learner = A2CLearner(ActorCritic(4, 2, 16), A2CConfig())
     gen = torch.Generator().manual_seed(1)
-    batch = {"obs": torch.randn(2, 8, 4, generator=gen), "actions": torch.randint(0, 2, (2, 8), generator=gen),
-             "logprobs": torch.full((2, 8), -0.69), "values": torch.zeros(2, 8),
-             "advantages": torch.randn(2, 8, generator=gen), "returns": torch.randn(2, 8, generator=gen)}
+    batch = {
+        "obs": torch.randn(2, 8, 4, generator=gen),
+        "actions": torch.randint(0, 2, (2, 8), generator=gen),
+        "logprobs": torch.full((2, 8), -0.69),
+        "values": torch.zeros(2, 8),
+        "advantages": torch.randn(2, 8, generator=gen),
+        "returns": torch.randn(2, 8, generator=gen),
+    }
     state = copy.deepcopy(learner.state_dict())
     stats = learner.update(batch)
     assert set(stats) == {"policy_loss", "value_loss", "entropy"} and learner.updates == 1
@@ -98,4 +109,6 @@ def test_a2c_solves_cartpole_seed_0(one_thread):
     seconds = time.perf_counter() - start
     steps = (ns["it"] + 1) * config.num_envs * config.num_steps
     print(f"A2C seed 0: solved={first_solved(ns['returns']) is not None} after {steps} env steps, {seconds:.1f} s")
-    assert first_solved(ns["returns"]) is not None, f"mean of the last 20 episodes never reached 475 in {steps} env steps"
+    assert first_solved(ns["returns"]) is not None, (
+        f"mean of the last 20 episodes never reached 475 in {steps} env steps"
+    )

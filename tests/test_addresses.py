@@ -73,8 +73,14 @@ def refused(address: str, match: str, **kwargs) -> float:
 
 def test_a_web_server_is_named_as_one_within_seconds():
     with http_server() as address:
-        assert refused(address, rf"an HTTP server answers at {address} \('HTTP/1.0 200 OK'\), not a Dask scheduler: "
-                                r"a Jupyter server or a Dask dashboard\?") < 10
+        assert (
+            refused(
+                address,
+                rf"an HTTP server answers at {address} \('HTTP/1.0 200 OK'\), not a Dask scheduler: "
+                r"a Jupyter server or a Dask dashboard\?",
+            )
+            < 10
+        )
         assert refused(address.replace("tcp://", "tls://"), "an HTTP server answers at tls://") < 10
 
 
@@ -93,18 +99,30 @@ def test_a_server_that_says_nothing_or_something_else_is_refused_within_seconds(
 
 
 def test_a_worker_a_plain_scheduler_over_tls_and_a_tls_scheduler_over_tcp_are_named():
-    with LocalCluster(n_workers=1, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address="127.0.0.1:0") as plain:
+    with LocalCluster(
+        n_workers=1, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address="127.0.0.1:0"
+    ) as plain:
         scheduler = plain.scheduler_address
         worker = next(iter(plain.scheduler_info["workers"]))
         check_scheduler(scheduler)
         refused(worker, rf"a Dask worker answers at {worker}, not a scheduler: its scheduler is {scheduler}")
         refused(scheduler.replace("tcp://", "tls://"), rf"answers at tls://\S+ in plain TCP, not TLS: use {scheduler}")
     security = Security.temporary()
-    with LocalCluster(n_workers=1, processes=False, protocol="tls://", host="127.0.0.1", dashboard_address="127.0.0.1:0", security=security) as tls:
+    with LocalCluster(
+        n_workers=1,
+        processes=False,
+        protocol="tls://",
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        security=security,
+    ) as tls:
         address = tls.scheduler_address
         check_scheduler(address, context=security.get_connection_args("client")["ssl_context"])
-        refused(address.replace("tls://", "tcp://"), r"a TLS server answers at tcp://\S+: if it is a Dask scheduler "
-                                                     r"started with certificates, use tls://")
+        refused(
+            address.replace("tls://", "tcp://"),
+            r"a TLS server answers at tcp://\S+: if it is a Dask scheduler "
+            r"started with certificates, use tls://",
+        )
         others = Security.temporary().get_connection_args("client")["ssl_context"]  # certificates of another CA
         refused(address, "a TLS server answers at tls://", context=others)
 
@@ -118,5 +136,7 @@ def test_connecting_to_a_web_server_fails_fast_and_leaves_nothing_behind(capfd):
         assert time.monotonic() - start < 10
     gc.collect()
     assert address not in clusters.remote_addresses()
-    assert {t for t in threading.enumerate() if t.is_alive()} - before <= {t for t in threading.enumerate() if t.name == "IO loop"}
+    assert {t for t in threading.enumerate() if t.is_alive()} - before <= {
+        t for t in threading.enumerate() if t.name == "IO loop"
+    }
     assert "Traceback" not in capfd.readouterr().err

@@ -16,13 +16,17 @@ import time
 
 import psutil
 import pytest
+
 from conftest import ROOT
 
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install chromium)"),
+]
 
 
 def _free_port() -> int:
@@ -40,18 +44,34 @@ def lab(tmp_path_factory):
     # Every cell in the page: by default JupyterLab leaves cells out of view unrendered (or out of the
     # DOM), and Run All would look finished while a cell below the fold still runs.
     settings = tmp_path_factory.mktemp("settings")
-    for name, value in (("notebook-extension/tracker", {"windowingMode": "none"}),
-                        ("apputils-extension/notification", {"fetchNews": "false"})):  # no news pop-up over the page
+    for name, value in (
+        ("notebook-extension/tracker", {"windowingMode": "none"}),
+        ("apputils-extension/notification", {"fetchNews": "false"}),
+    ):  # no news pop-up over the page
         path = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
     port = _free_port()
     log = open(root / "lab.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-                             "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
-                             f"--LabServerApp.user_settings_dir={settings}",
-                             *(["--allow-root"] if os.geteuid() == 0 else [])],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.news_url=None",
+            f"--LabServerApp.user_settings_dir={settings}",
+            *(["--allow-root"] if os.geteuid() == 0 else []),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -74,7 +94,9 @@ def lab(tmp_path_factory):
 def browser():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        chromium = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
         yield chromium
         chromium.close()
 
@@ -94,7 +116,9 @@ PROMPTS = "[...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]"
 def _run_all(page, timeout_s: float = 600) -> float:
     """Run every cell (Run > Run All Cells) and wait until none is pending; seconds it took. A click
     that comes before the kernel's session is connected can be lost: then it is made again."""
-    page.get_by_text(re.compile(r"\| Idle")).first.wait_for(timeout=120_000)  # the status bar: kernel connected and idle
+    page.get_by_text(re.compile(r"\| Idle")).first.wait_for(
+        timeout=120_000
+    )  # the status bar: kernel connected and idle
     start = time.monotonic()
     for attempt in range(3):
         page.keyboard.press("Escape")
@@ -109,7 +133,8 @@ def _run_all(page, timeout_s: float = 600) -> float:
                 raise
     page.wait_for_function(
         f"() => {{ const p = {PROMPTS}; return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }}",
-        timeout=timeout_s * 1000)
+        timeout=timeout_s * 1000,
+    )
     # Cells with a collapsed input (the course's solutions) show no prompt: the kernel's status says when they are done.
     idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
     while True:
@@ -127,8 +152,12 @@ def _dask_workers(lab) -> list[psutil.Process]:
     """Dask worker processes under the lab server: children of a kernel that are not resource trackers."""
     _, proc = lab
     kernels = [p for p in psutil.Process(proc.pid).children() if "ipykernel" in " ".join(p.cmdline())]
-    return [c for k in kernels for c in k.children(recursive=True)
-            if c.is_running() and c.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(c.cmdline())]
+    return [
+        c
+        for k in kernels
+        for c in k.children(recursive=True)
+        if c.is_running() and c.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(c.cmdline())
+    ]
 
 
 def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, lab):
@@ -138,21 +167,30 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
     explorer.scroll_into_view_if_needed()
     drawing = explorer.locator(".fragnb-drawing").first
     explorer.screenshot(path=ARTIFACTS / "04_explorer_coarse.png")
-    drawing.locator("svg text", has_text="actors").first.wait_for(timeout=10_000)  # a cell scrolled back into view may redraw
+    drawing.locator("svg text", has_text="actors").first.wait_for(
+        timeout=10_000
+    )  # a cell scrolled back into view may redraw
     assert "actors" in drawing.inner_text() and "envs" not in drawing.inner_text()
 
     started = time.monotonic()
     explorer.locator(".widget-dropdown", has_text="policy").locator("select").select_option("fine")
-    drawing.locator("svg text", has_text="envs").first.wait_for(timeout=10_000)  # fine's env workers: a new worker group
+    drawing.locator("svg text", has_text="envs").first.wait_for(
+        timeout=10_000
+    )  # fine's env workers: a new worker group
     redraw = time.monotonic() - started
     prediction = explorer.locator(".fragnb-prediction").first
-    assert re.search(r"Predicted \(a model, not a measurement\) on this machine \(2 cores\): [\d,]+ env steps/s", prediction.inner_text())
+    assert re.search(
+        r"Predicted \(a model, not a measurement\) on this machine \(2 cores\): [\d,]+ env steps/s",
+        prediction.inner_text(),
+    )
     explorer.screenshot(path=ARTIFACTS / "04_explorer_fine.png")
     explorer.locator("button", has_text="Scaling plot").click()  # answered once the notebook's cells are done
     scaling = explorer.locator(".fragnb-scaling").first
     scaling.wait_for(state="visible", timeout=120_000)
     assert (scaling.get_attribute("src") or "").startswith(("blob:", "data:"))
-    page.set_viewport_size({"width": 1400, "height": 2600})  # the whole explorer in one picture: docs/explorer.png is a copy
+    page.set_viewport_size(
+        {"width": 1400, "height": 2600}
+    )  # the whole explorer in one picture: docs/explorer.png is a copy
     explorer.scroll_into_view_if_needed()
     explorer.screenshot(path=ARTIFACTS / "04_explorer_prediction.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
@@ -185,17 +223,39 @@ def test_notebook_01_trains_in_the_browser_about_as_fast_as_headless(browser, la
     page = _open(browser, lab, "01_first_fragment_graph.ipynb")
     seconds = _run_all(page)
     page.locator(".jp-CodeCell", has_text="result = fragnb.run(ppo)").first.screenshot(path=ARTIFACTS / "01_result.png")
-    browser_train = _training_seconds(page.locator(".jp-CodeCell", has_text="result = fragnb.run(ppo)").first.inner_text())
+    browser_train = _training_seconds(
+        page.locator(".jp-CodeCell", has_text="result = fragnb.run(ppo)").first.inner_text()
+    )
     _check_quiz_and_solutions(page)
     page.close()
-    demo = subprocess.run([sys.executable, "-m", "fragnb.demo", "--notebook", str(ROOT / "notebooks" / "01_first_fragment_graph.ipynb"),
-                           "--out", str(ARTIFACTS / "demo_learning_curve.png")], capture_output=True, text=True, timeout=600, check=True)
+    demo = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fragnb.demo",
+            "--notebook",
+            str(ROOT / "notebooks" / "01_first_fragment_graph.ipynb"),
+            "--out",
+            str(ARTIFACTS / "demo_learning_curve.png"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     headless_train = _training_seconds(demo.stdout)
     ratio = browser_train / headless_train
     # Measured, not asserted (CI machines vary); the README and the issue note report it.
     print(f"notebook 01 trains in {browser_train:.2f} s in the browser, {headless_train:.2f} s headless: {ratio:.2f}x")
-    _record("notebook_01", {"run_all_s": round(seconds, 1), "browser_train_s": browser_train, "headless_train_s": headless_train,
-                            "ratio": round(ratio, 2)})
+    _record(
+        "notebook_01",
+        {
+            "run_all_s": round(seconds, 1),
+            "browser_train_s": browser_train,
+            "headless_train_s": headless_train,
+            "ratio": round(ratio, 2),
+        },
+    )
 
 
 def _check_quiz_and_solutions(page) -> None:

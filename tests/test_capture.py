@@ -13,8 +13,15 @@ from fragnb.plan.script import Script
 def test_ppo_cell_gives_role_fragments_per_loop(canonical, ppo_ns):
     g = capture(canonical.body, ppo_ns(), name="ppo")
     assert [(f.name, f.role) for f in g.fragments] == [
-        ("env@cell", "env"), ("driver@cell", "driver"), ("actor@step", "actor"), ("env@step", "env"), ("buffer@step", "buffer"),
-        ("driver@step", "driver"), ("actor@it", "actor"), ("buffer@it", "buffer"), ("learner", "learner"),
+        ("env@cell", "env"),
+        ("driver@cell", "driver"),
+        ("actor@step", "actor"),
+        ("env@step", "env"),
+        ("buffer@step", "buffer"),
+        ("driver@step", "driver"),
+        ("actor@it", "actor"),
+        ("buffer@it", "buffer"),
+        ("learner", "learner"),
     ]
     assert [loop.var for loop in g.loops] == ["it", "step"]
     assert g.loops[1].parent is g.loops[0]
@@ -53,20 +60,24 @@ def test_role_comes_from_the_component_type_not_the_variable_name():
 
 def test_bookkeeping_no_component_needs_runs_with_the_driver():
     ns = {"env": CartPole(num_envs=2), "torch": torch}
-    g = capture(textwrap.dedent("""\
+    g = capture(
+        textwrap.dedent("""\
         lengths = []
         for it in range(3):
             obs, reward, terminated, truncated, info = env.step(torch.zeros(2, dtype=torch.int64))
             lengths.append(len(info["episode_returns"]))
             print(it)
-        """), ns)
+        """),
+        ns,
+    )
     roles = {s.lineno: s.role for s in g.statements}
     assert roles == {1: "driver", 3: "env", 4: "driver", 5: "driver"}
 
 
 def test_plain_statements_run_with_the_role_that_needs_their_values():
     ns = {"env": CartPole(num_envs=2), "actor": PPOActor(torch.nn.Linear(1, 1), 2), "torch": torch}
-    g = capture(textwrap.dedent("""\
+    g = capture(
+        textwrap.dedent("""\
         obs = env.reset()
         for it in range(3):
             scaled = obs * 2
@@ -74,19 +85,26 @@ def test_plain_statements_run_with_the_role_that_needs_their_values():
             obs, reward, terminated, truncated, info = env.step(action)
             for value in range(2):
                 print(value)
-        """), ns)
+        """),
+        ns,
+    )
     roles = {s.lineno: s.role for s in g.statements}
     # `value` of line 6 is the loop's own, not actor.act's: line 7 stays bookkeeping
     assert roles == {1: "env", 3: "actor", 4: "actor", 5: "env", 7: "driver"}
 
 
 def test_nested_calls_and_if_blocks_of_several_roles_are_split_with_the_condition_evaluated_once(canonical, ppo_ns):
-    cell = canonical.body.replace("last_value = actor.value(obs)\n    batch = buffer.batch(last_value)",
-                                  "if it >= 0:\n        batch = buffer.batch(actor.value(obs))\n        for k in range(1):\n            print(k)")
+    cell = canonical.body.replace(
+        "last_value = actor.value(obs)\n    batch = buffer.batch(last_value)",
+        "if it >= 0:\n        batch = buffer.batch(actor.value(obs))\n        for k in range(1):\n            print(k)",
+    )
     g = capture(cell, ppo_ns())
     split = [(s.lineno, s.role, s.source.splitlines()[-1].strip()) for s in g.statements if s.lineno >= 10]
-    assert split[:3] == [(10, "actor", "_fragnb_1 = it >= 0"), (11, "actor", "_fragnb_2 = actor.value(obs)"),
-                         (11, "buffer", "batch = buffer.batch(_fragnb_2)")]
+    assert split[:3] == [
+        (10, "actor", "_fragnb_1 = it >= 0"),
+        (11, "actor", "_fragnb_2 = actor.value(obs)"),
+        (11, "buffer", "batch = buffer.batch(_fragnb_2)"),
+    ]
     assert g.temps == {"_fragnb_1": "it >= 0", "_fragnb_2": "actor.value(obs)"}
 
 
@@ -103,7 +121,7 @@ def test_capture_from_a_function_uses_its_globals_and_closure():
 
     def loop():
         obs = env.reset()
-        for it in range(2):
+        for it in range(2):  # noqa: B007 (the loop variable names the fragment: env@it)
             obs, *_ = env.step(torch.zeros(2, dtype=torch.int64))
 
     g = capture(loop)
@@ -145,22 +163,32 @@ LIMITS = [
     ("x = 0\nfor it in range(3):\n    x += 1\n", "the loop calls no component", 2),
     (ROLLOUT + "    def f():\n        pass\n", "a function definition is not supported", 4),
     (ROLLOUT + "    class A:\n        pass\n", "a class definition is not supported", 4),
-    (ROLLOUT + "    for k in range(2):\n        action = actor.act(obs)[0]\n"
-     "        obs = env.step(action)[0]\n        if k:\n            break\n", "this `break` is not supported.*inner loop", 8),
+    (
+        ROLLOUT + "    for k in range(2):\n        action = actor.act(obs)[0]\n"
+        "        obs = env.step(action)[0]\n        if k:\n            break\n",
+        "this `break` is not supported.*inner loop",
+        8,
+    ),
     (ROLLOUT + "    break\n", "this `break` is not supported", 4),
     (ROLLOUT + "    if it:\n        env.reset()\n    else:\n        continue\n", "this `continue` is not supported", 7),
     (ROLLOUT + "    try:\n        env.reset()\n    except Exception:\n        pass\n", "`try` is not supported", 4),
     (ROLLOUT + "    with open('/dev/null') as f:\n        env.reset()\n", "this `with` is not supported", 4),
     (ROLLOUT + "    global total\n", "`global` is not supported", 4),
     (ROLLOUT + "    env.reset()\nfor j in range(2):\n    env.reset()\n", "2 top-level loops", 5),
-    (ROLLOUT + "    obs = env.step(actor.act(obs)[0] if it else obs.argmax(1))[0]\n", "components of different roles", 4),
+    (
+        ROLLOUT + "    obs = env.step(actor.act(obs)[0] if it else obs.argmax(1))[0]\n",
+        "components of different roles",
+        4,
+    ),
     (ROLLOUT + "    while it > 5:\n        env.reset()\n", "a `while` loop inside the training loop", 4),
     (ROLLOUT + "    env.reset()\nelse:\n    pass\n", "`for ... else`", 2),
 ]
 
 
 @pytest.mark.parametrize("cell, message, lineno", LIMITS)
-def test_cells_plain_python_runs_run_under_single_and_distributed_policies_refuse_naming_the_line(cell, message, lineno):
+def test_cells_plain_python_runs_run_under_single_and_distributed_policies_refuse_naming_the_line(
+    cell, message, lineno
+):
     def namespace():
         return {"env": CartPole(num_envs=2, seed=0), "actor": PPOActor(ActorCritic(4, 2), 2), "torch": torch}
 
@@ -178,7 +206,9 @@ def test_cells_plain_python_runs_run_under_single_and_distributed_policies_refus
     for name in ("obs", "it", "x", "k"):
         if name in plain:
             assert type(ns[name]) is type(plain[name])
-            assert torch.equal(ns[name], plain[name]) if isinstance(plain[name], torch.Tensor) else ns[name] == plain[name]
+            assert (
+                torch.equal(ns[name], plain[name]) if isinstance(plain[name], torch.Tensor) else ns[name] == plain[name]
+            )
 
 
 def test_fragment_error_renders_as_one_message_in_ipython():
@@ -188,16 +218,32 @@ def test_fragment_error_renders_as_one_message_in_ipython():
 
 def test_fragnb_exports_the_contract():
     # the stable user-facing names: adding one is a decision, not a side effect of an import in fragnb/__init__.py
-    assert fragnb.__all__ == ["capture", "measure", "profile", "run", "explore", "shutdown", "FragmentGraph",
-                              "FragmentError", "RunResult", "components", "envs", "algos", "policies", "streams"]
+    assert fragnb.__all__ == [
+        "capture",
+        "measure",
+        "profile",
+        "run",
+        "explore",
+        "shutdown",
+        "FragmentGraph",
+        "FragmentError",
+        "RunResult",
+        "components",
+        "envs",
+        "algos",
+        "policies",
+        "streams",
+    ]
     assert all(hasattr(fragnb, name) for name in fragnb.__all__)
     assert callable(fragnb.capture) and callable(fragnb.run) and issubclass(fragnb.FragmentError, ValueError)
 
 
 def test_a_block_that_assigns_before_it_reads_reads_only_what_comes_from_outside():
     # CleanRL's learning-rate annealing: `frac` is assigned, then read, inside one `if` block.
-    cell = ("obs = env.reset()\nfor it in range(3):\n    if anneal:\n        frac = 1.0 - it / 3\n        lr = frac * 2.5e-4\n"
-            "    action = actor.act(obs)[0]\n    obs = env.step(action)[0]\n")
+    cell = (
+        "obs = env.reset()\nfor it in range(3):\n    if anneal:\n        frac = 1.0 - it / 3\n        lr = frac * 2.5e-4\n"
+        "    action = actor.act(obs)[0]\n    obs = env.step(action)[0]\n"
+    )
     ns = {"env": CartPole(num_envs=2), "actor": PPOActor(ActorCritic(4, 2), 2), "anneal": True}
     graph = capture(cell, ns)
     block = next(s for s in graph.statements if s.lineno == 3)
@@ -206,13 +252,16 @@ def test_a_block_that_assigns_before_it_reads_reads_only_what_comes_from_outside
 
 
 def test_a_mode_context_around_several_roles_is_entered_around_each_statement():
-    cell = ("obs = env.reset()\nfor it in range(2):\n    with torch.no_grad():\n        action = actor.act(obs)[0]\n"
-            "        obs = env.step(action)[0]\n")
+    cell = (
+        "obs = env.reset()\nfor it in range(2):\n    with torch.no_grad():\n        action = actor.act(obs)[0]\n"
+        "        obs = env.step(action)[0]\n"
+    )
     ns = {"env": CartPole(num_envs=2), "actor": PPOActor(ActorCritic(4, 2), 2), "torch": torch}
     graph = capture(cell, ns)
     assert [(s.role, s.source) for s in graph.statements if s.loop] == [
         ("actor", "with torch.no_grad():\n    action = actor.act(obs)[0]"),
-        ("env", "with torch.no_grad():\n    obs = env.step(action)[0]")]
+        ("env", "with torch.no_grad():\n    obs = env.step(action)[0]"),
+    ]
     assert not graph.limits
 
 

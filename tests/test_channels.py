@@ -28,20 +28,31 @@ def pair(request):
     b.close()
 
 
-@pytest.mark.parametrize("value", [
-    torch.arange(12.0).reshape(3, 4),
-    torch.arange(12.0).reshape(3, 4).t(),  # not contiguous
-    torch.randn(300_000),  # large: its buffer travels outside the pickle
-    torch.ones(3, dtype=torch.bfloat16),  # no numpy dtype: pickled the default way
-    torch.zeros(2, requires_grad=True),
-    {"obs": torch.zeros(4, 2, dtype=torch.uint8), "steps": [1, 2.5, "x"], "nested": (torch.tensor(True), None)},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        torch.arange(12.0).reshape(3, 4),
+        torch.arange(12.0).reshape(3, 4).t(),  # not contiguous
+        torch.randn(300_000),  # large: its buffer travels outside the pickle
+        torch.ones(3, dtype=torch.bfloat16),  # no numpy dtype: pickled the default way
+        torch.zeros(2, requires_grad=True),
+        {"obs": torch.zeros(4, 2, dtype=torch.uint8), "steps": [1, 2.5, "x"], "nested": (torch.tensor(True), None)},
+    ],
+)
 def test_values_arrive_equal(value):
     back = loads([bytes(f) for f in dumps(value)])
     if isinstance(value, dict):
-        assert torch.equal(back["obs"], value["obs"]) and back["steps"] == value["steps"] and torch.equal(back["nested"][0], value["nested"][0])
+        assert (
+            torch.equal(back["obs"], value["obs"])
+            and back["steps"] == value["steps"]
+            and torch.equal(back["nested"][0], value["nested"][0])
+        )
     else:
-        assert back.dtype == value.dtype and torch.equal(back.detach(), value.detach()) and back.requires_grad == value.requires_grad
+        assert (
+            back.dtype == value.dtype
+            and torch.equal(back.detach(), value.detach())
+            and back.requires_grad == value.requires_grad
+        )
 
 
 def test_messages_arrive_in_order_and_as_sent(pair):

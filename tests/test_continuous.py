@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
+from conftest import NOTEBOOK_01_LOOP
 from corpus.compare import compare_namespaces, run_like_plain
 from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
 from fragnb.envs import Pendulum
-from conftest import NOTEBOOK_01_LOOP
 
 SETUP = """
 import torch
@@ -95,8 +95,14 @@ def test_rollout_buffer_stores_continuous_actions_and_shards():
     assert RolloutBuffer(4, 3, (3,)).actions.dtype == torch.int64  # discrete by default
     gen = torch.Generator().manual_seed(0)
     for _ in range(3):
-        step = [torch.randn(4, 3, generator=gen), torch.randn(4, 1, generator=gen), torch.randn(4, generator=gen),
-                torch.randn(4, generator=gen), torch.randn(4, generator=gen), torch.rand(4, generator=gen) < 0.3]
+        step = [
+            torch.randn(4, 3, generator=gen),
+            torch.randn(4, 1, generator=gen),
+            torch.randn(4, generator=gen),
+            torch.randn(4, generator=gen),
+            torch.randn(4, generator=gen),
+            torch.rand(4, generator=gen) < 0.3,
+        ]
         full.add(*step)
         for i, p in enumerate(parts):
             p.add(*(x[2 * i : 2 * i + 2] for x in step))
@@ -111,9 +117,14 @@ def test_learner_updates_a_gaussian_policy():
     policy = _policy()
     learner = PPOLearner(policy, PPOConfig.pendulum(update_epochs=1, num_minibatches=2), seed=0)
     gen = torch.Generator().manual_seed(1)
-    batch = {"obs": torch.randn(2, 8, 3, generator=gen), "actions": torch.randn(2, 8, 1, generator=gen),
-             "logprobs": torch.full((2, 8), -1.0), "values": torch.zeros(2, 8),
-             "advantages": torch.randn(2, 8, generator=gen), "returns": torch.randn(2, 8, generator=gen)}
+    batch = {
+        "obs": torch.randn(2, 8, 3, generator=gen),
+        "actions": torch.randn(2, 8, 1, generator=gen),
+        "logprobs": torch.full((2, 8), -1.0),
+        "values": torch.zeros(2, 8),
+        "advantages": torch.randn(2, 8, generator=gen),
+        "returns": torch.randn(2, 8, generator=gen),
+    }
     before = [p.detach().clone() for p in policy.parameters()]
     stats = learner.update(batch)
     assert all(not torch.equal(b, p) for b, p in zip(before, policy.parameters()))
@@ -139,8 +150,14 @@ def _stale_batch(policy, shift: float) -> dict:
     advantages = torch.tensor([1.0, -1.0]).repeat(8).view(2, 8)
     with torch.no_grad():
         logprobs = policy.log_prob(obs, actions) - shift * advantages
-    return {"obs": obs, "actions": actions, "logprobs": logprobs, "values": torch.zeros(2, 8),
-            "advantages": advantages, "returns": torch.zeros(2, 8)}
+    return {
+        "obs": obs,
+        "actions": actions,
+        "logprobs": logprobs,
+        "values": torch.zeros(2, 8),
+        "advantages": advantages,
+        "returns": torch.zeros(2, 8),
+    }
 
 
 @pytest.mark.parametrize("proximal", [False, True])
@@ -162,13 +179,17 @@ def test_proximal_ppo_on_fresh_data_is_ppo():
     updated = []
     for proximal in (False, True):
         policy = _policy()
-        PPOLearner(policy, PPOConfig.pendulum(update_epochs=2, num_minibatches=2, proximal=proximal)).update(_stale_batch(policy, 0.0))
+        PPOLearner(policy, PPOConfig.pendulum(update_epochs=2, num_minibatches=2, proximal=proximal)).update(
+            _stale_batch(policy, 0.0)
+        )
         updated.append(torch.cat([p.detach().flatten() for p in policy.parameters()]))
     torch.testing.assert_close(updated[0], updated[1], atol=1e-6, rtol=0)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed,stale", [(0, False), (1, False), (0, True)], ids=["seed0", "seed1", "seed0-one-version-stale"])
+@pytest.mark.parametrize(
+    "seed,stale", [(0, False), (1, False), (0, True)], ids=["seed0", "seed1", "seed0-one-version-stale"]
+)
 def test_gaussian_ppo_swings_up_the_pendulum(seed, stale):
     """Mean return of the last 20 episodes above -300 within PENDULUM_STEPS steps (random: about -1200).
 
@@ -186,8 +207,14 @@ def test_gaussian_ppo_swings_up_the_pendulum(seed, stale):
         policy = GaussianActorCritic(obs_dim=3, action_dim=1, hidden=config.hidden)
         behaviour = copy.deepcopy(policy) if stale else policy
         actor = GaussianPPOActor(behaviour, num_envs=config.num_envs, seed=seed)
-        buffer = RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda,
-                               action_shape=env.action_shape)
+        buffer = RolloutBuffer(
+            config.num_envs,
+            config.num_steps,
+            env.obs_shape,
+            config.gamma,
+            config.gae_lambda,
+            action_shape=env.action_shape,
+        )
         learner = PPOLearner(policy, config, seed=seed)
         obs, returns, best = env.reset(), [], -math.inf
         while env.env_steps < PENDULUM_STEPS and best <= -300:

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 import fragnb
+from corpus.loops import LOOPS
 from fragnb import capture, run
 from fragnb.algos.ppo import ActorCritic, PPOLearner, RolloutBuffer
 from fragnb.components import Learner
-from corpus.loops import LOOPS
 
 
 def _weights(ns):
@@ -16,8 +16,15 @@ def _weights(ns):
 
 def test_async_with_bounded_staleness_solves_cartpole(canonical):
     ns = canonical.namespace()
-    result = run(capture(canonical.body, ns, name="ppo"), "async", actors=2, max_staleness=1, progress=False, plot=False,
-                 until=lambda r: r.mean_return() >= 475)
+    result = run(
+        capture(canonical.body, ns, name="ppo"),
+        "async",
+        actors=2,
+        max_staleness=1,
+        progress=False,
+        plot=False,
+        until=lambda r: r.mean_return() >= 475,
+    )
     assert result.stopped.startswith("the stop condition held") and result.mean_return() >= 475
     ages = [a for per in result.staleness for a in per]
     assert len(result.staleness) == result.iterations and len(ages) == 2 * result.iterations
@@ -30,7 +37,9 @@ def test_async_without_staleness_is_coarse(canonical, ppo_ns):
     of each actor per iteration: the same run as 'coarse', value for value."""
     coarse, streamed = ppo_ns(3), ppo_ns(3)
     run(capture(canonical.body, coarse, name="ppo"), "coarse", actors=2, progress=False, plot=False)
-    result = run(capture(canonical.body, streamed, name="ppo"), "async", actors=2, max_staleness=0, progress=False, plot=False)
+    result = run(
+        capture(canonical.body, streamed, name="ppo"), "async", actors=2, max_staleness=0, progress=False, plot=False
+    )
     assert result.staleness == [[0, 0]] * 3 and result.dropped == 0
     for key, value in _weights(coarse).items():
         torch.testing.assert_close(_weights(streamed)[key], value, atol=1e-5, rtol=0)
@@ -77,17 +86,25 @@ def test_first_interrupt_ends_an_async_run_after_the_learners_iteration(canonica
 
 
 REFUSALS = {  # what: (line to replace, its replacement, a name the error must give)
-    "a `break`": ("    stats = learner.update(batch)", "    stats = learner.update(batch)\n    if stats['value_loss'] < 0:\n        break",
-                  "`break`"),
+    "a `break`": (
+        "    stats = learner.update(batch)",
+        "    stats = learner.update(batch)\n    if stats['value_loss'] < 0:\n        break",
+        "`break`",
+    ),
     "a value the learner assigns, read by the actors": (
-        "    stats = learner.update(batch)", "    stats = learner.update(batch)\n    scale = 1.0 + 0.0 * stats['entropy']", "`s"),
+        "    stats = learner.update(batch)",
+        "    stats = learner.update(batch)\n    scale = 1.0 + 0.0 * stats['entropy']",
+        "`s",
+    ),
 }
 
 
 @pytest.mark.parametrize("what", REFUSALS)
 def test_async_refuses_a_loop_whose_actors_would_wait_for_the_learner(canonical, ppo_ns, what):
     line, replacement, named = REFUSALS[what]
-    cell = ("scale = 1.0\n" + canonical.body.replace(line, replacement)).replace("actor.act(obs)", "actor.act(obs * scale)")
+    cell = ("scale = 1.0\n" + canonical.body.replace(line, replacement)).replace(
+        "actor.act(obs)", "actor.act(obs * scale)"
+    )
     ns = ppo_ns(2)
     with pytest.raises(fragnb.FragmentError, match="line") as info:
         run(capture(cell, ns, name="ppo"), "async", actors=2, progress=False, plot=False)
@@ -119,7 +136,14 @@ def test_vtrace_targets_are_gae_returns_on_policy():
         obs = torch.randn(3, 4)
         with torch.no_grad():
             action = torch.randint(0, 2, (3,))
-            buffer.add(obs, action, policy.log_prob(obs, action), policy.value(obs), torch.rand(3), torch.tensor([t == 2, False, t == 4]).float())
+            buffer.add(
+                obs,
+                action,
+                policy.log_prob(obs, action),
+                policy.value(obs),
+                torch.rand(3),
+                torch.tensor([t == 2, False, t == 4]).float(),
+            )
     with torch.no_grad():
         batch = buffer.batch(policy.value(torch.randn(3, 4)))
     learner = PPOLearner(policy)
@@ -136,8 +160,14 @@ def test_vtrace_leaves_the_importance_weight_to_the_proximal_clip():
     with torch.no_grad():
         current = policy.log_prob(obs.flatten(0, 1), actions.flatten()).view(3, 5)
     behaviour = current - torch.linspace(-1, 1, 15).view(3, 5)  # some likelier now, some less
-    batch = {"obs": obs, "actions": actions, "logprobs": behaviour, "rewards": torch.rand(3, 5),
-             "dones": torch.zeros(3, 5), "last_value": torch.zeros(3)}
+    batch = {
+        "obs": obs,
+        "actions": actions,
+        "logprobs": behaviour,
+        "rewards": torch.rand(3, 5),
+        "dones": torch.zeros(3, 5),
+        "last_value": torch.zeros(3),
+    }
     learner = PPOLearner(policy)
     weighted, unweighted = learner.vtrace(batch), learner.vtrace(batch, weighted=False)
     rho = (current - behaviour).exp().clamp(max=1.0)
@@ -148,10 +178,20 @@ def test_vtrace_leaves_the_importance_weight_to_the_proximal_clip():
 def test_srl_learns_cartpole_with_a_ring_of_environment_groups(canonical):
     ns = canonical.namespace()
     graph = capture(canonical.body, ns, name="ppo")
-    result = run(graph, "srl", actors=2, policy_workers=1, ring=2, progress=False, plot=False,
-                 until=lambda r: r.mean_return() >= 475)
+    result = run(
+        graph,
+        "srl",
+        actors=2,
+        policy_workers=1,
+        ring=2,
+        progress=False,
+        plot=False,
+        until=lambda r: r.mean_return() >= 475,
+    )
     assert result.stopped.startswith("the stop condition held") and result.mean_return() >= 475
-    assert result.inference_batch == 16  # a policy thread serves one ring slot (8 environments) of each of 2 actor workers
+    assert (
+        result.inference_batch == 16
+    )  # a policy thread serves one ring slot (8 environments) of each of 2 actor workers
     assert max(a for per in result.staleness for a in per) <= 1 and all(len(per) == 4 for per in result.staleness)
     # A ring's point: while one environment group of an actor worker waits for its actions, the other steps.
     slot0 = [(a, b) for r, _, kind, a, b in result.intervals if r == "actors[0]" and kind == "wait"]
@@ -186,6 +226,12 @@ def test_gpu_only_without_a_gpu_runs_fused_on_the_cpu_and_says_so(canonical, ppo
 @pytest.mark.gpu
 def test_gpu_only_keeps_environments_on_the_gpu_and_learns(canonical):
     ns = canonical.namespace()
-    result = run(capture(canonical.body, ns, name="ppo"), "gpu_only", device="cuda", progress=False, plot=False,
-                 until=lambda r: r.mean_return() >= 475)
+    result = run(
+        capture(canonical.body, ns, name="ppo"),
+        "gpu_only",
+        device="cuda",
+        progress=False,
+        plot=False,
+        until=lambda r: r.mean_return() >= 475,
+    )
     assert result.mean_return() >= 475 and ns["env"].state.device.type == "cpu"  # back in the notebook, on its CPU

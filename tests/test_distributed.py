@@ -13,11 +13,11 @@ import psutil
 import pytest
 import torch
 
+from conftest import kill_a_worker_when_shown, wait_for_no_workers, worker_processes
 from fragnb import capture, run
 from fragnb.runtime.cluster import clusters
-from fragnb.ui import live
 from fragnb.runtime.cluster.clusters import ClusterError
-from conftest import kill_a_worker_when_shown, worker_processes, wait_for_no_workers
+from fragnb.ui import live
 
 K = 2  # iterations: enough for a weight broadcast and a second rollout on the new weights
 
@@ -74,10 +74,41 @@ def dask_processes(protocol: str = "tcp", tls: tuple[str, ...] = (), security=No
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     address = f"{protocol}://127.0.0.1:{port}"
-    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                  "--protocol", protocol, "--no-dashboard", *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "3", "--nthreads", "1",
-                               "--host", "127.0.0.1", "--no-dashboard", *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scheduler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--protocol",
+            protocol,
+            "--no-dashboard",
+            *tls,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nworkers",
+            "3",
+            "--nthreads",
+            "1",
+            "--host",
+            "127.0.0.1",
+            "--no-dashboard",
+            *tls,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         with Client(address, timeout="30s", security=security, set_as_default=False) as client:
             client.wait_for_workers(3, timeout=60)
@@ -97,7 +128,9 @@ def test_separate_scheduler_and_worker_processes_on_loopback(canonical, ppo_ns, 
             torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0)
         _run(canonical, ppo_ns, "fine", iterations=1, actors=2, cluster=address)
         clients = clusters._REMOTE[address].run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.clients))
-        assert len(clients) == 2, clients  # after two runs, one client of fragnb's (and the scheduler's own fire-and-forget)
+        assert len(clients) == 2, (
+            clients
+        )  # after two runs, one client of fragnb's (and the scheduler's own fire-and-forget)
 
 
 def test_a_remote_cluster_over_tls_with_certificates_made_here(canonical, ppo_ns, tmp_path, shell):
@@ -112,17 +145,27 @@ def test_a_remote_cluster_over_tls_with_certificates_made_here(canonical, ppo_ns
     ca, cert, key = (str(tmp_path / f"{name}.pem") for name in pem)
     tls = ("--tls-ca-file", ca, "--tls-cert", cert, "--tls-key", key)
     security = Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
-    with dask_processes("tls", tls, security) as address, Client(address, security=security, timeout="30s", set_as_default=False) as client:
+    with (
+        dask_processes("tls", tls, security) as address,
+        Client(address, security=security, timeout="30s", set_as_default=False) as client,
+    ):
         with pytest.raises(ClusterError, match="speaks TLS, and Dask's configuration names no certificates"):
             _run(canonical, ppo_ns, "coarse", iterations=1, actors=2, cluster=address)
-        with dask.config.set({"distributed.comm.tls.ca-file": ca, "distributed.comm.tls.client.cert": cert,
-                              "distributed.comm.tls.client.key": key}):
+        with dask.config.set(
+            {
+                "distributed.comm.tls.ca-file": ca,
+                "distributed.comm.tls.client.cert": cert,
+                "distributed.comm.tls.client.key": key,
+            }
+        ):
             _, result = _run(canonical, ppo_ns, "coarse", iterations=1, actors=2, cluster=address)
         assert result.iterations == 1
         # the magic takes the name of a Client the notebook holds
         shell.run_cell(canonical.setup, store_history=False).raise_error()
         shell.user_ns.update(iterations=1, mine=client)
-        shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --cluster mine --run --no-progress --no-plot", canonical.body)
+        shell.run_cell_magic(
+            "fragment", "ppo --policy coarse --actors 2 --cluster mine --run --no-progress --no-plot", canonical.body
+        )
         assert shell.user_ns["ppo"].last_run.iterations == 1
 
 
@@ -148,8 +191,14 @@ def test_cuda_cluster_without_a_gpu_names_the_fallback(canonical, ppo_ns):
         _run(canonical, ppo_ns, "coarse", actors=2, cluster="cuda")
 
 
-PARAMS = {"coarse": {"actors": 2}, "fine": {"actors": 2}, "multi_learner": {"learners": 2}, "async": {"actors": 2},
-          "srl": {"actors": 2, "policy_workers": 1, "ring": 2}, "gpu_only": {"learners": 2}}
+PARAMS = {
+    "coarse": {"actors": 2},
+    "fine": {"actors": 2},
+    "multi_learner": {"learners": 2},
+    "async": {"actors": 2},
+    "srl": {"actors": 2, "policy_workers": 1, "ring": 2},
+    "gpu_only": {"learners": 2},
+}
 
 
 @pytest.mark.parametrize("policy", PARAMS)
@@ -159,13 +208,17 @@ def test_error_in_a_fragment_names_the_cell_line_and_replica_and_leaves_no_proce
     before = {k: v.clone() for k, v in _weights(ns).items()}
     start = time.monotonic()
     with pytest.raises(ValueError, match=r"has \d+ environments but got 3 actions") as info:
-        run(capture(cell, ns, name="broken"), policy, progress=False, plot=False, check=False, **PARAMS[policy])  # the worker-side path
+        run(
+            capture(cell, ns, name="broken"), policy, progress=False, plot=False, check=False, **PARAMS[policy]
+        )  # the worker-side path
     assert time.monotonic() - start < 60
     lineno = next(i for i, line in enumerate(cell.splitlines(), 1) if "action[:3]" in line)
     note = "\n".join(info.value.__notes__)
     assert f'File "<fragment broken>", line {lineno}, in replica' in note and "env.step(action[:3])" in note
     assert "site-packages/distributed" not in "".join(traceback.format_tb(info.value.__traceback__))
-    assert all(torch.equal(v, _weights(ns)[k]) for k, v in before.items()) and "stats" not in ns  # the notebook is untouched
+    assert (
+        all(torch.equal(v, _weights(ns)[k]) for k, v in before.items()) and "stats" not in ns
+    )  # the notebook is untouched
     wait_for_no_workers()
 
 
@@ -256,10 +309,15 @@ def test_fragment_magic_rejects_bad_parameters_before_running(shell, canonical):
 def test_a_users_own_policy_runs_on_dask_like_a_builtin(canonical, ppo_ns):
     from fragnb.policies import POLICIES, DistributionPolicy, register
 
-    register(DistributionPolicy(
-        "actors_with_buffer", "a user's own", "four actor workers with a quarter of the environments each; learner x 1",
-        groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
-        replicas={"actors": "actors", "learner": 1}))
+    register(
+        DistributionPolicy(
+            "actors_with_buffer",
+            "a user's own",
+            "four actor workers with a quarter of the environments each; learner x 1",
+            groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
+            replicas={"actors": "actors", "learner": 1},
+        )
+    )
     try:
         single, _ = _run(canonical, ppo_ns, "single", iterations=1)
         ns, result = _run(canonical, ppo_ns, "actors_with_buffer", iterations=1, actors=4)
@@ -282,7 +340,9 @@ def _pid_of_worker_holding(group: str) -> int:
 
     from fragnb.runtime.worker import replica
 
-    held = clusters._EMBEDDED["local"][1].run(lambda: (os.getpid(), sorted({g for _, g, _ in replica._REPLICAS})), on_error="ignore")
+    held = clusters._EMBEDDED["local"][1].run(
+        lambda: (os.getpid(), sorted({g for _, g, _ in replica._REPLICAS})), on_error="ignore"
+    )
     return next(got[0] for got in held.values() if isinstance(got, tuple) and group in got[1])
 
 
@@ -299,7 +359,10 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
     monkeypatch.setattr(live.LiveProgress, "update", kill_a_worker)
     clusters.shutdown()  # a fresh cluster has exactly the workers the run uses
     ns = ppo_ns(200)
-    with pytest.raises(ClusterError, match=r"lost the worker of replicas? \w+\[\d\](, \w+\[\d\])* on tls://127.0.0.1:\d+ during the run") as info:
+    with pytest.raises(
+        ClusterError,
+        match=r"lost the worker of replicas? \w+\[\d\](, \w+\[\d\])* on tls://127.0.0.1:\d+ during the run",
+    ) as info:
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, restarts=0, **PARAMS[policy])
     assert "the state of its replicas is gone with it" in str(info.value)  # what happened, then what the run does
     assert info.value.__notes__[0].startswith("The run stops: ")
@@ -309,7 +372,9 @@ def test_a_worker_that_dies_mid_run_is_an_error_naming_its_replica_within_10_s(c
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.02])
-def test_async_goes_on_without_an_actor_whose_worker_died_losing_only_its_trajectory_in_flight(canonical, ppo_ns, monkeypatch, delay):
+def test_async_goes_on_without_an_actor_whose_worker_died_losing_only_its_trajectory_in_flight(
+    canonical, ppo_ns, monkeypatch, delay
+):
     import threading
 
     clusters.shutdown()
@@ -326,10 +391,13 @@ def test_async_goes_on_without_an_actor_whose_worker_died_losing_only_its_trajec
     monkeypatch.setattr(live.LiveProgress, "update", kill_an_actor)
     ns, result = _run(canonical, ppo_ns, "async", iterations=12, actors=2)
     assert killed and result.iterations == 12 and result.lost_trajectories == 1, str(result)
-    assert len(result.lost_workers) == 1 and re.match(r"lost the worker of replica actors\[\d\] .*went on with the other actors",
-                                                      result.lost_workers[0])
+    assert len(result.lost_workers) == 1 and re.match(
+        r"lost the worker of replica actors\[\d\] .*went on with the other actors", result.lost_workers[0]
+    )
     assert "went on" in str(result) and "stats" in ns and len(ns["returns"]) > 0
-    assert result.env_steps >= 12 * 32 * 32 / 2  # the learner's 12 iterations took 2 trajectories each, 16 environments each
+    assert (
+        result.env_steps >= 12 * 32 * 32 / 2
+    )  # the learner's 12 iterations took 2 trajectories each, 16 environments each
 
 
 def test_a_stop_condition_ends_every_policy_after_the_same_iteration_as_plain_python(canonical, ppo_ns):
@@ -341,7 +409,9 @@ def test_a_stop_condition_ends_every_policy_after_the_same_iteration_as_plain_py
     for policy in ("coarse", "fine"):
         ns, result = _run(canonical, ppo_ns, policy, iterations=30, actors=2, until=solved_enough)
         assert result.iterations == first.iterations and result.stopped == first.stopped, policy
-        assert ns["it"] == single["it"] and ns["returns"] == single["returns"] and result.returns == first.returns, policy
+        assert ns["it"] == single["it"] and ns["returns"] == single["returns"] and result.returns == first.returns, (
+            policy
+        )
         for key, value in _weights(single).items():
             torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
 
@@ -361,8 +431,10 @@ def test_an_interrupt_sent_to_the_kernels_process_group_leaves_the_workers_alive
     assert result.iterations == 1 and time.monotonic() - start < 60
 
 
-@pytest.mark.parametrize("policy, delay", [("coarse", 0.01), ("coarse", 0.03), ("fine", 0.02), ("multi_learner", 0.02), ("async", 0.02),
-                                           ("srl", 0.02)])
+@pytest.mark.parametrize(
+    "policy, delay",
+    [("coarse", 0.01), ("coarse", 0.03), ("fine", 0.02), ("multi_learner", 0.02), ("async", 0.02), ("srl", 0.02)],
+)
 def test_a_worker_killed_at_any_moment_is_named_within_10_s(canonical, ppo_ns, monkeypatch, policy, delay):
     """Killed a little after an iteration ends: mid-rollout, mid-update or mid-broadcast, by chance."""
     import threading
@@ -397,6 +469,7 @@ def test_timeline_shows_the_actors_waiting_while_the_learner_updates(canonical, 
     updates = [(a, b) for r, label, kind, a, b in result.intervals if label == "learner" and kind == "busy"]
     waits = [(a, b) for r, label, kind, a, b in result.intervals if r == "actors[0]" and kind == "wait"]
     assert len(updates) >= 3 and all(0 <= a <= b <= result.seconds + 1e-6 for a, b in updates)
+
     # Each update but the last (after which the actors are done) happens while actor 0 waits for the new
     # weights (it may still be sending its progress as the update starts).
     def waiting(a, b):
@@ -410,7 +483,13 @@ def test_timeline_shows_the_actors_waiting_while_the_learner_updates(canonical, 
 
 def test_prints_in_the_cell_reach_the_notebook_from_the_workers(canonical, ppo_ns, capsys):
     ns = ppo_ns(2)
-    run(capture(canonical.body + '\n    print("finished iteration", it)', ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+    run(
+        capture(canonical.body + '\n    print("finished iteration", it)', ns, name="ppo"),
+        "coarse",
+        actors=2,
+        progress=False,
+        plot=False,
+    )
     deadline, out = time.monotonic() + 10, ""
     while "finished iteration 1" not in out and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -418,7 +497,9 @@ def test_prints_in_the_cell_reach_the_notebook_from_the_workers(canonical, ppo_n
     assert "finished iteration 0" in out and "finished iteration 1" in out
 
 
-def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_prints_its_link_unless_asked_not_to(canonical, ppo_ns, capsys):
+def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_prints_its_link_unless_asked_not_to(
+    canonical, ppo_ns, capsys
+):
     import re
     import urllib.error
     import urllib.request
@@ -426,9 +507,15 @@ def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_pr
     _run(canonical, ppo_ns, "coarse", iterations=1, actors=2)  # progress=False: no link
     assert "Dask dashboard" not in capsys.readouterr().out
     run(capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", actors=2, progress=True, plot=False)
-    link = re.search(r"Dask dashboard \(workers, task stream\): (http://127\.0\.0\.1:(\d+)/status)", capsys.readouterr().out)
+    link = re.search(
+        r"Dask dashboard \(workers, task stream\): (http://127\.0\.0\.1:(\d+)/status)", capsys.readouterr().out
+    )
     assert link and urllib.request.urlopen(link.group(1), timeout=10).status == 200
-    serving = [c for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == int(link.group(2))]
+    serving = [
+        c
+        for c in psutil.Process().net_connections("tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == int(link.group(2))
+    ]
     assert serving and all(c.laddr.ip == "127.0.0.1" for c in serving)
 
     # asked for none: the cluster is replaced by one whose scheduler serves only Dask's health checks, on loopback
@@ -438,7 +525,9 @@ def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_pr
     with pytest.raises(urllib.error.HTTPError, match="404"):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10)
     listening = [c.laddr for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN]
-    assert listening and all(addr.ip == "127.0.0.1" for addr in listening) and all(addr.port != 8787 for addr in listening)
+    assert (
+        listening and all(addr.ip == "127.0.0.1" for addr in listening) and all(addr.port != 8787 for addr in listening)
+    )
 
 
 @pytest.mark.parametrize("policy", PARAMS)
@@ -448,10 +537,16 @@ def test_every_socket_a_run_listens_on_is_on_loopback(canonical, ppo_ns, monkeyp
     listening = set()
     poll = _Run.poll
 
-    def look(self, *args, **kwargs):  # while the run is watched: the channels, the collectives' store, gloo, the dashboard
+    def look(
+        self, *args, **kwargs
+    ):  # while the run is watched: the channels, the collectives' store, gloo, the dashboard
         for p in [psutil.Process(), *worker_processes()]:
             try:
-                listening.update((p.pid, c.laddr.ip, c.laddr.port) for c in p.net_connections("tcp") if c.status == psutil.CONN_LISTEN)
+                listening.update(
+                    (p.pid, c.laddr.ip, c.laddr.port)
+                    for c in p.net_connections("tcp")
+                    if c.status == psutil.CONN_LISTEN
+                )
             except psutil.Error:
                 pass
         return poll(self, *args, **kwargs)
@@ -466,8 +561,10 @@ def test_the_embedded_cluster_refuses_clients_without_its_certificates(canonical
     address = clusters._EMBEDDED["local"][1].scheduler.address
     assert address.startswith("tls://127.0.0.1:")
     # another user of the machine: in plain TCP, and over TLS with a certificate of their own making
-    attempts = {"tcp": f"Client({address.replace('tls://', 'tcp://')!r}, timeout='5s')",
-                "own certificate": f"Client({address!r}, timeout='5s', security=Security.temporary())"}
+    attempts = {
+        "tcp": f"Client({address.replace('tls://', 'tcp://')!r}, timeout='5s')",
+        "own certificate": f"Client({address!r}, timeout='5s', security=Security.temporary())",
+    }
     for what, connect in attempts.items():
         code = f"from distributed import Client\\nfrom distributed.security import Security\\n{connect}\\nprint('CONNECTED')"
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -482,15 +579,20 @@ def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canoni
     clusters.shutdown()
     ns = ppo_ns(1)
     ns["buffer"].lock = threading.Lock()  # a lock cannot be pickled
-    with pytest.raises(FragmentError, match=r"`buffer` \(RolloutBuffer\) cannot be sent to the workers of group 'actors': "
-                                            r"`buffer.lock` \(a lock: TypeError: cannot pickle '_thread.lock' object\)") as info:
+    with pytest.raises(
+        FragmentError,
+        match=r"`buffer` \(RolloutBuffer\) cannot be sent to the workers of group 'actors': "
+        r"`buffer.lock` \(a lock: TypeError: cannot pickle '_thread.lock' object\)",
+    ) as info:
         run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
     assert "buffer.add(" in str(info.value) and info.value.lineno is not None
     assert not worker_processes() and "local" not in clusters._EMBEDDED
 
 
 @pytest.mark.parametrize("policy", ["coarse", "fine", "multi_learner"])
-def test_a_run_that_loses_a_worker_resumes_from_its_checkpoint_with_the_uninterrupted_weights(canonical, ppo_ns, monkeypatch, policy):
+def test_a_run_that_loses_a_worker_resumes_from_its_checkpoint_with_the_uninterrupted_weights(
+    canonical, ppo_ns, monkeypatch, policy
+):
     reference = {"multi_learner": ("multi_learner", PARAMS["multi_learner"])}.get(policy, ("single", {}))
     uninterrupted, _ = _run(canonical, ppo_ns, reference[0], iterations=7, **reference[1])
     clusters.shutdown()  # a fresh cluster has exactly the workers the run uses: the one killed holds a replica
@@ -524,7 +626,15 @@ def test_a_run_that_cannot_resume_leaves_the_notebook_at_its_last_checkpoint(can
     killed = kill_a_worker_when_shown(monkeypatch, 5)
     ns = ppo_ns(7)
     with pytest.raises(ClusterError, match="lost the worker") as info:
-        run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, restarts=0, checkpoint_every=2, actors=2)
+        run(
+            capture(canonical.body, ns, name="ppo"),
+            "coarse",
+            progress=False,
+            plot=False,
+            restarts=0,
+            checkpoint_every=2,
+            actors=2,
+        )
     assert killed and "the notebook now holds the state after iteration 4" in "\n".join(info.value.__notes__).lower()
     assert ns["it"] == at_4["it"] == 3 and ns["returns"] == at_4["returns"]
     for key, value in _weights(at_4).items():

@@ -6,12 +6,12 @@ import time
 import pytest
 import torch
 
-from fragnb.runtime.cluster import clusters
+from conftest import kill_a_worker_when_shown
+from corpus.compare import compare_namespaces, run_like_plain
 from fragnb.algos.dqn import DQNConfig, DQNLearner, EpsilonGreedyActor, QNetwork, ReplayBuffer, linear_schedule
 from fragnb.envs import CartPole
 from fragnb.runtime import first_solved
-from corpus.compare import compare_namespaces, run_like_plain
-from conftest import kill_a_worker_when_shown
+from fragnb.runtime.cluster import clusters
 
 #: The training loop as a student writes it in a notebook cell (CleanRL's shape: one update per
 #: vector step after ``learning_starts``, a target sync every ``target_every`` steps).
@@ -49,7 +49,9 @@ def namespace(config: DQNConfig, iterations: int, steps_per_iteration: int, seed
         "config": config,
         "env": CartPole(config.num_envs, seed=seed),
         "actor": EpsilonGreedyActor(q, config.num_envs, seed=seed, epsilon=config.start_e),
-        "buffer": ReplayBuffer(config.buffer_size, (4,), seed=seed, prioritized=config.prioritized, alpha=config.alpha, beta=config.beta),
+        "buffer": ReplayBuffer(
+            config.buffer_size, (4,), seed=seed, prioritized=config.prioritized, alpha=config.alpha, beta=config.beta
+        ),
         "learner": DQNLearner(q, config),
         "linear_schedule": linear_schedule,
         "iterations": iterations,
@@ -62,7 +64,9 @@ def _fill(buffer: ReplayBuffer, steps: int, num_envs: int) -> list[torch.Tensor]
     added = []
     for t in range(steps):
         obs = (10 * t + torch.arange(num_envs, dtype=torch.float32)).unsqueeze(1).repeat(1, 4)
-        buffer.add(obs, torch.full((num_envs,), t % 2), torch.ones(num_envs), obs + 1, torch.zeros(num_envs, dtype=torch.bool))
+        buffer.add(
+            obs, torch.full((num_envs,), t % 2), torch.ones(num_envs), obs + 1, torch.zeros(num_envs, dtype=torch.bool)
+        )
         added.append(obs)
     return added
 
@@ -146,7 +150,7 @@ def test_sharded_actors_explore_as_the_full_actor_does():
     full = EpsilonGreedyActor(q, num_envs=8, seed=1, epsilon=0.5)
     parts = [EpsilonGreedyActor(q, num_envs=8, seed=1, epsilon=0.5).shard(i, 2) for i in range(2)]
     greedy = 0
-    for t in range(30):
+    for _ in range(30):
         obs = torch.randn(8, 4)
         action = full.act(obs)
         assert action.dtype == torch.int64
@@ -157,8 +161,16 @@ def test_sharded_actors_explore_as_the_full_actor_does():
 
 @pytest.mark.parametrize("policy,prioritized", [("coarse", False), ("fine", False), ("coarse", True)])
 def test_dqn_loop_under_a_distributed_policy_leaves_what_plain_python_leaves(policy, prioritized):
-    config = DQNConfig(num_envs=4, buffer_size=64, batch_size=8, learning_starts=2, target_every=3, exploration_steps=8,
-                       hidden=16, prioritized=prioritized)
+    config = DQNConfig(
+        num_envs=4,
+        buffer_size=64,
+        batch_size=8,
+        learning_starts=2,
+        target_every=3,
+        exploration_steps=8,
+        hidden=16,
+        prioritized=prioritized,
+    )
     plain, ns = run_like_plain(CELL, lambda: namespace(config, iterations=3, steps_per_iteration=4), policy, actors=2)
     assert plain["learner"].updates == ns["learner"].updates == 10
     compare_namespaces(plain, ns, CELL)
@@ -167,20 +179,33 @@ def test_dqn_loop_under_a_distributed_policy_leaves_what_plain_python_leaves(pol
 def test_dqn_loop_resumed_from_a_checkpoint_after_a_lost_worker_leaves_what_plain_python_leaves(monkeypatch, capsys):
     """A replay buffer with priorities, a step counter and a list of losses outlive iterations: the
     checkpoint must carry them all."""
-    config = DQNConfig(num_envs=4, buffer_size=64, batch_size=8, learning_starts=2, target_every=3, exploration_steps=8,
-                       hidden=16, prioritized=True)
+    config = DQNConfig(
+        num_envs=4,
+        buffer_size=64,
+        batch_size=8,
+        learning_starts=2,
+        target_every=3,
+        exploration_steps=8,
+        hidden=16,
+        prioritized=True,
+    )
     clusters.shutdown()  # a fresh cluster has exactly the workers the run uses: the one killed holds a replica
     killed = kill_a_worker_when_shown(monkeypatch, 5)
-    plain, ns = run_like_plain(CELL, lambda: namespace(config, iterations=7, steps_per_iteration=4), "coarse", actors=2,
-                               checkpoint_every=2)
+    plain, ns = run_like_plain(
+        CELL, lambda: namespace(config, iterations=7, steps_per_iteration=4), "coarse", actors=2, checkpoint_every=2
+    )
     assert killed and "The run starts again from the checkpoint after iteration 4" in capsys.readouterr().err
     assert plain["learner"].updates == ns["learner"].updates == 26 and ns["global_step"] == 28
     compare_namespaces(plain, ns, CELL)
 
 
 def test_dqn_loop_under_multi_learner_keeps_the_learners_in_step():
-    config = DQNConfig(num_envs=4, buffer_size=64, batch_size=8, learning_starts=2, target_every=3, exploration_steps=8, hidden=16)
-    _, ns = run_like_plain(CELL, lambda: namespace(config, iterations=3, steps_per_iteration=4), "multi_learner", learners=2)
+    config = DQNConfig(
+        num_envs=4, buffer_size=64, batch_size=8, learning_starts=2, target_every=3, exploration_steps=8, hidden=16
+    )
+    _, ns = run_like_plain(
+        CELL, lambda: namespace(config, iterations=3, steps_per_iteration=4), "multi_learner", learners=2
+    )
     assert ns["learner"].updates == 10  # each replica trains on its own shard's replay, on the mean gradient
 
 
@@ -193,5 +218,7 @@ def test_dqn_solves_cartpole_seed_0(one_thread):
     seconds = time.perf_counter() - start
     solved = first_solved(ns["returns"])
     steps = ns["global_step"] * config.num_envs
-    print(f"DQN seed 0: solved={solved is not None} after {steps} env steps, {len(ns['returns'])} episodes, {seconds:.1f} s")
+    print(
+        f"DQN seed 0: solved={solved is not None} after {steps} env steps, {len(ns['returns'])} episodes, {seconds:.1f} s"
+    )
     assert solved is not None, f"mean of the last 20 episodes never reached 475 in {steps} env steps"

@@ -30,7 +30,12 @@ for it in range(3):
 def _namespace(actor_cls=GlobalSamplingActor, learner_cls=PGLearner):
     torch.manual_seed(0)
     policy = CategoricalPolicy(4, 2)
-    return {"env": CartPole(num_envs=4, seed=0), "actor": actor_cls(policy, 4), "learner": learner_cls(policy), "torch": torch}
+    return {
+        "env": CartPole(num_envs=4, seed=0),
+        "actor": actor_cls(policy, 4),
+        "learner": learner_cls(policy),
+        "torch": torch,
+    }
 
 
 def test_draws_are_found_at_the_line_that_makes_them_and_the_notebook_generators_are_untouched():
@@ -41,7 +46,8 @@ def test_draws_are_found_at_the_line_that_makes_them_and_the_notebook_generators
     assert [graph.statements[i].lineno for i in draws.statements] == [6]
     assert draws.statements[next(iter(draws.statements))] == ("torch",)
     assert draws.lines(graph.place("coarse", actors=2)) == [
-        "line 6 (`action, logp = actor.act(obs)`) draws from torch's global generator in 'actors' x2"]
+        "line 6 (`action, logp = actor.act(obs)`) draws from torch's global generator in 'actors' x2"
+    ]
     assert {"action", "logp", "obs", "stats", "learner", "actor", "env"} <= draws.tainted(graph)
 
 
@@ -56,7 +62,9 @@ def test_streams_make_no_draws_and_one_drawing_replica_is_still_exact():
 
 def test_exact_refuses_a_statistical_run_naming_the_draw_and_the_streams():
     graph = fragnb.capture(CELL, _namespace())
-    with pytest.raises(fragnb.FragmentError, match=r"^line 6: the exact guarantee was asked for.*streams.sample\(dist\)"):
+    with pytest.raises(
+        fragnb.FragmentError, match=r"^line 6: the exact guarantee was asked for.*streams.sample\(dist\)"
+    ):
         refuse_inexact(graph.place("coarse", actors=2), find_draws(graph), exact=True)
 
 

@@ -9,7 +9,6 @@ import ast
 import math
 
 import numpy as np
-
 import pytest
 import torch
 
@@ -17,9 +16,9 @@ from fragnb.components import Episode
 from fragnb.graph.normalize import Normalizer
 from fragnb.plan.keys import RecordKey, WeightsKey, kind_of, record_key, weights_key
 from fragnb.plan.script import ReplicaId, peers
-from fragnb.runtime.worker import machine as d
 from fragnb.runtime.check import difference
 from fragnb.runtime.net.collectives import average
+from fragnb.runtime.worker import machine as d
 from fragnb.runtime.worker.edges import combine
 
 SHARDED = {"obs": "sharded", "step": "replicated"}
@@ -35,7 +34,11 @@ def test_a_replica_name_reads_back_as_the_value_it_was_written_from():
 
 
 def test_an_exported_key_says_its_kind_by_its_type_not_by_its_text():
-    assert [kind_of(k) for k in (weights_key("agent", ""), record_key("L12"), "obs")] == ["weights", "record", "variable"]
+    assert [kind_of(k) for k in (weights_key("agent", ""), record_key("L12"), "obs")] == [
+        "weights",
+        "record",
+        "variable",
+    ]
     assert kind_of("weights:learner:policy") == "variable"  # a plain string is a variable's name, whatever it reads
     import pickle
 
@@ -130,7 +133,10 @@ def test_difference_names_the_first_place_two_values_differ():
     assert difference(1.0, 1.0 + 1e-9, "f") is None and difference(math.nan, math.nan, "f") is None
     # numpy's float32 scalars as floats are (CleanRL's explained_var: rounding of a split batch's values)
     assert difference(np.float32(0.013771594), np.float32(0.013771832), "v") is None
-    assert difference(np.float32(0.5), np.float32(0.6), "v") == "v is np.float32(0.5) in plain Python, np.float32(0.6) here"
+    assert (
+        difference(np.float32(0.5), np.float32(0.6), "v")
+        == "v is np.float32(0.5) in plain Python, np.float32(0.6) here"
+    )
     assert difference(1, 1.0, "n").startswith("n is a int")
 
 
@@ -223,16 +229,22 @@ def test_a_fine_step_receives_obs_once_and_reads_it_twice():
     again, got, _ = d.segment_inputs("actors", {"obs"}, {"buffer"}, set(), [], latest, received, {})
     assert again == [] and got == {}
     latest["obs"] = ("envs", 4)  # the next step's observations
-    assert d.segment_inputs("actors", {"obs"}, {"actor"}, set(), [], latest, received, {})[0] == [("envs", "obs", "obs")]
+    assert d.segment_inputs("actors", {"obs"}, {"actor"}, set(), [], latest, received, {})[0] == [
+        ("envs", "obs", "obs")
+    ]
 
 
 def test_weights_are_loaded_once_per_version_and_only_by_the_group_that_uses_them():
     w = d.Weight(weights_key("learner", "net"), weights_key("actor", "net"), "actors", "actor")
     latest = {w.source: ("learner", 2)}
     out, _, loaded = d.segment_inputs("actors", set(), {"actor"}, set(), [w], latest, {}, {})
-    assert out == [("learner", "weights:learner:net", "weights:actor:net")] and loaded == {("actors", "weights:actor:net"): 2}
+    assert out == [("learner", "weights:learner:net", "weights:actor:net")] and loaded == {
+        ("actors", "weights:actor:net"): 2
+    }
     assert d.segment_inputs("actors", set(), {"actor"}, set(), [w], latest, {}, loaded)[0] == []
-    assert d.segment_inputs("actors", set(), {"buffer"}, set(), [w], latest, {}, {})[0] == []  # the segment holds no copy
+    assert (
+        d.segment_inputs("actors", set(), {"buffer"}, set(), [w], latest, {}, {})[0] == []
+    )  # the segment holds no copy
     assert d.segment_inputs("envs", set(), {"actor"}, set(), [w], latest, {}, {})[0] == []  # another group's copy
 
 
@@ -246,7 +258,10 @@ def test_a_stale_trajectory_is_dropped_and_a_fresh_one_taken_in_arrival_order():
     take = d.next_trajectory(waiting, learner_version=3, max_staleness=1)
     assert take.arrival == waiting[1] and not take.usable  # the earliest arrival, 2 versions old: dropped
     assert d.next_trajectory(waiting, learner_version=3, max_staleness=2).usable
-    assert d.next_trajectory([], learner_version=3, max_staleness=1) == (None, False)  # nothing waits: the learner waits
+    assert d.next_trajectory([], learner_version=3, max_staleness=1) == (
+        None,
+        False,
+    )  # nothing waits: the learner waits
 
 
 def test_a_round_is_as_fresh_as_its_oldest_trajectory():
@@ -268,8 +283,13 @@ def test_nine_replicas_on_eight_slots_fold_the_actors_and_keep_the_learner_alone
     threads = {f"tcp://w{k}:1": 1 for k in range(8)}
     planned, where = slots(groups, {}, False, threads)
     # 8 actors in tasks of equal size (2 each: 7 tasks of 1 or 2 would leave one thread twice as busy); the learner alone
-    assert planned == [["actors[0]", "actors[4]"], ["actors[1]", "actors[5]"], ["actors[2]", "actors[6]"],
-                       ["actors[3]", "actors[7]"], ["learner[0]"]]
+    assert planned == [
+        ["actors[0]", "actors[4]"],
+        ["actors[1]", "actors[5]"],
+        ["actors[2]", "actors[6]"],
+        ["actors[3]", "actors[7]"],
+        ["learner[0]"],
+    ]
     assert len(set(where.values())) == 5 and where["actors[0]"] == where["actors[4]"] != where["learner[0]"]
 
 
@@ -277,7 +297,9 @@ def test_a_process_group_needs_a_process_per_replica_and_says_so():
     from fragnb.errors import ClusterError
     from fragnb.runtime.slots import slots
 
-    with pytest.raises(ClusterError, match="3 replica programs each need a worker thread of their own.*one per process"):
+    with pytest.raises(
+        ClusterError, match="3 replica programs each need a worker thread of their own.*one per process"
+    ):
         slots({"learner": 3}, {}, True, {"tcp://a:1": 4, "tcp://b:1": 4})
     with pytest.raises(ClusterError, match="the cluster has no workers"):
         slots({"learner": 1}, {}, False, {})

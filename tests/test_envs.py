@@ -47,7 +47,7 @@ def test_cartpole_truncates_like_gymnasium_time_limit():
 def test_cartpole_reports_full_episode_returns_and_resets():
     env = CartPole(num_envs=4, seed=0, max_episode_steps=10)
     env.reset()
-    for t in range(10):
+    for _ in range(10):
         obs, reward, terminated, truncated, info = env.step(torch.zeros(4, dtype=torch.int64))
     finished = [e for e in env.episodes]
     assert all(e.length == e.ret for e in finished)  # reward 1 per step
@@ -55,7 +55,9 @@ def test_cartpole_reports_full_episode_returns_and_resets():
     assert (env.episode_length < 10).all()
 
 
-@pytest.mark.parametrize("make", [lambda: CartPole(num_envs=8, seed=3), lambda: GymnasiumEnv("CartPole-v1", num_envs=8, seed=3)])
+@pytest.mark.parametrize(
+    "make", [lambda: CartPole(num_envs=8, seed=3), lambda: GymnasiumEnv("CartPole-v1", num_envs=8, seed=3)]
+)
 def test_shards_reproduce_the_full_batch(make):
     full, parts = make(), [make().shard(i, 2) for i in range(2)]
     obs = full.reset()
@@ -113,7 +115,10 @@ def test_gymnasium_env_speaks_gymnasium_where_a_vector_env_loop_needs_it():
     ended = []
     for _ in range(40):
         obs, reward, terminated, truncated, info = env.step(np.zeros(4, dtype=np.int64))  # NumPy actions
-        ended += [(int(i), float(info["episode"]["r"][i]), int(info["episode"]["l"][i])) for i in np.nonzero(info["_episode"])[0]]
+        ended += [
+            (int(i), float(info["episode"]["r"][i]), int(info["episode"]["l"][i]))
+            for i in np.nonzero(info["_episode"])[0]
+        ]
     assert ended and all(r == n for _, r, n in ended)  # CartPole pays 1 per step
     assert [r for _, r, _ in ended][: len(env.episodes)] == [e.ret for e in env.episodes][: len(ended)]
 

@@ -5,9 +5,9 @@ import time
 
 import pytest
 import torch
-from conftest import wait_for_no_workers
 from IPython.core.error import UsageError
 
+from conftest import wait_for_no_workers
 from fragnb import capture, explore, policies
 from fragnb.ui.live import dashboard
 from fragnb.widgets import Explorer
@@ -30,7 +30,10 @@ def _options(x: Explorer) -> dict:
 
 def test_controls_offer_only_the_parameters_and_values_the_policy_accepts(graph):
     x = explore(graph(), "coarse")
-    assert _options(x) == {"actors": (1, 2, 4, 8, 16), "device": ("auto", "cpu") + (("cuda",) if torch.cuda.is_available() else ())}
+    assert _options(x) == {
+        "actors": (1, 2, 4, 8, 16),
+        "device": ("auto", "cpu") + (("cuda",) if torch.cuda.is_available() else ()),
+    }
     x.select("srl", actors=8)
     options = _options(x)
     assert set(options) == {"actors", "policy workers", "ring", "max staleness", "device"}
@@ -54,8 +57,11 @@ def test_the_drawing_follows_the_policy_and_says_what_it_trades(graph):
 
 def test_a_policy_that_cannot_place_the_loop_says_why_and_offers_no_run(graph):
     g = graph()
-    policies.register(policies.DistributionPolicy("needs_envs_only", "a test", "asks for a role the loop lacks",
-                                                  required_roles=("nonexistent",)))
+    policies.register(
+        policies.DistributionPolicy(
+            "needs_envs_only", "a test", "asks for a role the loop lacks", required_roles=("nonexistent",)
+        )
+    )
     try:
         x = explore(g)
         assert "needs_envs_only" in x.policy.options  # user-registered policies are offered too
@@ -164,7 +170,9 @@ def test_the_magic_shows_the_explorer(shell, canonical, monkeypatch):
 
 
 def test_the_live_dashboard_shows_speed_and_time_split():
-    fig = dashboard([(10, 1.0), (20, 2.0)], "t", rates=[(0.5, 100.0), (1.0, 120.0)], seconds={"env@step": 2.0, "learner": 1.0})
+    fig = dashboard(
+        [(10, 1.0), (20, 2.0)], "t", rates=[(0.5, 100.0), (1.0, 120.0)], seconds={"env@step": 2.0, "learner": 1.0}
+    )
     assert len(fig.axes) == 3
     speed, split = fig.axes[1:]
     assert list(speed.get_lines()[0].get_ydata()) == [100.0, 120.0]

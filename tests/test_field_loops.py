@@ -40,13 +40,26 @@ UNDER_TWO_REPLICAS = [
     ("cleanrl_dqn", "fine", "exact"),
     ("vector_reinforce", "coarse", "statistical"),  # sampling and dropout in both actors
     ("vector_reinforce", "fine", "exact"),
-    ("dqn_tutorial", "coarse", r"`env` \(gymnasium.wrappers.TimeLimit\).*one environment, stepped episode by episode.*SyncVectorEnv"),
-    ("reinforce", "fine", r"`env` \(gymnasium.wrappers.TimeLimit\).*one environment, stepped episode by episode.*SyncVectorEnv"),
+    (
+        "dqn_tutorial",
+        "coarse",
+        r"`env` \(gymnasium.wrappers.TimeLimit\).*one environment, stepped episode by episode.*SyncVectorEnv",
+    ),
+    (
+        "reinforce",
+        "fine",
+        r"`env` \(gymnasium.wrappers.TimeLimit\).*one environment, stepped episode by episode.*SyncVectorEnv",
+    ),
 ]
 
 
 def _weights(ns):
-    return {f"{name}.{k}": v.clone() for name, net in ns.items() if isinstance(net, torch.nn.Module) for k, v in net.state_dict().items()}
+    return {
+        f"{name}.{k}": v.clone()
+        for name, net in ns.items()
+        if isinstance(net, torch.nn.Module)
+        for k, v in net.state_dict().items()
+    }
 
 
 @pytest.mark.parametrize("name,policy,expect", UNDER_TWO_REPLICAS, ids=[f"{n}-{p}" for n, p, _ in UNDER_TWO_REPLICAS])
@@ -62,7 +75,9 @@ def test_field_loop_under_two_replicas_is_exact_statistical_or_refused_with_the_
         return
     result = fragnb.run(graph, policy, actors=2, progress=False, plot=False)
     assert result.guarantee == expect
-    alone = fragnb.run(fragnb.capture(loop.cell, loop.namespace(), name=loop.name), "single", progress=False, plot=False)
+    alone = fragnb.run(
+        fragnb.capture(loop.cell, loop.namespace(), name=loop.name), "single", progress=False, plot=False
+    )
     assert result.env_steps == alone.env_steps > 0  # each replica counts the steps of its share
     if expect == "exact":
         compare_namespaces(plain, ns, loop.cell)
@@ -81,10 +96,14 @@ def _exact_cleanrl():
     from corpus.field import CLEANRL_PPO_CELL, CLEANRL_PPO_SETUP
     from corpus.loops import _loop
 
-    setup = CLEANRL_PPO_SETUP.replace("action = probs.sample()", "action = streams.sample(probs)").replace(
-        "    agent = Agent(envs).to(device)\n",
-        "    agent = Agent(envs).to(device)\n    streams = EnvStreams(args.seed, torch.arange(args.num_envs), 'action')\n").replace(
-        "import random\n", "import random\n    from fragnb.streams import EnvStreams\n")
+    setup = (
+        CLEANRL_PPO_SETUP.replace("action = probs.sample()", "action = streams.sample(probs)")
+        .replace(
+            "    agent = Agent(envs).to(device)\n",
+            "    agent = Agent(envs).to(device)\n    streams = EnvStreams(args.seed, torch.arange(args.num_envs), 'action')\n",
+        )
+        .replace("import random\n", "import random\n    from fragnb.streams import EnvStreams\n")
+    )
     assert "streams.sample(probs)" in setup and "EnvStreams(args.seed" in setup
     return _loop("cleanrl_exact", setup, CLEANRL_PPO_CELL)
 
@@ -94,7 +113,9 @@ def test_cleanrl_with_its_sampling_line_on_streams_is_exact_under_two_replicas(p
     loop = _exact_cleanrl()
     plain = _plain(loop)
     ns = loop.namespace()
-    result = fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), policy, actors=2, progress=False, plot=False, exact=True)
+    result = fragnb.run(
+        fragnb.capture(loop.cell, ns, name=loop.name), policy, actors=2, progress=False, plot=False, exact=True
+    )
     assert result.guarantee == "exact"
     compare_namespaces(plain, ns, loop.cell)
     # the streams the agent's method drew from came back advanced, each replica's environments from it
@@ -108,7 +129,9 @@ def test_a_vector_env_shard_seeds_and_steps_as_its_environments_do_in_the_whole_
     from fragnb import shards
 
     def make():
-        return gym.vector.SyncVectorEnv([lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1")) for _ in range(4)])
+        return gym.vector.SyncVectorEnv(
+            [lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1")) for _ in range(4)]
+        )
 
     whole, split = make(), make()
     parts = [shards.shard(split, i, 2) for i in range(2)]
@@ -131,7 +154,10 @@ def test_a_vector_envs_infos_from_two_shards_join_as_the_whole_batch_reports_the
 
     from fragnb.runtime.worker.edges import gather
 
-    ended = {"episode": {"r": np.array([0.0, 12.0]), "_r": np.array([False, True])}, "_episode": np.array([False, True])}
+    ended = {
+        "episode": {"r": np.array([0.0, 12.0]), "_r": np.array([False, True])},
+        "_episode": np.array([False, True]),
+    }
     joined = gather([{}, ended])
     assert np.array_equal(joined["_episode"], [False, False, False, True])
     assert np.array_equal(joined["episode"]["r"], [0.0, 0.0, 0.0, 12.0]) and joined["episode"]["r"].dtype == np.float64
@@ -141,9 +167,14 @@ def test_a_vector_envs_infos_from_two_shards_join_as_the_whole_batch_reports_the
 def test_objects_a_distributed_policy_cannot_move_are_refused_naming_the_way_out():
     import gymnasium as gym
 
-    ns = {"envs": gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, shared_memory=False), "np": __import__("numpy")}
+    ns = {
+        "envs": gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, shared_memory=False),
+        "np": __import__("numpy"),
+    }
     try:
-        graph = fragnb.capture("for it in range(2):\n    out = envs.step(np.zeros(2, dtype=int))\n", ns, name="async_env")
+        graph = fragnb.capture(
+            "for it in range(2):\n    out = envs.step(np.zeros(2, dtype=int))\n", ns, name="async_env"
+        )
         with pytest.raises(fragnb.FragmentError, match="AsyncVectorEnv.*use gym.vector.SyncVectorEnv"):
             graph.place("coarse", actors=2)
     finally:
@@ -157,7 +188,9 @@ def test_cleanrl_ppo_roles_come_from_types_and_dataflow():
     assert graph.components == {"optimizer": "learner", "agent": "learner", "envs": "env"}
     role = {s.source.strip(): s.role for s in graph.statements}
     assert role["next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())"] == "env"
-    assert role["with torch.no_grad():\n    action, logprob, _, value = agent.get_action_and_value(next_obs)"] == "actor"
+    assert (
+        role["with torch.no_grad():\n    action, logprob, _, value = agent.get_action_and_value(next_obs)"] == "actor"
+    )
     assert role["loss.backward()"] == "learner"
     assert role["nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)"] == "learner"
     assert role["obs[step] = next_obs"] == "buffer"
@@ -187,12 +220,20 @@ def test_an_autograd_graph_crossing_worker_groups_is_refused_naming_the_variable
 
     torch.manual_seed(0)
     policy = CategoricalPolicy(4, 2)
-    ns = {"env": CartPole(num_envs=4, seed=0), "actor": GraphActor(policy, 4), "learner": LogProbLearner(policy), "torch": torch}
+    ns = {
+        "env": CartPole(num_envs=4, seed=0),
+        "actor": GraphActor(policy, 4),
+        "learner": LogProbLearner(policy),
+        "torch": torch,
+    }
     before = {k: v.clone() for k, v in policy.state_dict().items()}
     graph = fragnb.capture(AUTOGRAD_CELL, ns, name="reinforce_graph")
     fragnb.run(graph, "single", progress=False, plot=False)  # plain Python trains
     assert any(not torch.equal(before[k], v) for k, v in policy.state_dict().items())
-    with pytest.raises(fragnb.FragmentError, match=r"^line 6: `logp` carries an autograd graph from group 'actors' to 'learner'.*Recompute it on the learner's side"):
+    with pytest.raises(
+        fragnb.FragmentError,
+        match=r"^line 6: `logp` carries an autograd graph from group 'actors' to 'learner'.*Recompute it on the learner's side",
+    ):
         fragnb.run(graph, "coarse", actors=2, progress=False, plot=False, check=check)
 
 
@@ -205,7 +246,9 @@ def test_a_role_is_overridden_in_one_line_by_the_objects_name():
     graph = fragnb.capture(cell, ns, name=loop.name, roles={"envs": "env", "writer": "buffer"})
     assert graph.components["writer"] == "buffer"
     assert any("writer.append" in s.source and s.role == "buffer" for s in graph.statements)
-    with pytest.raises(ValueError, match=r"role 'critic' for `envs`: a role is one of \['actor', 'buffer', 'env', 'learner'\]"):
+    with pytest.raises(
+        ValueError, match=r"role 'critic' for `envs`: a role is one of \['actor', 'buffer', 'env', 'learner'\]"
+    ):
         fragnb.capture(cell, ns, name=loop.name, roles={"envs": "critic"})
     with pytest.raises(ValueError, match="no such name in the notebook"):
         fragnb.capture(cell, ns, name=loop.name, roles={"nothing": "actor"})
@@ -229,8 +272,10 @@ def test_values_read_from_a_clock_are_no_difference_to_the_safety_net():
     import time
 
     loop = FIELD_BY_NAME["cleanrl_ppo"]
-    cell = loop.cell + ('    print("SPS:", int(global_step / (time.time() - start_time)))\n'
-                        '    writer.append(("charts/SPS", int(global_step / (time.time() - start_time)), global_step))\n')
+    cell = loop.cell + (
+        '    print("SPS:", int(global_step / (time.time() - start_time)))\n'
+        '    writer.append(("charts/SPS", int(global_step / (time.time() - start_time)), global_step))\n'
+    )
     ns = {**loop.namespace(), "start_time": time.time() - 1e-3}
     result = fragnb.run(fragnb.capture(cell, ns, name=loop.name), "fine", actors=2, progress=False, plot=False)
     assert result.guarantee == "exact"

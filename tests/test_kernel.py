@@ -41,14 +41,17 @@ def _execute(kc, code: str, until=None, timeout: float = 180) -> str:
 
 def test_interrupting_the_kernel_ends_a_distributed_run_after_its_iteration_and_the_workers_live_on(kernel):
     km, kc = kernel
-    setup = _execute(kc, f"""
+    setup = _execute(
+        kc,
+        f"""
 import fragnb
 from fragnb.notebook import load_canonical
 cell = load_canonical({str(NOTEBOOK_01)!r})
 ns = cell.namespace()
 ns["iterations"] = 1000
 graph = fragnb.capture(cell.body + '\\n    print("iteration", it)', ns, name="ppo")  # prints reach the notebook
-""")
+""",
+    )
     assert "ERROR" not in setup, setup
     interrupted = []
 
@@ -57,13 +60,18 @@ graph = fragnb.capture(cell.body + '\\n    print("iteration", it)', ns, name="pp
             km.interrupt_kernel()
             interrupted.append(time.monotonic())
 
-    out = _execute(kc, 'r = fragnb.run(graph, "coarse", actors=2, progress=False, plot=False); print("STOPPED", r.iterations, r.stopped)',
-                   until=interrupt_once_running)
+    out = _execute(
+        kc,
+        'r = fragnb.run(graph, "coarse", actors=2, progress=False, plot=False); print("STOPPED", r.iterations, r.stopped)',
+        until=interrupt_once_running,
+    )
     assert interrupted and "ERROR" not in out, out
     assert "STOPPED" in out and "interrupted: stopped after iteration" in out and time.monotonic() - interrupted[0] < 10
     assert 0 < int(out.split("STOPPED ")[1].split()[0]) < 1000
     assert _execute(kc, "print(ns['it'] + 1 == r.iterations)").strip() == "True"
-    again = _execute(kc, 'ns["iterations"] = 2; print(fragnb.run(graph, "coarse", actors=2, progress=False, plot=False).iterations)')
+    again = _execute(
+        kc, 'ns["iterations"] = 2; print(fragnb.run(graph, "coarse", actors=2, progress=False, plot=False).iterations)'
+    )
     assert again.strip().endswith("2"), again  # the same workers serve the next run
 
 

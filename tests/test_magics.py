@@ -49,22 +49,32 @@ def test_until_return_stops_after_the_iteration_that_reaches_it(shell, canonical
     _setup(shell, canonical, iterations=30)
     shell.run_cell_magic("fragment", "ppo --run --until-return 30 --no-progress --no-plot --quiet", canonical.body)
     result = shell.user_ns["ppo"].last_run
-    assert 1 < result.iterations < 30 and result.mean_return() >= 30 and "stopped: the stop condition held" in capsys.readouterr().out
+    assert (
+        1 < result.iterations < 30
+        and result.mean_return() >= 30
+        and "stopped: the stop condition held" in capsys.readouterr().out
+    )
 
 
 def test_unknown_policy_is_a_usage_error_listing_the_known_ones(shell, canonical):
     _setup(shell, canonical)
-    with pytest.raises(UsageError, match=r"unknown distribution policy: 'coarser' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"unknown distribution policy: 'coarser' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
+    ):
         shell.run_cell_magic("fragment", "ppo --policy coarser", canonical.body)
     assert "ppo" not in shell.user_ns
 
 
-@pytest.mark.parametrize("line, cell, message", [
-    ("", "for it in range(2):\n    pass\n", "arguments are required"),
-    ("ppo", "   \n", "needs a training loop"),
-    ("2ppo", "for it in range(2):\n    pass\n", "not a valid variable name"),
-    ("ppo --until-return 475", "for it in range(2):\n    pass\n", "--until-return needs --run"),
-])
+@pytest.mark.parametrize(
+    "line, cell, message",
+    [
+        ("", "for it in range(2):\n    pass\n", "arguments are required"),
+        ("ppo", "   \n", "needs a training loop"),
+        ("2ppo", "for it in range(2):\n    pass\n", "not a valid variable name"),
+        ("ppo --until-return 475", "for it in range(2):\n    pass\n", "--until-return needs --run"),
+    ],
+)
 def test_bad_magic_lines_are_usage_errors(shell, line, cell, message):
     with pytest.raises(UsageError, match=message):
         shell.run_cell_magic("fragment", line, cell)
@@ -82,7 +92,9 @@ def test_a_graph_never_replaces_a_users_object(shell, canonical):
 
 def test_bad_cell_raises_fragment_error_and_binds_nothing(shell, canonical):
     _setup(shell, canonical)
-    with pytest.raises(FragmentError, match="line 4: `actoin` is not defined"):  # as Jupyter numbers it: %%fragment is line 1
+    with pytest.raises(
+        FragmentError, match="line 4: `actoin` is not defined"
+    ):  # as Jupyter numbers it: %%fragment is line 1
         shell.run_cell_magic("fragment", "ppo --run", "obs = env.reset()\nfor it in range(2):\n    env.step(actoin)\n")
     assert "ppo" not in shell.user_ns and "obs" not in shell.user_ns
 
@@ -92,5 +104,7 @@ def test_exact_refuses_a_statistical_run_before_any_worker_naming_the_draw(shell
 
     shell.user_ns.update(_namespace())
     with pytest.raises(FragmentError, match=r"^line 6: the exact guarantee was asked for.*'actors' x2"):
-        shell.run_cell_magic("fragment", "g --policy coarse --actors 2 --run --exact --no-progress --no-plot --quiet", CELL)
+        shell.run_cell_magic(
+            "fragment", "g --policy coarse --actors 2 --run --exact --no-progress --no-plot --quiet", CELL
+        )
     assert "it" not in shell.user_ns and shell.user_ns["env"].vector_steps == 0

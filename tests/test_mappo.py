@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import NOTEBOOK_01_LOOP
 from corpus.compare import compare_namespaces, run_like_plain
 from fragnb import capture, run
 from fragnb.algos.mappo import MAPPOActor, MAPPOConfig, MAPPOLearner, MultiAgentActorCritic, MultiAgentRolloutBuffer
 from fragnb.components import shard_slice
 from fragnb.envs import SimpleSpread
-from conftest import NOTEBOOK_01_LOOP
 
 #: Notebook 01's PPO loop, character for character: only the components' shapes gain an agent axis.
 CELL = NOTEBOOK_01_LOOP
@@ -26,7 +26,9 @@ def namespace(config: MAPPOConfig, iterations: int, seed: int = 0, N: int = 3, s
         "config": config,
         "env": env,
         "actor": MAPPOActor(policy, config.num_envs, seed=seed),
-        "buffer": MultiAgentRolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda),
+        "buffer": MultiAgentRolloutBuffer(
+            config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda
+        ),
         "learner": MAPPOLearner(policy, config, seed=seed),
         "iterations": iterations,
     }
@@ -36,6 +38,7 @@ SMALL = MAPPOConfig(num_envs=4, num_steps=25, hidden=16, update_epochs=2, num_mi
 
 
 # -- the environment against MPE2 (the reference package, where it installs) -------------------
+
 
 def _reference(N: int, continuous: bool):
     pytest.importorskip("mpe2")
@@ -114,7 +117,9 @@ def test_simple_spread_matches_mpe2_step_for_step(N, continuous):
                 start_episode(e, obs)
             else:
                 np.testing.assert_allclose(ours.pos[e].numpy(), r_pos, rtol=0, atol=1e-12)
-                np.testing.assert_allclose(obs[e].numpy(), np.stack([r_obs[f"agent_{i}"] for i in range(N)]), rtol=0, atol=1e-6)
+                np.testing.assert_allclose(
+                    obs[e].numpy(), np.stack([r_obs[f"agent_{i}"] for i in range(N)]), rtol=0, atol=1e-6
+                )
         assert info["episode_returns"] == pytest.approx(finished, abs=1e-4)
         assert team_info["episode_returns"] == pytest.approx(finished, abs=1e-4)
     assert truncations == 4 * num_envs
@@ -122,6 +127,7 @@ def test_simple_spread_matches_mpe2_step_for_step(N, continuous):
 
 
 # -- the environment by hand (no reference package needed) --------------------------------------
+
 
 def _set(env: SimpleSpread, pos, vel, landmarks) -> None:
     env.reset()
@@ -138,11 +144,31 @@ def test_observation_layout_by_hand():
     _set(env, pos=[[0, 0], [1, 0], [0, 1]], vel=[[0.1, 0.2], [0, 0], [0, 0]], landmarks=[[0.5, 0.5], [-1, 0], [0, -1]])
     obs, *_ = env.step(torch.zeros(1, 3, dtype=torch.int64))
     p0 = (0.01, 0.02)  # 0 + 0.1 * velocity
-    expected = torch.tensor([
-        [0.075, 0.15, *p0, 0.5 - p0[0], 0.5 - p0[1], -1 - p0[0], -p0[1], -p0[0], -1 - p0[1], 1 - p0[0], -p0[1], -p0[0], 1 - p0[1], 0, 0, 0, 0],
-        [0, 0, 1, 0, -0.5, 0.5, -2, 0, -1, -1, p0[0] - 1, p0[1], -1, 1, 0, 0, 0, 0],
-        [0, 0, 0, 1, 0.5, -0.5, -1, -1, 0, -2, p0[0], p0[1] - 1, 1, -1, 0, 0, 0, 0],
-    ])
+    expected = torch.tensor(
+        [
+            [
+                0.075,
+                0.15,
+                *p0,
+                0.5 - p0[0],
+                0.5 - p0[1],
+                -1 - p0[0],
+                -p0[1],
+                -p0[0],
+                -1 - p0[1],
+                1 - p0[0],
+                -p0[1],
+                -p0[0],
+                1 - p0[1],
+                0,
+                0,
+                0,
+                0,
+            ],
+            [0, 0, 1, 0, -0.5, 0.5, -2, 0, -1, -1, p0[0] - 1, p0[1], -1, 1, 0, 0, 0, 0],
+            [0, 0, 0, 1, 0.5, -0.5, -1, -1, 0, -2, p0[0], p0[1] - 1, 1, -1, 0, 0, 0, 0],
+        ]
+    )
     torch.testing.assert_close(obs[0], expected, rtol=0, atol=1e-6)
 
 
@@ -159,7 +185,9 @@ def test_rewards_and_contact_by_hand():
             torch.testing.assert_close(reward, torch.tensor([-2.2]))
         else:
             torch.testing.assert_close(reward, torch.tensor([[-0.9, -0.9, -0.4]]))
-        torch.testing.assert_close(obs[0, :, :2], torch.tensor([[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]), rtol=0, atol=1e-6)
+        torch.testing.assert_close(
+            obs[0, :, :2], torch.tensor([[-1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]), rtol=0, atol=1e-6
+        )
     env = SimpleSpread(1, N=3)  # every landmark covered, nobody touching: nothing to pay
     _set(env, pos=[[0, 0], [1, 0], [0, 1]], vel=[[0, 0]] * 3, landmarks=[[0, 0], [1, 0], [0, 1]])
     assert env.step(torch.zeros(1, 3, dtype=torch.int64))[1].tolist() == [0.0]
@@ -204,6 +232,7 @@ def test_shards_reproduce_the_full_batch():
 
 # -- MAPPO's components ----------------------------------------------------------------------------
 
+
 def test_shared_actor_and_centralised_critic_shapes_and_inputs():
     torch.manual_seed(0)
     net = MultiAgentActorCritic(obs_dim=18, num_agents=3, num_actions=5, hidden=16)
@@ -244,8 +273,14 @@ def test_sharded_actors_sample_what_the_full_actor_samples():
 def test_buffer_computes_gae_per_agent_and_shards():
     buf = MultiAgentRolloutBuffer(1, 2, (2, 1), gamma=0.5, gae_lambda=1.0)
     for reward in (torch.tensor([[1.0, 0.0]]), torch.tensor([2.0])):  # per agent, then the team's
-        buf.add(torch.zeros(1, 2, 1), torch.zeros(1, 2, dtype=torch.int64), torch.zeros(1, 2), torch.zeros(1, 2), reward,
-                torch.tensor([0.0]))
+        buf.add(
+            torch.zeros(1, 2, 1),
+            torch.zeros(1, 2, dtype=torch.int64),
+            torch.zeros(1, 2),
+            torch.zeros(1, 2),
+            reward,
+            torch.tensor([0.0]),
+        )
     b = buf.batch(torch.tensor([[4.0, 8.0]]))
     # return_t = r_t + 0.5 r_{t+1} + 0.25 * last value, per agent
     assert b["returns"].tolist() == [[[1 + 1 + 1.0, 0 + 1 + 2.0], [2 + 2.0, 2 + 4.0]]]
@@ -254,8 +289,14 @@ def test_buffer_computes_gae_per_agent_and_shards():
     parts = [MultiAgentRolloutBuffer(4, 3, (3, 5)).shard(i, 2) for i in range(2)]
     gen = torch.Generator().manual_seed(0)
     for _ in range(3):
-        step = [torch.randn(4, 3, 5, generator=gen), torch.randint(0, 5, (4, 3), generator=gen), torch.randn(4, 3, generator=gen),
-                torch.randn(4, 3, generator=gen), torch.randn(4, generator=gen), torch.rand(4, generator=gen) < 0.3]
+        step = [
+            torch.randn(4, 3, 5, generator=gen),
+            torch.randint(0, 5, (4, 3), generator=gen),
+            torch.randn(4, 3, generator=gen),
+            torch.randn(4, 3, generator=gen),
+            torch.randn(4, generator=gen),
+            torch.rand(4, generator=gen) < 0.3,
+        ]
         full.add(*step)
         for i, p in enumerate(parts):
             p.add(*(x[2 * i : 2 * i + 2] for x in step))
@@ -271,9 +312,13 @@ def test_learner_updates_both_networks_and_resumes_from_its_state():
     torch.manual_seed(0)
     learner = MAPPOLearner(MultiAgentActorCritic(4, 2, 5, hidden=8), MAPPOConfig(update_epochs=2, num_minibatches=2))
     gen = torch.Generator().manual_seed(1)
-    batch = {"obs": torch.randn(2, 8, 2, 4, generator=gen), "actions": torch.randint(0, 5, (2, 8, 2), generator=gen),
-             "logprobs": torch.full((2, 8, 2), -1.6), "advantages": torch.randn(2, 8, 2, generator=gen),
-             "returns": torch.randn(2, 8, 2, generator=gen)}
+    batch = {
+        "obs": torch.randn(2, 8, 2, 4, generator=gen),
+        "actions": torch.randint(0, 5, (2, 8, 2), generator=gen),
+        "logprobs": torch.full((2, 8, 2), -1.6),
+        "advantages": torch.randn(2, 8, 2, generator=gen),
+        "returns": torch.randn(2, 8, 2, generator=gen),
+    }
     state = copy.deepcopy(learner.state_dict())
     before = copy.deepcopy(learner.policy.state_dict())
     stats = learner.update(batch)
@@ -286,6 +331,7 @@ def test_learner_updates_both_networks_and_resumes_from_its_state():
 
 
 # -- MAPPO learns ----------------------------------------------------------------------------------
+
 
 def random_policy_returns(N: int, num_envs: int, episodes: int, seed: int) -> list[float]:
     """Team returns of a uniformly random policy (each agent's action uniform over the 5 moves)."""
@@ -314,16 +360,21 @@ def test_mappo_learns_to_spread_above_a_random_policy(one_thread):
     trained = sum(ns["returns"][-100:]) / 100
     random = random_policy_returns(3, config.num_envs, 512, seed=0)
     baseline = sum(random) / len(random)
-    print(f"MAPPO seed 0: mean team return of the last 100 episodes {trained:.1f}, random policy {baseline:.1f}, "
-          f"{LEARN_ITERATIONS} iterations in {seconds:.1f} s")
+    print(
+        f"MAPPO seed 0: mean team return of the last 100 episodes {trained:.1f}, random policy {baseline:.1f}, "
+        f"{LEARN_ITERATIONS} iterations in {seconds:.1f} s"
+    )
     assert trained > baseline + MARGIN, (trained, baseline)
 
 
 # -- the loop under every distribution policy -------------------------------------------------------
 
+
 @pytest.mark.parametrize("policy, shared_reward", [("coarse", True), ("fine", True), ("coarse", False)])
 def test_mappo_loop_under_a_distributed_policy_leaves_what_plain_python_leaves(policy, shared_reward):
-    plain, ns = run_like_plain(CELL, lambda: namespace(SMALL, iterations=2, shared_reward=shared_reward), policy, actors=2)
+    plain, ns = run_like_plain(
+        CELL, lambda: namespace(SMALL, iterations=2, shared_reward=shared_reward), policy, actors=2
+    )
     assert plain["learner"].updates == ns["learner"].updates == 2 and len(ns["returns"]) == 2 * SMALL.num_envs
     compare_namespaces(plain, ns, CELL)
 
@@ -341,8 +392,10 @@ def test_mappo_loop_under_multi_learner_keeps_the_learners_in_step():
     assert any(not torch.equal(before[k], v) for k, v in ns["learner"].policy.state_dict().items())
 
 
-@pytest.mark.parametrize("policy, params", [("async", {"actors": 2, "max_staleness": 1}),
-                                            ("srl", {"actors": 2, "policy_workers": 1, "ring": 2})])
+@pytest.mark.parametrize(
+    "policy, params",
+    [("async", {"actors": 2, "max_staleness": 1}), ("srl", {"actors": 2, "policy_workers": 1, "ring": 2})],
+)
 def test_mappo_loop_trains_under_a_decoupled_policy(policy, params):
     """As tests/test_decoupled.py: every learner iteration takes a trajectory of each actor slot within
     the staleness bound, and the learner's weights change."""

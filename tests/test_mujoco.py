@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import NOTEBOOK_01_LOOP
 from fragnb import FragmentError, capture, run
 from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
 from fragnb.envs import GymnasiumEnv
-from conftest import NOTEBOOK_01_LOOP
 
 pytest.importorskip("mujoco")
 
@@ -22,11 +22,21 @@ def cheetah(iterations: int = 2, seed: int = 0) -> dict:
     torch.manual_seed(seed)
     env = GymnasiumEnv("HalfCheetah-v5", num_envs=config.num_envs, seed=seed)
     policy = GaussianActorCritic(obs_dim=env.obs_shape[0], action_dim=env.action_shape[0], hidden=config.hidden)
-    return {"config": config, "env": env, "iterations": iterations,
-            "actor": GaussianPPOActor(policy, num_envs=config.num_envs, seed=seed),
-            "buffer": RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda,
-                                    action_shape=env.action_shape),
-            "learner": PPOLearner(policy, config, seed=seed)}
+    return {
+        "config": config,
+        "env": env,
+        "iterations": iterations,
+        "actor": GaussianPPOActor(policy, num_envs=config.num_envs, seed=seed),
+        "buffer": RolloutBuffer(
+            config.num_envs,
+            config.num_steps,
+            env.obs_shape,
+            config.gamma,
+            config.gae_lambda,
+            action_shape=env.action_shape,
+        ),
+        "learner": PPOLearner(policy, config, seed=seed),
+    }
 
 
 def test_a_box_action_space_takes_actions_of_its_shape_clipped_to_its_bounds():
@@ -60,8 +70,11 @@ def test_coarse_is_refused_with_the_reason_and_runs_when_asked():
     assert result.iterations == 2 and all(torch.isfinite(p).all() for p in ns["learner"].policy.parameters())
 
 
-@pytest.mark.parametrize("policy,params", [("async", {"actors": 2}), ("srl", {"actors": 2, "policy_workers": 1, "ring": 2})],
-                         ids=["async", "srl"])
+@pytest.mark.parametrize(
+    "policy,params",
+    [("async", {"actors": 2}), ("srl", {"actors": 2, "policy_workers": 1, "ring": 2})],
+    ids=["async", "srl"],
+)
 def test_decoupled_policies_train_on_halfcheetah(policy, params):
     """Actors a version behind, the learner clipping around the proximal policy: every learner iteration
     takes one trajectory per actor slot within the staleness bound, and the weights change."""

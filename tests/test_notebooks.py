@@ -9,12 +9,20 @@ from conftest import ROOT
 
 def _fragment_cells(name: str) -> list[str]:
     cells = json.loads((ROOT / "notebooks" / name).read_text())["cells"]
-    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and "".join(c["source"]).startswith("%%fragment")]
+    return [
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "code" and "".join(c["source"]).startswith("%%fragment")
+    ]
 
 
 def test_notebook_02_runs_notebook_01s_loop_unchanged(canonical):
     # its `ppo` cells place and run the loop of notebook 01; other cells show other loops
-    bodies = {cell.partition("\n")[2] for cell in _fragment_cells("02_distribution_policies.ipynb") if cell.split()[1] == "ppo"}
+    bodies = {
+        cell.partition("\n")[2]
+        for cell in _fragment_cells("02_distribution_policies.ipynb")
+        if cell.split()[1] == "ppo"
+    }
     assert bodies == {canonical.body}
 
 
@@ -37,10 +45,14 @@ def test_every_notebook_has_goals_exercises_a_quiz_and_solutions(path):
     assert "**Goals.**" in text[0], "the first cell states the learning goals"
     assert any("## Exercise" in t for t in text)
     quiz = [i for i, t in enumerate(text) if "## Quiz" in t]
-    assert len(quiz) == 1 and text[quiz[0] + 1].startswith("answers = {") and "quiz(answers, truth)" in text[quiz[0] + 2]
+    assert (
+        len(quiz) == 1 and text[quiz[0] + 1].startswith("answers = {") and "quiz(answers, truth)" in text[quiz[0] + 2]
+    )
     solutions = [c for c in cells if "solution" in c["metadata"].get("tags", [])]
     assert solutions, "exercise solutions and the quiz's key are tagged 'solution' (make handouts drops them)"
-    assert any("assert quiz(answers, truth) == len(truth)" in _source(c) for c in solutions), "the key is checked against the computed truth"
+    assert any("assert quiz(answers, truth) == len(truth)" in _source(c) for c in solutions), (
+        "the key is checked against the computed truth"
+    )
     for c in solutions:  # collapsed where a student opens them: JupyterLab and GitHub
         if c["cell_type"] == "code":
             assert c["metadata"].get("jupyter", {}).get("source_hidden"), _source(c)[:60]
@@ -54,21 +66,30 @@ def test_the_rendered_course_is_in_step_with_the_notebooks(path):
     rendered = ROOT / "docs" / "course" / path.name
     assert rendered.exists(), f"{rendered.relative_to(ROOT)} is missing: run `make course`"
     source, copy = _cells(path), _cells(rendered)
-    assert [(c["cell_type"], _source(c)) for c in copy] == [(c["cell_type"], _source(c)) for c in source], \
+    assert [(c["cell_type"], _source(c)) for c in copy] == [(c["cell_type"], _source(c)) for c in source], (
         f"{rendered.relative_to(ROOT)} is older than {path.relative_to(ROOT)}: run `make course`"
+    )
     for c in copy:
         if c["cell_type"] == "code":
             assert c["execution_count"] is not None, f"a cell of {rendered.name} never ran: {_source(c)[:60]}"
-            assert not [o for o in c["outputs"] if o["output_type"] == "error"], f"{rendered.name} failed: {_source(c)[:60]}"
+            assert not [o for o in c["outputs"] if o["output_type"] == "error"], (
+                f"{rendered.name} failed: {_source(c)[:60]}"
+            )
 
 
 def test_handouts_drop_the_solutions():
-    from nbconvert.preprocessors import TagRemovePreprocessor
     import nbformat
+    from nbconvert.preprocessors import TagRemovePreprocessor
 
-    handout, _ = TagRemovePreprocessor(remove_cell_tags={"solution"}, enabled=True).preprocess(nbformat.read(COURSE[0], as_version=4), {})
+    handout, _ = TagRemovePreprocessor(remove_cell_tags={"solution"}, enabled=True).preprocess(
+        nbformat.read(COURSE[0], as_version=4), {}
+    )
     kept = [_source(c) for c in handout.cells]
-    assert len(kept) < len(_cells(COURSE[0])) and not any("assert quiz(" in t for t in kept) and any("## Quiz" in t for t in kept)
+    assert (
+        len(kept) < len(_cells(COURSE[0]))
+        and not any("assert quiz(" in t for t in kept)
+        and any("## Quiz" in t for t in kept)
+    )
 
 
 def test_the_course_page_lists_every_notebook_with_its_minutes():

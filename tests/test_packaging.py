@@ -42,8 +42,10 @@ def test_capture_and_policies_import_no_cluster_or_plotting_library():
     assert done.returncode == 0, done.stdout + done.stderr
     # `import fragnb` leaves the run's live view (tqdm's bar, the dashboard) to the first run that shows one. Not
     # tqdm itself: torch imports it (torch.hub), so the module that would bring it is what is checked.
-    code = ("import sys, fragnb; live = [m for m in ('fragnb.ui.live', 'fragnb.ui') if m in sys.modules]; "
-            "print(live); sys.exit(bool(live))")
+    code = (
+        "import sys, fragnb; live = [m for m in ('fragnb.ui.live', 'fragnb.ui') if m in sys.modules]; "
+        "print(live); sys.exit(bool(live))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -100,8 +102,11 @@ def module_files(root: pathlib.Path) -> dict[str, pathlib.Path]:
 
 
 def _typing_only(tree: ast.Module) -> set[int]:
-    blocks = [n for n in ast.walk(tree)
-              if isinstance(n, ast.If) and ast.unparse(n.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")]
+    blocks = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.If) and ast.unparse(n.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    ]
     return {id(n) for block in blocks for body in block.body for n in ast.walk(body)}
 
 
@@ -153,10 +158,14 @@ def unlayered(root: pathlib.Path) -> list[str]:
     that name no module (a layer map that no longer describes the package)."""
     modules = module_files(root)
     entries = [entry for _, names in LAYERS for entry in names]
-    problems = [f"{m} is in no layer: add it (or its package) to a layer of LAYERS"
-                for m in modules if layer_of(m) is None]
-    problems += [f"{e} is listed {entries.count(e)} times in LAYERS: a module must be in exactly one layer"
-                 for e in sorted(set(entries)) if entries.count(e) > 1]
+    problems = [
+        f"{m} is in no layer: add it (or its package) to a layer of LAYERS" for m in modules if layer_of(m) is None
+    ]
+    problems += [
+        f"{e} is listed {entries.count(e)} times in LAYERS: a module must be in exactly one layer"
+        for e in sorted(set(entries))
+        if entries.count(e) > 1
+    ]
     problems += [f"{e} in LAYERS names no module" for e in entries if not any(_covers(e, m) for m in modules)]
     return problems
 
@@ -176,10 +185,15 @@ def upward_imports(root: pathlib.Path) -> list[str]:
             if (module, target) not in FACADES:
                 problems.append(f"{upward}: a later layer, and not a facade")
             elif how == AT_IMPORT:
-                problems.append(f"{upward}: a facade imports inside the method that hands over, so the lower "
-                                "module loads nothing of the later layer")
-    problems += [f"facade {m} -> {t} ({why}) is no longer there: remove it from FACADES"
-                 for (m, t), why in sorted(FACADES.items()) if t not in found.get(m, {})]
+                problems.append(
+                    f"{upward}: a facade imports inside the method that hands over, so the lower "
+                    "module loads nothing of the later layer"
+                )
+    problems += [
+        f"facade {m} -> {t} ({why}) is no longer there: remove it from FACADES"
+        for (m, t), why in sorted(FACADES.items())
+        if t not in found.get(m, {})
+    ]
     return problems
 
 
@@ -256,8 +270,10 @@ def test_the_guards_find_a_planted_upward_import_and_a_planted_circle(tmp_path):
             assert other(planted) == other(clean) or guard is upward_imports and other is import_circles, other.__name__
     print("\n".join(line for lines in found.values() for line in lines))  # shown with -s
     assert found == {
-        "upward_imports": ["fragnb.graph.model (capture) imports fragnb.runtime.pipeline "
-                           "(execution: the run and its executors) at import: a later layer, and not a facade"],
+        "upward_imports": [
+            "fragnb.graph.model (capture) imports fragnb.runtime.pipeline "
+            "(execution: the run and its executors) at import: a later layer, and not a facade"
+        ],
         "import_circles": ["import circle: fragnb.errors -> fragnb.text -> fragnb.errors"],
         "unlayered": ["fragnb.stray is in no layer: add it (or its package) to a layer of LAYERS"],
     }

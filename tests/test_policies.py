@@ -20,8 +20,12 @@ def test_coarse_replicates_the_actor_side_and_gathers_trajectories(graph):
     p = graph.place("coarse", actors=2)
     assert p.groups == {"actors": (2, "cpu"), "learner": (1, "cpu")}
     assert p.fragments["learner"].group == "learner" and p.fragments["env@step"].replicas == 2
-    assert _ops(p) == {("buffer@it", "learner"): "gather", ("env@step", "driver@step"): "gather",
-                       ("learner", "actor@step"): "broadcast", ("learner", "actor@it"): "broadcast"}
+    assert _ops(p) == {
+        ("buffer@it", "learner"): "gather",
+        ("env@step", "driver@step"): "gather",
+        ("learner", "actor@step"): "broadcast",
+        ("learner", "actor@it"): "broadcast",
+    }
 
 
 def test_fine_gathers_observations_and_scatters_actions(graph):
@@ -49,13 +53,26 @@ def test_placement_renders_one_cluster_per_group_with_operators(graph):
     assert 'label="gather: batch"' in source and 'label="broadcast: policy weights"' in source
 
 
-@pytest.mark.parametrize("policy, params, error, message", [
-    ("coarse", {"actors": 0}, ValueError, "actors=0: policy 'coarse' needs at least 1 replica"),
-    ("coarse", {"actors": 3}, ValueError, r"`env` has num_envs=32, which 3 replicas .* choose one of \[1, 2, 4, 8, 16, 32\]"),
-    ("fine", {"learners": 2}, TypeError, r"policy 'fine' takes \['actors', 'device'\], got \['learners'\]"),
-    ("coarse", {"device": "tpu"}, ValueError, "unknown device: 'tpu'"),
-    ("nope", {}, ValueError, r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)"),
-])
+@pytest.mark.parametrize(
+    "policy, params, error, message",
+    [
+        ("coarse", {"actors": 0}, ValueError, "actors=0: policy 'coarse' needs at least 1 replica"),
+        (
+            "coarse",
+            {"actors": 3},
+            ValueError,
+            r"`env` has num_envs=32, which 3 replicas .* choose one of \[1, 2, 4, 8, 16, 32\]",
+        ),
+        ("fine", {"learners": 2}, TypeError, r"policy 'fine' takes \['actors', 'device'\], got \['learners'\]"),
+        ("coarse", {"device": "tpu"}, ValueError, "unknown device: 'tpu'"),
+        (
+            "nope",
+            {},
+            ValueError,
+            r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
+        ),
+    ],
+)
 def test_bad_parameters_fail_before_anything_starts(graph, policy, params, error, message):
     with pytest.raises(error, match=message):
         graph.place(policy, **params)
@@ -73,16 +90,26 @@ def test_policy_whose_roles_the_graph_lacks_is_refused():
 
     from fragnb.envs import CartPole
 
-    g = capture("for it in range(2):\n    env.step(torch.zeros(2, dtype=torch.int64))\n", {"env": CartPole(2), "torch": torch})
-    with pytest.raises(ValueError, match=r"policy 'coarse' needs fragments of roles \['actor', 'learner'\]; .* has no \['actor', 'learner'\]"):
+    g = capture(
+        "for it in range(2):\n    env.step(torch.zeros(2, dtype=torch.int64))\n", {"env": CartPole(2), "torch": torch}
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"policy 'coarse' needs fragments of roles \['actor', 'learner'\]; .* has no \['actor', 'learner'\]",
+    ):
         g.place("coarse", actors=2)
 
 
 def test_a_users_own_policy_defined_in_a_cell_places_like_a_builtin(graph):
-    mine = register(DistributionPolicy(
-        "envs_apart", "a user's own", "environments on N workers; everything else together",
-        groups={"env": "envs", "actor": "main", "buffer": "main", "learner": "main", "driver": "main"},
-        replicas={"envs": "actors", "main": 1}))
+    mine = register(
+        DistributionPolicy(
+            "envs_apart",
+            "a user's own",
+            "environments on N workers; everything else together",
+            groups={"env": "envs", "actor": "main", "buffer": "main", "learner": "main", "driver": "main"},
+            replicas={"envs": "actors", "main": 1},
+        )
+    )
     try:
         p = graph.place("envs_apart", actors=2)
         assert p.policy is mine and p.groups == {"envs": (2, "cpu"), "main": (1, "cpu")}
@@ -117,16 +144,28 @@ def test_measure_labels_edges_with_bytes_and_leaves_the_namespace_alone(canonica
 
 def test_a_malformed_policy_is_refused_where_it_is_defined():
     with pytest.raises(ValueError, match=r"\['driver'\] have none"):
-        DistributionPolicy("no_driver", "", "", groups={"env": "a", "actor": "a", "buffer": "a", "learner": "a"}, replicas={"a": 1})
+        DistributionPolicy(
+            "no_driver", "", "", groups={"env": "a", "actor": "a", "buffer": "a", "learner": "a"}, replicas={"a": 1}
+        )
     with pytest.raises(ValueError, match=r"no count for the worker groups \['buffer'\]"):
-        DistributionPolicy("typo", "", "", groups={"env": "a", "actor": "a", "buffer": "buffer", "learner": "a", "driver": "a"},
-                           replicas={"a": 1})
+        DistributionPolicy(
+            "typo",
+            "",
+            "",
+            groups={"env": "a", "actor": "a", "buffer": "buffer", "learner": "a", "driver": "a"},
+            replicas={"a": 1},
+        )
 
 
 def test_a_replicated_driver_beside_a_single_learner_is_refused(graph):
     # its bookkeeping (`returns.extend`) would run once per actor and interleave the episodes out of order
-    policy = DistributionPolicy("driver_with_actors", "", "", groups={**POLICIES["coarse"].groups, "driver": "actors"},
-                                replicas={"actors": "actors", "learner": 1})
+    policy = DistributionPolicy(
+        "driver_with_actors",
+        "",
+        "",
+        groups={**POLICIES["coarse"].groups, "driver": "actors"},
+        replicas={"actors": "actors", "learner": 1},
+    )
     with pytest.raises(ValueError, match=r"driver's statements in 'actors' x2 but \['learner'\] x1"):
         graph.place(policy, actors=2)
     assert graph.place(policy, actors=1).exact

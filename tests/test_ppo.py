@@ -40,8 +40,14 @@ def test_buffer_shards_give_the_environment_slices_of_the_full_batch():
     full, parts = RolloutBuffer(4, 5, (4,)), [RolloutBuffer(4, 5, (4,)).shard(i, 2) for i in range(2)]
     gen = torch.Generator().manual_seed(0)
     for _ in range(5):
-        step = [torch.randn(4, 4, generator=gen), torch.randint(0, 2, (4,), generator=gen), torch.randn(4, generator=gen),
-                torch.randn(4, generator=gen), torch.ones(4), torch.rand(4, generator=gen) < 0.2]
+        step = [
+            torch.randn(4, 4, generator=gen),
+            torch.randint(0, 2, (4,), generator=gen),
+            torch.randn(4, generator=gen),
+            torch.randn(4, generator=gen),
+            torch.ones(4),
+            torch.rand(4, generator=gen) < 0.2,
+        ]
         full.add(*step)
         for i, p in enumerate(parts):
             p.add(*(x[2 * i : 2 * i + 2] for x in step))
@@ -54,8 +60,22 @@ def test_buffer_shards_give_the_environment_slices_of_the_full_batch():
 
 def test_gae_matches_a_hand_computed_two_step_rollout():
     buf = RolloutBuffer(1, 2, (1,), gamma=0.5, gae_lambda=0.5)
-    buf.add(torch.zeros(1, 1), torch.zeros(1, dtype=torch.int64), torch.zeros(1), torch.tensor([1.0]), torch.tensor([1.0]), torch.tensor([0.0]))
-    buf.add(torch.zeros(1, 1), torch.zeros(1, dtype=torch.int64), torch.zeros(1), torch.tensor([2.0]), torch.tensor([1.0]), torch.tensor([1.0]))
+    buf.add(
+        torch.zeros(1, 1),
+        torch.zeros(1, dtype=torch.int64),
+        torch.zeros(1),
+        torch.tensor([1.0]),
+        torch.tensor([1.0]),
+        torch.tensor([0.0]),
+    )
+    buf.add(
+        torch.zeros(1, 1),
+        torch.zeros(1, dtype=torch.int64),
+        torch.zeros(1),
+        torch.tensor([2.0]),
+        torch.tensor([1.0]),
+        torch.tensor([1.0]),
+    )
     b = buf.batch(torch.tensor([10.0]))
     # step 1 ends the episode: delta1 = 1 - 2 = -1; step 0: delta0 = 1 + 0.5*2 - 1 = 1, A0 = 1 + 0.25 * -1
     assert b["advantages"].tolist() == [[0.75, -1.0]]
@@ -66,7 +86,14 @@ def test_buffer_refuses_a_partial_batch_and_overfilling():
     buf = RolloutBuffer(1, 1, (1,))
     with pytest.raises(RuntimeError, match="holds 0 of 1 steps"):
         buf.batch(torch.zeros(1))
-    step = (torch.zeros(1, 1), torch.zeros(1, dtype=torch.int64), torch.zeros(1), torch.zeros(1), torch.zeros(1), torch.zeros(1))
+    step = (
+        torch.zeros(1, 1),
+        torch.zeros(1, dtype=torch.int64),
+        torch.zeros(1),
+        torch.zeros(1),
+        torch.zeros(1),
+        torch.zeros(1),
+    )
     buf.add(*step)
     with pytest.raises(RuntimeError, match="buffer is full"):
         buf.add(*step)
@@ -75,9 +102,14 @@ def test_buffer_refuses_a_partial_batch_and_overfilling():
 def test_learner_state_dict_round_trip_makes_updates_repeat_exactly():
     learner = PPOLearner(_policy(), PPOConfig(num_minibatches=2, update_epochs=1), seed=0)
     gen = torch.Generator().manual_seed(1)
-    batch = {"obs": torch.randn(2, 8, 4, generator=gen), "actions": torch.randint(0, 2, (2, 8), generator=gen),
-             "logprobs": torch.full((2, 8), -0.69), "values": torch.zeros(2, 8),
-             "advantages": torch.randn(2, 8, generator=gen), "returns": torch.randn(2, 8, generator=gen)}
+    batch = {
+        "obs": torch.randn(2, 8, 4, generator=gen),
+        "actions": torch.randint(0, 2, (2, 8), generator=gen),
+        "logprobs": torch.full((2, 8), -0.69),
+        "values": torch.zeros(2, 8),
+        "advantages": torch.randn(2, 8, generator=gen),
+        "returns": torch.randn(2, 8, generator=gen),
+    }
     state = copy.deepcopy(learner.state_dict())
     learner.update(batch)
     after = copy.deepcopy(learner.policy.state_dict())
@@ -93,5 +125,7 @@ def test_notebook_ppo_solves_cartpole_within_150k_steps_seed_0(canonical, ppo_ns
     assert ns["iterations"] * ns["config"].num_envs * ns["config"].num_steps <= 150_000
     result = run(capture(canonical.body, ns, name="ppo"), progress=False, plot=False)
     solved = first_solved(ns["returns"])
-    assert solved is not None, f"mean return of the last 20 episodes never reached 475 (final {result.mean_return():.1f})"
+    assert solved is not None, (
+        f"mean return of the last 20 episodes never reached 475 (final {result.mean_return():.1f})"
+    )
     assert result.solved_at()[0] <= 150_000

@@ -9,14 +9,30 @@ from fragnb.predict.model import PRESETS, Cluster, predict, scaling
 from fragnb.predict.profile import Profile, profile
 
 #: notebook 01's fragments; every step-loop fragment's time is all batch (it halves with half the envs)
-SECONDS = {"env@cell": 0.0, "driver@cell": 0.0, "actor@step": 0.2, "env@step": 0.2, "buffer@step": 0.0, "driver@step": 0.0,
-           "actor@it": 0.0, "buffer@it": 0.0, "learner": 0.4}
+SECONDS = {
+    "env@cell": 0.0,
+    "driver@cell": 0.0,
+    "actor@step": 0.2,
+    "env@step": 0.2,
+    "buffer@step": 0.0,
+    "driver@step": 0.0,
+    "actor@it": 0.0,
+    "buffer@it": 0.0,
+    "learner": 0.4,
+}
 IDEAL = Cluster("ideal", 1, 8, latency_s=0.0, message_s=0.0, bandwidth=1e30)
 
 
 def _profile(half=None, edge_bytes=None):
-    return Profile(SECONDS, env_steps=1024, vector_steps=32, updates=12, weight_bytes=1000, edge_bytes=edge_bytes or {},
-                   half=half if half is not None else {f: s / 2 for f, s in SECONDS.items()})
+    return Profile(
+        SECONDS,
+        env_steps=1024,
+        vector_steps=32,
+        updates=12,
+        weight_bytes=1000,
+        edge_bytes=edge_bytes or {},
+        half=half if half is not None else {f: s / 2 for f, s in SECONDS.items()},
+    )
 
 
 @pytest.fixture
@@ -43,7 +59,9 @@ def test_without_communication_coarse_shares_the_rollout_and_not_the_learner(gra
 def test_replicas_beyond_the_cores_take_turns(graph):
     two_cores = Cluster("two", 1, 2, latency_s=0.0, message_s=0.0, bandwidth=1e30)
     fixed = _profile(half=dict(SECONDS))
-    assert predict(graph.place("coarse", actors=4), fixed, two_cores).seconds_per_iteration == pytest.approx(2 * 0.4 + 0.4)
+    assert predict(graph.place("coarse", actors=4), fixed, two_cores).seconds_per_iteration == pytest.approx(
+        2 * 0.4 + 0.4
+    )
 
 
 def test_a_driven_loop_pays_its_handoffs_every_step_and_coarse_once_an_iteration(graph):
@@ -58,7 +76,9 @@ def test_a_driven_loop_pays_its_handoffs_every_step_and_coarse_once_an_iteration
 def test_decoupled_groups_run_side_by_side(graph):
     sync = predict(graph.place("coarse", actors=2), _profile(), IDEAL).seconds_per_iteration
     free = predict(graph.place("async", actors=2), _profile(), IDEAL)
-    assert free.seconds_per_iteration == pytest.approx(0.4) and free.seconds_per_iteration < sync  # the learner's 0.4 s, the actors' 0.2 s beside it
+    assert (
+        free.seconds_per_iteration == pytest.approx(0.4) and free.seconds_per_iteration < sync
+    )  # the learner's 0.4 s, the actors' 0.2 s beside it
 
 
 def test_a_gpu_speeds_up_the_learner_and_data_parallel_replicas_pay_an_all_reduce_per_update(graph):
@@ -105,7 +125,9 @@ def test_communication_is_named_as_the_bottleneck_when_it_takes_most_of_the_iter
     slow = Cluster("slow links", 1, 8, latency_s=10e-3, message_s=0.0, bandwidth=1e30)
     p = predict(graph.place("fine", actors=2), _profile(), slow)
     assert p.communication == pytest.approx(3 * 32 * 10e-3 / p.seconds_per_iteration)
-    assert p.bottleneck.startswith("the bottleneck is communication: 58% of the iteration passes values")  # 0.96 of 1.66 s
+    assert p.bottleneck.startswith(
+        "the bottleneck is communication: 58% of the iteration passes values"
+    )  # 0.96 of 1.66 s
 
 
 def test_a_scaling_sweep_says_where_each_policy_stops_gaining_and_whether_fine_overtakes_coarse(graph):
@@ -123,8 +145,11 @@ def test_a_scaling_sweep_says_where_each_policy_stops_gaining_and_whether_fine_o
 
 
 def test_a_placement_predicts_itself_from_its_loops_profile(graph):
-    with pytest.raises(ValueError, match=r"no profile of 'ppo' to predict from: profile the loop first: "
-                                         r"p = fragnb.profile\(ppo\); placement.predict\(cluster, profile=p\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"no profile of 'ppo' to predict from: profile the loop first: "
+        r"p = fragnb.profile\(ppo\); placement.predict\(cluster, profile=p\)",
+    ):
         graph.place("coarse", actors=2).predict("laptop")
     costs = fragnb.profile(graph)
     p = graph.place("coarse", actors=2).predict("laptop", profile=costs)
@@ -139,16 +164,25 @@ def test_a_placement_predicts_itself_from_its_loops_profile(graph):
 def test_a_run_reports_each_groups_measured_busy_share_beside_the_predicted_one():
     from fragnb.runtime.result import RunResult
 
-    r = RunResult("ppo", "coarse", intervals=[("actors[0]", "actor@step", "busy", 0.0, 3.0), ("actors[0]", "waits for learner", "wait", 3.0, 4.0),
-                                              ("actors[1]", "actor@step", "busy", 0.0, 1.0), ("actors[1]", "waits for learner", "wait", 1.0, 4.0),
-                                              ("learner[0]", "waits for actors", "wait", 0.0, 3.0), ("learner[0]", "learner", "busy", 3.0, 4.0)])
+    r = RunResult(
+        "ppo",
+        "coarse",
+        intervals=[
+            ("actors[0]", "actor@step", "busy", 0.0, 3.0),
+            ("actors[0]", "waits for learner", "wait", 3.0, 4.0),
+            ("actors[1]", "actor@step", "busy", 0.0, 1.0),
+            ("actors[1]", "waits for learner", "wait", 1.0, 4.0),
+            ("learner[0]", "waits for actors", "wait", 0.0, 3.0),
+            ("learner[0]", "learner", "busy", 3.0, 4.0),
+        ],
+    )
     assert r.busy() == {"actors": pytest.approx(0.5), "learner": pytest.approx(0.25)}
     assert RunResult("ppo", "single").busy() == {}
 
 
 def test_calibrating_fragnbs_cluster_measures_its_links_and_cores():
-    from fragnb.runtime.cluster import clusters
     from fragnb.predict.calibrate import calibrate
+    from fragnb.runtime.cluster import clusters
 
     clusters.shutdown()  # a fresh cluster of fragnb's: two workers
     try:

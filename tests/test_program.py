@@ -24,7 +24,12 @@ def test_fine_drives_the_rollout_loop_step_by_step(canonical, ppo_ns):
     program = plan(capture(canonical.body, ppo_ns()).place("fine", actors=2))
     rollout = program.items[2].body[0]
     assert isinstance(rollout, DrivenLoop)
-    assert [s.group for s in rollout.body] == ["learner", "envs", "learner", "envs"]  # bookkeeping joins the learner's step
+    assert [s.group for s in rollout.body] == [
+        "learner",
+        "envs",
+        "learner",
+        "envs",
+    ]  # bookkeeping joins the learner's step
     assert rollout.body[0].exports == {"action"} and "obs" in rollout.body[3].exports
 
 
@@ -45,7 +50,10 @@ def test_gather_concatenates_along_the_environment_axis():
     assert whole["obs"].shape == (4, 3) and whole["n"] == [1, 2, 3]
     assert gather([(torch.zeros(1), 5), (torch.ones(1), 5)])[1] == 5
     # per-step tensors: each step's environments joined, not the lists end to end
-    assert [t.tolist() for t in gather([[torch.zeros(1), torch.zeros(1)], [torch.ones(1), torch.ones(1)]])] == [[0, 1], [0, 1]]
+    assert [t.tolist() for t in gather([[torch.zeros(1), torch.zeros(1)], [torch.ones(1), torch.ones(1)]])] == [
+        [0, 1],
+        [0, 1],
+    ]
 
 
 def test_values_replicas_cannot_combine_are_an_error_naming_the_variable():
@@ -94,7 +102,10 @@ def test_planning_twice_gives_the_same_segments_so_a_job_keeps_what_it_packed(ca
 
     placement = capture(canonical.body, ppo_ns()).place("fine", actors=2)
     first, second = Script.of(placement), Script.of(placement, shapes={"obs": (8, 4)})
-    shape = lambda s: [(seg.index, seg.group, seg.statements, ast.dump(seg.module)) for seg in s.program.segments]
+
+    def shape(s):
+        return [(seg.index, seg.group, seg.statements, ast.dump(seg.module)) for seg in s.program.segments]
+
     assert shape(first) == shape(second)
     job = Job(placement, first, placement.graph.namespace, live=None)
     packed = job.payloads

@@ -12,7 +12,11 @@ def graph(canonical, ppo_ns):
 def test_render_colours_fragments_by_role_and_labels_edges(graph):
     dot = graph.render()
     for frag in graph.fragments:
-        assert f'fillcolor="{ROLE_COLORS[frag.role]}"' in next(line for line in dot.body if line.lstrip().startswith(f'"{frag.name}"') or line.lstrip().startswith(f"{frag.name} "))
+        assert f'fillcolor="{ROLE_COLORS[frag.role]}"' in next(
+            line
+            for line in dot.body
+            if line.lstrip().startswith(f'"{frag.name}"') or line.lstrip().startswith(f"{frag.name} ")
+        )
     assert 'label="for it in range(iterations)"' in dot.source
 
 

@@ -37,9 +37,27 @@ def test_single_run_leaves_the_namespace_of_plain_execution(canonical, ppo_ns):
     result = run(capture(canonical.body, captured, name="ppo"), progress=False, plot=False)
 
     new_plain, new_captured = _new_vars(plain_before, plain), _new_vars(captured_before, captured)
-    assert new_plain.keys() == new_captured.keys() == {"obs", "returns", "it", "step", "action", "logprob", "value",
-                                                         "next_obs", "reward", "terminated", "truncated", "info",
-                                                         "last_value", "batch", "stats"}
+    assert (
+        new_plain.keys()
+        == new_captured.keys()
+        == {
+            "obs",
+            "returns",
+            "it",
+            "step",
+            "action",
+            "logprob",
+            "value",
+            "next_obs",
+            "reward",
+            "terminated",
+            "truncated",
+            "info",
+            "last_value",
+            "batch",
+            "stats",
+        }
+    )
     for name in new_plain:
         _assert_same_values(new_plain[name], new_captured[name])
     for key, value in plain["learner"].policy.state_dict().items():
@@ -75,7 +93,10 @@ def test_an_error_in_the_loop_points_at_the_cell_line_and_cleans_up():
 def test_unknown_policy_lists_the_known_ones_before_anything_runs(canonical, ppo_ns):
     ns = ppo_ns()
     g = capture(canonical.body, ns)
-    with pytest.raises(ValueError, match=r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
+    ):
         run(g, "nope")
     assert "returns" not in ns
 
@@ -105,7 +126,9 @@ def test_keyboard_interrupt_stops_the_run_and_leaves_no_driver_behind():
             return super()._step(actions)
 
     ns = {"env": Interrupting(num_envs=2), "torch": torch}
-    g = capture("obs = env.reset()\nfor it in range(5):\n    obs, *_ = env.step(torch.zeros(2, dtype=torch.int64))\n", ns)
+    g = capture(
+        "obs = env.reset()\nfor it in range(5):\n    obs, *_ = env.step(torch.zeros(2, dtype=torch.int64))\n", ns
+    )
     with pytest.raises(KeyboardInterrupt):
         run(g, progress=True, plot=False)
     assert "__fragnb_run__" not in ns
@@ -129,6 +152,7 @@ def test_until_sees_the_curve_so_far(canonical, ppo_ns):
     def enough(r):
         seen.append((r.iterations, len(r.curve), r.env_steps))
         return r.mean_return() >= 15  # random CartPole episodes last about 20 steps: holds early
+
     result = run(capture(canonical.body, ppo_ns(50), name="ppo"), progress=False, plot=False, until=enough)
     assert result.iterations == len(seen) < 50 and seen[-1][2] == result.env_steps
     assert [i for i, _, _ in seen] == list(range(1, len(seen) + 1)) and seen[-1][1] == len(result.curve)

@@ -36,7 +36,9 @@ def _slots(placement, workers):
 # -- which replicas share a task: pure decisions ----------------------------------------------------
 def test_replicas_have_a_task_each_while_the_cluster_has_threads_for_them(canonical, ppo_ns):
     p = _placement(canonical, ppo_ns, "coarse", actors=4)
-    assert _tasks(p, 5) == _tasks(p, None) == [["actors[0]"], ["actors[1]"], ["actors[2]"], ["actors[3]"], ["learner[0]"]]
+    assert (
+        _tasks(p, 5) == _tasks(p, None) == [["actors[0]"], ["actors[1]"], ["actors[2]"], ["actors[3]"], ["learner[0]"]]
+    )
 
 
 def test_a_group_with_more_replicas_than_threads_shares_them_evenly(canonical, ppo_ns):
@@ -112,7 +114,12 @@ def test_replicas_in_threads_draw_what_each_would_draw_alone():
 
 # -- on a cluster with fewer workers than replicas --------------------------------------------------
 def _weights(ns):
-    return {f"{name}.{k}": v.clone() for name, net in ns.items() if isinstance(net, torch.nn.Module) for k, v in net.state_dict().items()}
+    return {
+        f"{name}.{k}": v.clone()
+        for name, net in ns.items()
+        if isinstance(net, torch.nn.Module)
+        for k, v in net.state_dict().items()
+    }
 
 
 def test_a_statistical_loop_draws_the_same_numbers_with_replicas_sharing_processes(monkeypatch):
@@ -122,7 +129,9 @@ def test_a_statistical_loop_draws_the_same_numbers_with_replicas_sharing_process
 
     def once():
         ns = loop.namespace()
-        result = fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), "coarse", actors=4, progress=False, plot=False)
+        result = fragnb.run(
+            fragnb.capture(loop.cell, ns, name=loop.name), "coarse", actors=4, progress=False, plot=False
+        )
         return result, _weights(ns)
 
     fragnb.shutdown()
@@ -142,6 +151,8 @@ def test_an_exact_loop_with_replicas_sharing_processes_leaves_plain_pythons_name
     monkeypatch.setattr(plane, "local_workers", lambda: 2)
     for policy in ("coarse", "fine"):
         ns = ppo_ns(2)
-        result = fragnb.run(fragnb.capture(canonical.body, ns, name="ppo"), policy, actors=4, progress=False, plot=False)
+        result = fragnb.run(
+            fragnb.capture(canonical.body, ns, name="ppo"), policy, actors=4, progress=False, plot=False
+        )
         assert result.guarantee == "exact" and result.processes == 2 and result.setup_seconds > 0
         compare_namespaces(plain, ns, canonical.body)

@@ -7,23 +7,34 @@ import time
 
 import psutil
 import pytest
-from conftest import worker_processes
 
+from conftest import worker_processes
 from fragnb import capture, run
 from fragnb.runtime.cluster import clusters
-from fragnb.ui import live
 from fragnb.runtime.cluster.clusters import ClusterError
+from fragnb.ui import live
 
 pytestmark = pytest.mark.slow
 
 RUNS = 30
-MIX = [("coarse", {"actors": 2}), ("fine", {"actors": 2}), ("async", {"actors": 2}), ("multi_learner", {"learners": 2}), ("single", {})]
+MIX = [
+    ("coarse", {"actors": 2}),
+    ("fine", {"actors": 2}),
+    ("async", {"actors": 2}),
+    ("multi_learner", {"learners": 2}),
+    ("single", {}),
+]
 
 
 def _level() -> dict:
     me = psutil.Process()
-    return {"workers": len(worker_processes()), "fds": me.num_fds(), "threads": threading.active_count(),
-            "sockets": len(me.net_connections("all")), "rss_mb": me.memory_info().rss / 2**20}
+    return {
+        "workers": len(worker_processes()),
+        "fds": me.num_fds(),
+        "threads": threading.active_count(),
+        "sockets": len(me.net_connections("all")),
+        "rss_mb": me.memory_info().rss / 2**20,
+    }
 
 
 def _settled(baseline: dict, timeout: float = 60.0) -> dict:
@@ -32,7 +43,11 @@ def _settled(baseline: dict, timeout: float = 60.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         now = _level()
-        if now["workers"] == baseline["workers"] and all(now[k] <= baseline[k] for k in ("fds", "threads", "sockets")) or time.monotonic() > deadline:
+        if (
+            now["workers"] == baseline["workers"]
+            and all(now[k] <= baseline[k] for k in ("fds", "threads", "sockets"))
+            or time.monotonic() > deadline
+        ):
             return now
         time.sleep(0.5)
 
@@ -65,7 +80,12 @@ def test_thirty_runs_leave_nothing_behind(canonical, ppo_ns, monkeypatch):
             what = "stopped"
             stop = threading.Event()
             stop.set()
-            assert run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, stop=stop, **params).iterations == 1
+            assert (
+                run(
+                    capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, stop=stop, **params
+                ).iterations
+                == 1
+            )
         elif i == 21:  # a second Ctrl-C: aborts, and fragnb closes its cluster
             what = "aborted"
 
@@ -94,12 +114,19 @@ def test_thirty_runs_leave_nothing_behind(canonical, ppo_ns, monkeypatch):
             with pytest.raises(ValueError, match="cannot split evenly"):
                 run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, actors=3)
         else:
-            assert run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **params).iterations == 3
+            assert (
+                run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **params).iterations
+                == 3
+            )
         outcomes.append((policy, what))
         if i == 0:
-            run(capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", progress=False, plot=False, actors=2)  # the cluster at its size
+            run(
+                capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", progress=False, plot=False, actors=2
+            )  # the cluster at its size
             baseline = _envelope()
-    run(capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", progress=False, plot=False, actors=2)  # end with the cluster up
+    run(
+        capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", progress=False, plot=False, actors=2
+    )  # end with the cluster up
     after = _settled(baseline)
     print(f"after the first run: {baseline}; after {RUNS} runs: {after}")
     assert after["workers"] == baseline["workers"], (baseline, after)

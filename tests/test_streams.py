@@ -58,8 +58,9 @@ SAMPLERS = {
     "dropout": lambda s: s.dropout(torch.ones(len(s), 6), 0.5),
     "sample(Normal)": lambda s: s.sample(torch.distributions.Normal(torch.zeros(len(s), 2), torch.ones(len(s), 2))),
     "sample(Categorical)": lambda s: s.sample(torch.distributions.Categorical(logits=torch.zeros(len(s), 4))),
-    "sample(Independent Normal)": lambda s: s.sample(torch.distributions.Independent(
-        torch.distributions.Normal(torch.zeros(len(s), 2), torch.ones(len(s), 2)), 1)),
+    "sample(Independent Normal)": lambda s: s.sample(
+        torch.distributions.Independent(torch.distributions.Normal(torch.zeros(len(s), 2), torch.ones(len(s), 2)), 1)
+    ),
 }
 
 

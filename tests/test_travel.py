@@ -7,13 +7,13 @@ import pytest
 import torch
 
 import fragnb
+from conftest import worker_processes
+from corpus.compare import compare_namespaces
+from corpus.loops import BY_NAME
 from fragnb import FragmentError
 from fragnb.runtime.cluster import clusters
 from fragnb.runtime.net import channels
 from fragnb.runtime.worker.travel import blocker, described
-from conftest import worker_processes
-from corpus.compare import compare_namespaces
-from corpus.loops import BY_NAME
 
 LOOP = BY_NAME["pendulum_continuous"]  # REINFORCE on the torch-batched Pendulum, user-style storage
 
@@ -63,8 +63,11 @@ logs = []
 """
     ns = namespace(extra)
     source = cell(("rew_buf.append(reward)", "rew_buf.append(reward)\n        logs.append(logprob)"))
-    with pytest.raises(FragmentError, match=r"`logprob` cannot travel from group 'actors' to 'learner': `logprob` \(a generator: "
-                                            r"TypeError: cannot pickle 'generator' object\)") as info:
+    with pytest.raises(
+        FragmentError,
+        match=r"`logprob` cannot travel from group 'actors' to 'learner': `logprob` \(a generator: "
+        r"TypeError: cannot pickle 'generator' object\)",
+    ) as info:
         run(source, ns)
     assert info.value.lineno is not None and "action, logprob = actor.act(obs)" in str(info.value)
     assert not worker_processes() and "local" not in clusters._EMBEDDED
@@ -75,9 +78,17 @@ logs = []
 def test_a_variable_that_cannot_come_back_to_the_notebook_is_named(check):
     clusters.shutdown()
     ns = namespace("\nimport threading\n")
-    source = cell(("rew_buf.append(reward)", "rew_buf.append(reward)\n        held = {'reward': reward, 'lock': threading.Lock()}"))
-    with pytest.raises(FragmentError, match=r"`held` cannot come back from learner\[0\] to the notebook: `held\['lock'\]` "
-                                            r"\(a lock: TypeError: cannot pickle '_thread.lock' object\)"):
+    source = cell(
+        (
+            "rew_buf.append(reward)",
+            "rew_buf.append(reward)\n        held = {'reward': reward, 'lock': threading.Lock()}",
+        )
+    )
+    with pytest.raises(
+        FragmentError,
+        match=r"`held` cannot come back from learner\[0\] to the notebook: `held\['lock'\]` "
+        r"\(a lock: TypeError: cannot pickle '_thread.lock' object\)",
+    ):
         run(source, ns, check=check)
     if check:
         assert not worker_processes()
@@ -85,11 +96,19 @@ def test_a_variable_that_cannot_come_back_to_the_notebook_is_named(check):
 
 def test_a_trained_tensor_two_groups_hold_is_refused_at_placement():
     ns = namespace("\nscale = torch.nn.Parameter(torch.ones(1))\nactor.scale = learner.scale = scale\n")
-    source = cell(("action, logprob = actor.act(obs)", "action, logprob = actor.act(obs)\n        action = action * actor.scale.detach()"),
-                  ("loss = learner.update(", "learner.scale\n    loss = learner.update("))
+    source = cell(
+        (
+            "action, logprob = actor.act(obs)",
+            "action, logprob = actor.act(obs)\n        action = action * actor.scale.detach()",
+        ),
+        ("loss = learner.update(", "learner.scale\n    loss = learner.update("),
+    )
     graph = fragnb.capture(source, ns, name="g")
-    with pytest.raises(FragmentError, match=r"`learner.scale` \(group 'learner'\) and `actor.scale` \(group 'actors'\) are one "
-                                            r"trained tensor: .* Hold it inside a network both use"):
+    with pytest.raises(
+        FragmentError,
+        match=r"`learner.scale` \(group 'learner'\) and `actor.scale` \(group 'actors'\) are one "
+        r"trained tensor: .* Hold it inside a network both use",
+    ):
         fragnb.policies.placement.place(graph, "coarse", actors=2)
     fragnb.policies.placement.place(graph, "fine", actors=1)  # one group holds both: nothing to send
 
@@ -104,7 +123,12 @@ class NamedActor(GaussianActor):
 actor = NamedActor(policy, num_envs=num_envs, seed=0)
 outs = []
 """
-    source = cell(("action, logprob = actor.act(obs)", "out = actor.act(obs)\n        action = out.action\n        outs.append(out)"))
+    source = cell(
+        (
+            "action, logprob = actor.act(obs)",
+            "out = actor.act(obs)\n        action = out.action\n        outs.append(out)",
+        )
+    )
     plain = namespace(extra)
     exec(compile(source, "<cell>", "exec"), plain)
     ns = namespace(extra)
@@ -118,8 +142,11 @@ outs = []
 def test_reading_a_sharded_components_attribute_in_another_group_is_refused_naming_the_fix(policy, home):
     source = cell(("torch.stack(act_buf), returns)", "torch.stack(act_buf), returns / env.num_envs)"))
     graph = fragnb.capture(source, namespace(), name="g")
-    with pytest.raises(FragmentError, match=rf"`env.num_envs` is read in group 'learner', and `env` lives in group '{home}' "
-                                            r"\(x2, each replica holding a share of it\): no copy of it is there. Read it into "
-                                            r"a notebook value in an earlier cell \(`num_envs = env.num_envs`\)") as info:
+    with pytest.raises(
+        FragmentError,
+        match=rf"`env.num_envs` is read in group 'learner', and `env` lives in group '{home}' "
+        r"\(x2, each replica holding a share of it\): no copy of it is there. Read it into "
+        r"a notebook value in an earlier cell \(`num_envs = env.num_envs`\)",
+    ) as info:
         fragnb.policies.placement.place(graph, policy, actors=2)
     assert "returns / env.num_envs" in info.value.line

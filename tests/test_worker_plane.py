@@ -82,8 +82,8 @@ def test_dropping_a_run_leaves_a_playing_replicas_sockets_to_its_own_thread():
     """A run restarted after a lost worker drops its old replicas from the survivors while their threads may
     still poll their sockets: closing a zmq socket from another thread then aborts the worker process
     (libzmq: `Assertion failed: pfd.revents & POLLIN`), and the restart lost a second, healthy worker."""
-    from fragnb.runtime.worker import replica
     from fragnb.runtime.net.channels import Channels
+    from fragnb.runtime.worker import replica
 
     class Recorded(Channels):
         closed = False
@@ -98,6 +98,8 @@ def test_dropping_a_run_leaves_a_playing_replicas_sockets_to_its_own_thread():
 
     playing, waiting = held(True), held(False)
     assert replica.drop_run("dropped-run") == 2
-    assert playing.channels.aborted.is_set() and not playing.channels.closed  # its own thread closes them as its waits end
+    assert (
+        playing.channels.aborted.is_set() and not playing.channels.closed
+    )  # its own thread closes them as its waits end
     assert waiting.channels.closed  # no thread of its own yet: closed here
     assert not [k for k in replica._REPLICAS if k[0] == "dropped-run"]

@@ -19,9 +19,9 @@ from importlib.resources import files
 import ipywidgets as W
 
 from fragnb import policies
-from fragnb.predict.model import PRESETS, predict, scaling
 from fragnb.policies import ROLES, DistributionPolicy, choices
 from fragnb.predict import profile
+from fragnb.predict.model import PRESETS, predict, scaling
 from fragnb.runtime import run
 from fragnb.text import human
 from fragnb.ui.live import LiveProgress, png
@@ -80,11 +80,17 @@ class Explorer:
         self._svg: dict[str, str] = {}  # DOT source -> SVG
         self._quiet = False  # set while controls are rebuilt, so their events do not redraw
 
-        self.policy = W.Dropdown(description="policy", options=sorted(policies.POLICIES), value=policies.resolve(policy).name)
+        self.policy = W.Dropdown(
+            description="policy", options=sorted(policies.POLICIES), value=policies.resolve(policy).name
+        )
         self.controls = W.HBox()
-        self.cluster = W.Combobox(description="cluster", value=self._client.scheduler.address if self._client else cluster or "local",
-                                  options=_clusters(), ensure_option=False,
-                                  placeholder="local, cuda or tcp://host:port")
+        self.cluster = W.Combobox(
+            description="cluster",
+            value=self._client.scheduler.address if self._client else cluster or "local",
+            options=_clusters(),
+            ensure_option=False,
+            placeholder="local, cuda or tcp://host:port",
+        )
         self.summary = W.HTML().add_class("fragnb-summary")
         self.drawing = W.HTML().add_class("fragnb-drawing")
         self.traffic = W.HTML().add_class("fragnb-traffic")
@@ -94,15 +100,34 @@ class Explorer:
         self.bar = W.IntProgress(value=0, min=0, max=1, description="iterations")
         self.link = W.HTML()
         self.plot = W.Image(format="png", layout=W.Layout(max_width="100%", display="none")).add_class("fragnb-live")
-        self.preset = W.Dropdown(description="predict on", options=[(c.name, k) for k, c in PRESETS.items()], value=predict_on)
+        self.preset = W.Dropdown(
+            description="predict on", options=[(c.name, k) for k, c in PRESETS.items()], value=predict_on
+        )
         self.prediction = W.HTML().add_class("fragnb-prediction")
-        self.scaling_button = W.Button(description="Scaling plot", icon="line-chart",
-                                       tooltip="predicted env steps/s of each policy at 1 to 1,024 replicas on this cluster")
-        self.scaling_plot = W.Image(format="png", layout=W.Layout(max_width="100%", display="none")).add_class("fragnb-scaling")
+        self.scaling_button = W.Button(
+            description="Scaling plot",
+            icon="line-chart",
+            tooltip="predicted env steps/s of each policy at 1 to 1,024 replicas on this cluster",
+        )
+        self.scaling_plot = W.Image(format="png", layout=W.Layout(max_width="100%", display="none")).add_class(
+            "fragnb-scaling"
+        )
         self._scaling: dict[str, bytes] = {}  # preset -> its plot
-        place_tab = W.VBox([W.HBox([self.policy, self.cluster]), self.controls, self.summary, self.drawing, self.traffic,
-                            W.HBox([self.preset, self.scaling_button]), self.prediction, self.scaling_plot,
-                            W.HBox([self.run_button, self.stop_button, self.bar, self.link]), self.status, self.plot])
+        place_tab = W.VBox(
+            [
+                W.HBox([self.policy, self.cluster]),
+                self.controls,
+                self.summary,
+                self.drawing,
+                self.traffic,
+                W.HBox([self.preset, self.scaling_button]),
+                self.prediction,
+                self.scaling_plot,
+                W.HBox([self.run_button, self.stop_button, self.bar, self.link]),
+                self.status,
+                self.plot,
+            ]
+        )
 
         names = sorted(policies.POLICIES)
         self.left = W.Dropdown(description="compare", options=names, value="coarse" if "coarse" in names else names[0])
@@ -110,21 +135,37 @@ class Explorer:
         self.left_drawing = W.HTML(layout=W.Layout(width="50%")).add_class("fragnb-drawing")
         self.right_drawing = W.HTML(layout=W.Layout(width="50%")).add_class("fragnb-drawing")
         self.comparison = W.HTML().add_class("fragnb-traffic")
-        compare_tab = W.VBox([W.HBox([self.left, self.right]), W.HBox([self.left_drawing, self.right_drawing]), self.comparison])
+        compare_tab = W.VBox(
+            [W.HBox([self.left, self.right]), W.HBox([self.left_drawing, self.right_drawing]), self.comparison]
+        )
 
         roles = [r for r in ROLES if r in {f.role for f in graph.fragments}] or ["driver"]
         self.own_name = W.Text(description="name", value="my_policy")
         self.own_groups = {r: W.Dropdown(description=r, options=OWN_GROUPS, value=OWN_DEFAULT[r]) for r in roles}
         self.own_drawing = W.HTML().add_class("fragnb-drawing")
         self.own_code = W.HTML().add_class("fragnb-code")
-        self.register_button = W.Button(description="Register", icon="plus", tooltip="add it to fragnb's policies and place it")
-        own_tab = W.VBox([W.HTML("Choose each role's worker group; every group other than the driver's gets a replica count "
-                                 "parameter of its name. Copy the code into a cell to keep the policy."),
-                          W.HBox([self.own_name, self.register_button]), W.HBox(list(self.own_groups.values())),
-                          self.own_drawing, self.own_code])
+        self.register_button = W.Button(
+            description="Register", icon="plus", tooltip="add it to fragnb's policies and place it"
+        )
+        own_tab = W.VBox(
+            [
+                W.HTML(
+                    "Choose each role's worker group; every group other than the driver's gets a replica count "
+                    "parameter of its name. Copy the code into a cell to keep the policy."
+                ),
+                W.HBox([self.own_name, self.register_button]),
+                W.HBox(list(self.own_groups.values())),
+                self.own_drawing,
+                self.own_code,
+            ]
+        )
 
-        self.tabs = W.Tab(children=[place_tab, compare_tab, own_tab], titles=("Place and run", "Compare two", "Your own policy"))
-        title = W.HTML(f"<span class='fragnb-title'>Explore distribution policies for <code>{html.escape(graph.name)}</code></span>")
+        self.tabs = W.Tab(
+            children=[place_tab, compare_tab, own_tab], titles=("Place and run", "Compare two", "Your own policy")
+        )
+        title = W.HTML(
+            f"<span class='fragnb-title'>Explore distribution policies for <code>{html.escape(graph.name)}</code></span>"
+        )
         self.widget = W.VBox([W.HTML(f"<style>{STYLE}</style>"), title, self.tabs]).add_class("fragnb-explorer")
 
         self.policy.observe(lambda _: self._policy_changed(), "value")
@@ -204,7 +245,9 @@ class Explorer:
     def _show(self) -> None:
         start = time.perf_counter()
         policy, params = self.current()
-        lines = [f"<b>{html.escape(policy.name)}</b> mirrors {html.escape(policy.mirrors)}: {html.escape(policy.description)}."]
+        lines = [
+            f"<b>{html.escape(policy.name)}</b> mirrors {html.escape(policy.mirrors)}: {html.escape(policy.description)}."
+        ]
         if policy.tradeoff:
             lines.append(f"<span class='fragnb-tradeoff'>Trade-off: {html.escape(policy.tradeoff)}.</span>")
         self.summary.value = "<br>".join(lines)
@@ -240,9 +283,11 @@ class Explorer:
             return f"<p>No prediction: profiling the loop under single failed ({html.escape(str(self._profile_error))}).</p>"
         p = self.prediction_for(placement)
         shares = ", ".join(f"{html.escape(g)} {b:.0%}" for g, b in p.busy.items())
-        return (f"<p><b>Predicted</b> (a model, not a measurement) on {html.escape(p.cluster)}: "
-                f"<b>{p.env_steps_per_s:,.0f} env steps/s</b>, {p.seconds_per_iteration * 1e3:,.0f} ms per iteration; "
-                f"busy: {shares}; passing values {p.communication:.0%}.<br>{html.escape(p.bottleneck[0].upper() + p.bottleneck[1:])}.</p>")
+        return (
+            f"<p><b>Predicted</b> (a model, not a measurement) on {html.escape(p.cluster)}: "
+            f"<b>{p.env_steps_per_s:,.0f} env steps/s</b>, {p.seconds_per_iteration * 1e3:,.0f} ms per iteration; "
+            f"busy: {shares}; passing values {p.communication:.0%}.<br>{html.escape(p.bottleneck[0].upper() + p.bottleneck[1:])}.</p>"
+        )
 
     def _preset_changed(self) -> None:
         self._show()
@@ -295,7 +340,11 @@ class Explorer:
         for name, default in policy.parameters.items():
             if name in self.params and self.params[name] in choices(self.graph, policy, name, **params):
                 params[name] = self.params[name]
-            elif isinstance(default, int) and name not in policy.options and 2 in choices(self.graph, policy, name, **params):
+            elif (
+                isinstance(default, int)
+                and name not in policy.options
+                and 2 in choices(self.graph, policy, name, **params)
+            ):
                 params[name] = 2
         return params
 
@@ -307,12 +356,20 @@ class Explorer:
         home = groups["driver"] or groups["learner"] or "learner"
         groups = {r: g or home for r, g in groups.items()}
         used = list(dict.fromkeys(groups.values()))
-        where = "; ".join(f"{', '.join(r for r in self.own_groups if groups[r] == g)} on {g}" + ("" if g == home else " x N")
-                          for g in used if any(groups[r] == g for r in self.own_groups))
+        where = "; ".join(
+            f"{', '.join(r for r in self.own_groups if groups[r] == g)} on {g}" + ("" if g == home else " x N")
+            for g in used
+            if any(groups[r] == g for r in self.own_groups)
+        )
         return DistributionPolicy(
-            self.own_name.value.strip() or "my_policy", "your own", where, groups=groups,
-            replicas={g: 1 if g == home else g for g in used}, gpu_groups=(groups["learner"],),
-            required_roles=tuple(r for r in self.own_groups if r != "driver"))
+            self.own_name.value.strip() or "my_policy",
+            "your own",
+            where,
+            groups=groups,
+            replicas={g: 1 if g == home else g for g in used},
+            gpu_groups=(groups["learner"],),
+            required_roles=tuple(r for r in self.own_groups if r != "driver"),
+        )
 
     def _own(self) -> None:
         policy = self.own_policy()
@@ -362,7 +419,9 @@ class Explorer:
         self.bar.value, self.link.value = 0, ""
         _picture(self.plot, b"")
         self.status.value = f"running {html.escape(policy.name)} {html.escape(str(params or ''))}: starting"
-        self._thread = threading.Thread(target=self._work, args=(policy, cluster, params), name="fragnb-explorer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._work, args=(policy, cluster, params), name="fragnb-explorer", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -382,13 +441,16 @@ class Explorer:
         try:
             self.result = run(self.graph, policy, cluster, progress=_WidgetView(self), stop=self._stop, **params)
             self.status.value = html.escape(str(self.result).splitlines()[0]) + (
-                f"<br>{html.escape(self.result.stopped)}" if self.result.stopped else "")
+                f"<br>{html.escape(self.result.stopped)}" if self.result.stopped else ""
+            )
         except BaseException as e:  # shown, not raised: no cell waits for this thread
             self.error = e
             self.status.value = _error(e)
         finally:
             if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.runtime.cluster.clusters" in sys.modules:
-                sys.modules["fragnb.runtime.cluster.clusters"].shutdown(cluster or "local")  # Stop: no worker process is left
+                sys.modules["fragnb.runtime.cluster.clusters"].shutdown(
+                    cluster or "local"
+                )  # Stop: no worker process is left
                 self.link.value = ""
             self._active = False
             self.run_button.disabled, self.stop_button.disabled = False, True
@@ -419,7 +481,9 @@ class _WidgetView(LiveProgress):
     def show_bar(self, postfix: dict) -> None:
         self.x.bar.value = min(self.iterations, self.x.bar.max)
         done = f"iteration {self.iterations}" + (f"/{self.total}" if self.total else "")
-        self.x.status.value = html.escape(f"running {self.title}: {done}, " + ", ".join(f"{k} {v}" for k, v in postfix.items()))
+        self.x.status.value = html.escape(
+            f"running {self.title}: {done}, " + ", ".join(f"{k} {v}" for k, v in postfix.items())
+        )
 
     def show_figure(self, fig) -> None:
         _picture(self.x.plot, png(fig))
@@ -440,9 +504,11 @@ def _error(e: BaseException) -> str:
 
 def _traffic_table(placement) -> str:
     """The edges that cross between worker groups, with their operator and bytes per iteration."""
-    rows = [f"<tr><td>{html.escape(e.src)} &rarr; {html.escape(e.dst)}</td><td>{html.escape(e.operator)}</td>"
-            f"<td>{html.escape(placement.graph.describe(e.variables))}</td><td class='fragnb-bytes'>{_size(size)}</td></tr>"
-            for e, size in placement.traffic()]
+    rows = [
+        f"<tr><td>{html.escape(e.src)} &rarr; {html.escape(e.dst)}</td><td>{html.escape(e.operator)}</td>"
+        f"<td>{html.escape(placement.graph.describe(e.variables))}</td><td class='fragnb-bytes'>{_size(size)}</td></tr>"
+        for e, size in placement.traffic()
+    ]
     if not rows:
         return "<p>Nothing crosses between processes: every edge is a local reference.</p>"
     total = _total(placement)
@@ -454,22 +520,41 @@ def _traffic_table(placement) -> str:
 def _comparison_table(*placements, predictions=(None, None)) -> str:
     def facts(p, guess) -> dict[str, str]:
         if p is None:
-            return dict.fromkeys(("parameters", "worker groups", "processes", "edges crossing", "bytes/iteration", "predicted env steps/s",
-                                  "predicted bottleneck", "mirrors", "trade-off"), "cannot place this loop")
+            return dict.fromkeys(
+                (
+                    "parameters",
+                    "worker groups",
+                    "processes",
+                    "edges crossing",
+                    "bytes/iteration",
+                    "predicted env steps/s",
+                    "predicted bottleneck",
+                    "mirrors",
+                    "trade-off",
+                ),
+                "cannot place this loop",
+            )
         groups = ", ".join(f"{g} x{n}" for g, (n, _) in p.groups.items())
         processes = sum(n // p.colocated.get(g, 1) for g, (n, _) in p.groups.items())
         operators = sorted({e.operator for e, _ in p.traffic()})
         extra = " + all-reduce" if p.policy.collectives else ""
-        return {"parameters": ", ".join(f"{k}={v}" for k, v in p.params.items()) or "none", "worker groups": groups,
-                "processes": str(processes), "edges crossing": f"{len(p.traffic())} ({', '.join(operators) or 'none'})",
-                "bytes/iteration": _size(_total(p)) + extra,
-                "predicted env steps/s": f"{guess.env_steps_per_s:,.0f} on {guess.cluster}" if guess else "no profile",
-                "predicted bottleneck": guess.bottleneck if guess else "no profile",
-                "mirrors": p.policy.mirrors, "trade-off": p.policy.tradeoff}
+        return {
+            "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items()) or "none",
+            "worker groups": groups,
+            "processes": str(processes),
+            "edges crossing": f"{len(p.traffic())} ({', '.join(operators) or 'none'})",
+            "bytes/iteration": _size(_total(p)) + extra,
+            "predicted env steps/s": f"{guess.env_steps_per_s:,.0f} on {guess.cluster}" if guess else "no profile",
+            "predicted bottleneck": guess.bottleneck if guess else "no profile",
+            "mirrors": p.policy.mirrors,
+            "trade-off": p.policy.tradeoff,
+        }
 
     left, right = (facts(p, guess) for p, guess in zip(placements, predictions))
     names = [p.policy.name if p else "?" for p in placements]
-    rows = "".join(f"<tr><th>{k}</th><td>{html.escape(left[k])}</td><td>{html.escape(right[k])}</td></tr>" for k in left)
+    rows = "".join(
+        f"<tr><th>{k}</th><td>{html.escape(left[k])}</td><td>{html.escape(right[k])}</td></tr>" for k in left
+    )
     return f"<table><tr><th></th><th>{html.escape(names[0])}</th><th>{html.escape(names[1])}</th></tr>{rows}</table>"
 
 
@@ -510,5 +595,9 @@ def _scalable(graph) -> tuple[str, ...]:
 def _clusters() -> list[str]:
     import torch
 
-    known = sys.modules["fragnb.runtime.cluster.clusters"].remote_addresses() if "fragnb.runtime.cluster.clusters" in sys.modules else []
+    known = (
+        sys.modules["fragnb.runtime.cluster.clusters"].remote_addresses()
+        if "fragnb.runtime.cluster.clusters" in sys.modules
+        else []
+    )
     return [*EMBEDDED[: 2 if torch.cuda.is_available() else 1], *known]

@@ -95,7 +95,9 @@ class QNetwork(nn.Module):
 
     def __init__(self, obs_dim: int, num_actions: int, hidden: int = 128):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(obs_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, num_actions))
+        self.net = nn.Sequential(
+            nn.Linear(obs_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, num_actions)
+        )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs)
@@ -167,8 +169,16 @@ class ReplayBuffer(Buffer):
 
     counters = ("cursor", "size", "max_priority")
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], seed: int = 0, prioritized: bool = False,
-                 alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-6):
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        seed: int = 0,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+    ):
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         self.capacity, self.cursor, self.size = int(capacity), 0, 0
@@ -219,8 +229,13 @@ class ReplayBuffer(Buffer):
             weights = (weights / weights.max()).to(torch.float32)
         else:
             idx = torch.randint(self.size, (batch_size,), generator=self.generator)
-        batch = {"obs": self.obs[idx], "actions": self.actions[idx], "rewards": self.rewards[idx],
-                 "next_obs": self.next_obs[idx], "dones": self.dones[idx]}
+        batch = {
+            "obs": self.obs[idx],
+            "actions": self.actions[idx],
+            "rewards": self.rewards[idx],
+            "next_obs": self.next_obs[idx],
+            "dones": self.dones[idx],
+        }
         if self.prioritized:
             batch.update(weights=weights, indices=idx)
         return batch
@@ -230,7 +245,6 @@ class ReplayBuffer(Buffer):
         p = td_errors.detach().abs().to(self.priorities) + self.eps
         self.max_priority = max(self.max_priority, float(p.max()))
         self.priorities[indices.to(self.priorities.device)] = p**self.alpha
-
 
 
 class DQNLearner(Learner):

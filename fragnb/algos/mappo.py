@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..components import Actor, Buffer, Learner, device_of
-from .ppo import adam, layer, around_proximal, clipped_loss, gae
+from .ppo import adam, around_proximal, clipped_loss, gae, layer
 
 __all__ = ["MAPPOConfig", "MultiAgentActorCritic", "MAPPOActor", "MultiAgentRolloutBuffer", "MAPPOLearner"]
 
@@ -123,11 +123,17 @@ class MultiAgentActorCritic(nn.Module):
         super().__init__()
         self.obs_dim, self.num_agents, self.num_actions = obs_dim, num_agents, num_actions
         self.actor = nn.Sequential(
-            layer(obs_dim + num_agents, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(),
+            layer(obs_dim + num_agents, hidden),
+            nn.Tanh(),
+            layer(hidden, hidden),
+            nn.Tanh(),
             layer(hidden, num_actions, std=0.01),
         )
         self.critic = nn.Sequential(
-            layer(num_agents * obs_dim + num_agents, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(),
+            layer(num_agents * obs_dim + num_agents, hidden),
+            nn.Tanh(),
+            layer(hidden, hidden),
+            nn.Tanh(),
             layer(hidden, 1, std=1.0),
         )
 
@@ -226,7 +232,9 @@ class MultiAgentRolloutBuffer(Buffer):
     per_env = ("obs", "actions", "logprobs", "values", "rewards", "dones")
     shardwise = ("add", "batch")  # GAE runs per environment: actors can each hold a shard
 
-    def __init__(self, num_envs: int, num_steps: int, obs_shape: tuple[int, int], gamma: float = 0.99, gae_lambda: float = 0.95):
+    def __init__(
+        self, num_envs: int, num_steps: int, obs_shape: tuple[int, int], gamma: float = 0.99, gae_lambda: float = 0.95
+    ):
         self.num_envs, self.num_steps = num_envs, num_steps
         self.num_agents = int(obs_shape[0])
         self.gamma, self.gae_lambda = gamma, gae_lambda
@@ -256,7 +264,9 @@ class MultiAgentRolloutBuffer(Buffer):
         """
         if self.cursor != self.num_steps:
             raise RuntimeError(f"buffer holds {self.cursor} of {self.num_steps} steps")
-        advantages = gae(self.rewards, self.values, self.dones, last_value, self.gamma, self.gae_lambda)  # agents end together
+        advantages = gae(
+            self.rewards, self.values, self.dones, last_value, self.gamma, self.gae_lambda
+        )  # agents end together
         self.cursor = 0
         return {
             "obs": self.obs.clone(),
@@ -292,8 +302,13 @@ class MAPPOLearner(Learner):
     def __init__(self, policy: MultiAgentActorCritic, config: MAPPOConfig | None = None, seed: int = 0):
         self.policy, self.config = policy, config or MAPPOConfig()
         c = self.config
-        self.optimizer = adam([{"params": policy.actor_parameters(), "lr": c.actor_lr},
-                                {"params": policy.critic_parameters(), "lr": c.critic_lr}], c.actor_lr)
+        self.optimizer = adam(
+            [
+                {"params": policy.actor_parameters(), "lr": c.actor_lr},
+                {"params": policy.critic_parameters(), "lr": c.critic_lr},
+            ],
+            c.actor_lr,
+        )
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
 

@@ -30,7 +30,16 @@ from torch import nn
 
 from ..components import Actor, Buffer, Learner, device_of
 
-__all__ = ["PPOConfig", "ActorCritic", "PPOActor", "GaussianActorCritic", "GaussianPPOActor", "RolloutBuffer", "PPOLearner", "PENDULUM_STEPS"]
+__all__ = [
+    "PPOConfig",
+    "ActorCritic",
+    "PPOActor",
+    "GaussianActorCritic",
+    "GaussianPPOActor",
+    "RolloutBuffer",
+    "PPOLearner",
+    "PENDULUM_STEPS",
+]
 
 
 @dataclass
@@ -106,8 +115,16 @@ class PPOConfig:
 
 
 #: What :meth:`PPOConfig.pendulum` changes from the defaults (16 envs x 200 steps, 16 minibatches of 200).
-PENDULUM_PRESET = dict(num_envs=16, num_steps=200, gamma=0.9, gae_lambda=0.95, learning_rate=1e-3, update_epochs=10, num_minibatches=16,
-                       anneal_updates=0)
+PENDULUM_PRESET = dict(
+    num_envs=16,
+    num_steps=200,
+    gamma=0.9,
+    gae_lambda=0.95,
+    learning_rate=1e-3,
+    update_epochs=10,
+    num_minibatches=16,
+    anneal_updates=0,
+)
 #: The environment-step budget within which :meth:`PPOConfig.pendulum` reaches a mean return of -300.
 PENDULUM_STEPS = 150_000
 
@@ -366,8 +383,14 @@ class RolloutBuffer(Buffer):
         }
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_value: torch.Tensor,
-        gamma: float, gae_lambda: float) -> torch.Tensor:
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    last_value: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> torch.Tensor:
     """Generalised advantage estimates of a rollout of ``(num_envs, num_steps, ...)`` rewards and values;
     ``dones`` is ``(num_envs, num_steps)``: further axes (a multi-agent rollout's agents) share their
     environment's end."""

@@ -96,7 +96,8 @@ class GymnasiumEnv(Env):
             low, high = self.action_space.low, self.action_space.high
             actions = actions.cpu().numpy().clip(low, high).astype(self.action_space.dtype)
         results = [
-            env.step(int(a) if discrete else a) for env, a in zip(self.envs, actions if not discrete else actions.cpu(), strict=True)
+            env.step(int(a) if discrete else a)
+            for env, a in zip(self.envs, actions if not discrete else actions.cpu(), strict=True)
         ]
         obs, reward, terminated, truncated, _ = zip(*results, strict=True)
         return (

@@ -35,7 +35,7 @@ class Pendulum(Env):
     num_actions = 0  # continuous: see action_shape
     action_shape = (1,)
 
-    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
+    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0  # noqa: E741 (the pole's length, as the physics writes it)
 
     def __init__(self, num_envs: int, seed: int = 0, max_episode_steps: int = 200):
         super().__init__(num_envs, seed)

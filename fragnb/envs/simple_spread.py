@@ -73,8 +73,16 @@ class SimpleSpread(Env):
     dt, damping, contact_force, contact_margin = 0.1, 0.25, 1e2, 1e-3
     agent_size, sensitivity = 0.15, 5.0
 
-    def __init__(self, num_envs: int, N: int = 3, seed: int = 0, local_ratio: float = 0.5, max_cycles: int = 25,
-                 continuous_actions: bool = False, shared_reward: bool = True):
+    def __init__(
+        self,
+        num_envs: int,
+        N: int = 3,
+        seed: int = 0,
+        local_ratio: float = 0.5,
+        max_cycles: int = 25,
+        continuous_actions: bool = False,
+        shared_reward: bool = True,
+    ):
         if N < 1:
             raise ValueError(f"N must be at least 1, got {N}")
         if not 0.0 <= local_ratio <= 1.0:
@@ -130,7 +138,9 @@ class SimpleSpread(Env):
         a = actions.reshape(self.num_envs, self.N).long()
         if bool(((a < 0) | (a > 4)).any()):
             raise ValueError(f"simple_spread's discrete actions are 0..4, got {a.min().item()}..{a.max().item()}")
-        moves = torch.tensor([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]], dtype=torch.float64, device=self.pos.device)
+        moves = torch.tensor(
+            [[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]], dtype=torch.float64, device=self.pos.device
+        )
         return moves[a.to(self.pos.device)] * self.sensitivity
 
     def _step(self, actions: torch.Tensor):
@@ -165,7 +175,9 @@ class SimpleSpread(Env):
     def _agent_rewards(self) -> torch.Tensor:
         """Each agent's MPE reward after the step, shape ``(num_envs, N)`` in float64."""
         n = self.N
-        to_landmarks = (self.pos.unsqueeze(2) - self.landmarks.unsqueeze(1)).square().sum(-1).sqrt()  # [e, agent, landmark]
+        to_landmarks = (
+            (self.pos.unsqueeze(2) - self.landmarks.unsqueeze(1)).square().sum(-1).sqrt()
+        )  # [e, agent, landmark]
         nearest = to_landmarks.min(1).values
         covered = torch.zeros(self.num_envs, dtype=torch.float64, device=self.pos.device)
         for k in range(n):  # summed landmark by landmark, as MPE's loop does

@@ -22,8 +22,9 @@ import inspect
 import sys
 import textwrap
 import types
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from ..components import ROLES, Component, modules_of, role_of
 from ..errors import FragmentError
@@ -48,29 +49,47 @@ UNSUPPORTED = {
     ast.AsyncWith: ("`async with`", "fragments are run by fragnb, not by an event loop"),
     ast.Global: ("`global`", "fragments may run in other processes, which do not share globals"),
     ast.Nonlocal: ("`nonlocal`", "a cell is not a function"),
-    ast.Try: ("`try`", "a handler cannot span fragments that run in different processes; handle errors inside a component method"),
-    ast.TryStar: ("`try`", "a handler cannot span fragments that run in different processes; handle errors inside a component method"),
-    ast.With: ("this `with`", "a context cannot span fragments that run in different processes; enter it inside a component method "
-               "(mode contexts such as `torch.no_grad()` are entered in each fragment)"),
-    ast.While: ("a `while` loop inside the training loop", "only the training loop itself may be a `while` (at the top of the cell); "
-                "inner loops must have a length every replica knows when they start: use `for ... in range(n)`"),
+    ast.Try: (
+        "`try`",
+        "a handler cannot span fragments that run in different processes; handle errors inside a component method",
+    ),
+    ast.TryStar: (
+        "`try`",
+        "a handler cannot span fragments that run in different processes; handle errors inside a component method",
+    ),
+    ast.With: (
+        "this `with`",
+        "a context cannot span fragments that run in different processes; enter it inside a component method "
+        "(mode contexts such as `torch.no_grad()` are entered in each fragment)",
+    ),
+    ast.While: (
+        "a `while` loop inside the training loop",
+        "only the training loop itself may be a `while` (at the top of the cell); "
+        "inner loops must have a length every replica knows when they start: use `for ... in range(n)`",
+    ),
 }
 
 
 # Methods of tensors, arrays, lists, dicts and strings that never change their receiver: calling one
 # is a read. Any other method call may change the object it is called on (``returns.append(x)``,
 # ``t.add_(1)``, a user's ``tracker.log(x)``), so the receiver counts as written.
-PURE_METHODS = frozenset("""
+PURE_METHODS = frozenset(
+    """
     sum mean std var max min amax amin argmax argmin abs exp log log_softmax softmax sqrt pow square norm prod cumsum
     all any item tolist numpy float int long double bool half cpu cuda to clone detach numel size dim view reshape
     flatten squeeze unsqueeze permute transpose t expand repeat gather index_select masked_fill where clamp round
     floor ceil sign nonzero eq ne lt le gt ge isnan isfinite logical_not type_as new_zeros new_ones unbind split chunk
     get keys values items copy count index startswith endswith format join lower upper strip replace
-""".split())
+""".split()
+)
 
 
-def capture(source_or_function: str | Callable, namespace: dict[str, Any] | None = None, name: str = "fragment",
-            roles: dict[str, str] | None = None) -> FragmentGraph:
+def capture(
+    source_or_function: str | Callable,
+    namespace: dict[str, Any] | None = None,
+    name: str = "fragment",
+    roles: dict[str, str] | None = None,
+) -> FragmentGraph:
     """Capture a training loop into a :class:`~fragnb.graph.FragmentGraph`.
 
     Parameters
@@ -119,7 +138,9 @@ def _overrides(roles: dict[str, str], namespace: dict) -> dict[int, str]:
         if r not in ROLES:
             raise ValueError(f"role {r!r} for `{var}`: a role is one of {sorted(ROLES)}")
         if var not in namespace:
-            raise ValueError(f"role for `{var}`: no such name in the notebook (give roles to objects made in earlier cells)")
+            raise ValueError(
+                f"role for `{var}`: no such name in the notebook (give roles to objects made in earlier cells)"
+            )
         out[id(namespace[var])] = r
     return out
 
@@ -211,7 +232,18 @@ def _names(node: ast.AST) -> tuple[dict[str, int], set[str]]:
     return reads, writes
 
 
-_BLOCKS = (ast.Module, ast.If, ast.While, ast.With, ast.For, ast.Try, ast.TryStar, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)
+_BLOCKS = (
+    ast.Module,
+    ast.If,
+    ast.While,
+    ast.With,
+    ast.For,
+    ast.Try,
+    ast.TryStar,
+    ast.FunctionDef,
+    ast.ClassDef,
+    ast.AsyncFunctionDef,
+)
 
 
 def _flow(node: ast.AST) -> tuple[dict[str, int], set[str], set[str]]:
@@ -224,8 +256,12 @@ def _flow(node: ast.AST) -> tuple[dict[str, int], set[str], set[str]]:
         # the body runs when called (names it reads are looked up then); only decorators, defaults
         # and bases are read now
         args = getattr(node, "args", None)
-        parts = [*node.decorator_list, *getattr(node, "bases", []), *getattr(node, "keywords", []),
-                 *((args.defaults + [d for d in args.kw_defaults if d]) if args else [])]
+        parts = [
+            *node.decorator_list,
+            *getattr(node, "bases", []),
+            *getattr(node, "keywords", []),
+            *((args.defaults + [d for d in args.kw_defaults if d]) if args else []),
+        ]
         reads = _sequence([ast.Expr(p) for p in parts])[0]
         return reads, {node.name}, {node.name}
     if isinstance(node, ast.Module):
@@ -241,7 +277,10 @@ def _flow(node: ast.AST) -> tuple[dict[str, int], set[str], set[str]]:
         head = _flow(ast.Expr(node.iter))
         return _join(head, _maybe(_sequence([ast.Assign([node.target], ast.Constant(None)), *node.body, *node.orelse])))
     if isinstance(node, ast.With):
-        items = [ast.Assign([i.optional_vars], i.context_expr) if i.optional_vars else ast.Expr(i.context_expr) for i in node.items]
+        items = [
+            ast.Assign([i.optional_vars], i.context_expr) if i.optional_vars else ast.Expr(i.context_expr)
+            for i in node.items
+        ]
         return _sequence(items + node.body)
     # try: any statement of the body may be the one that raised, so each part is read as it stands
     parts = [_sequence(node.body), *(_sequence(h.body) for h in node.handlers), _sequence(node.orelse)]
@@ -335,18 +374,33 @@ class _Capture:
         self.cell_writes |= set(self.temps)
         self.collect(tree.body, None)
         if not any(s.components for s in self.statements):
-            self.limit("the loop calls no component: call an environment (a Gymnasium env or a fragnb Env), a network, "
-                       "an optimiser or a fragnb Actor, Buffer or Learner from an earlier cell",
-                       self.loops[0].lineno if self.loops else None)
+            self.limit(
+                "the loop calls no component: call an environment (a Gymnasium env or a fragnb Env), a network, "
+                "an optimiser or a fragnb Actor, Buffer or Learner from an earlier cell",
+                self.loops[0].lineno if self.loops else None,
+            )
         self.check_defined(tree.body, set(self.namespace) | set(dir(builtins)))
         self.assign_roles()
         fragments = self.group()
         edges = self.data_edges(fragments) + self.state_edges(fragments)
         components = self.component_roles()
         self.limit_foreign(components)
-        return FragmentGraph(self.name, self.source, tree, self.loops, self.statements, fragments, edges, components, self.namespace,
-                             temps=self.temps, reach=self.reach, stop_flags=normalizer.stop_flags,
-                             limits=sorted(self.limits, key=lambda e: e.lineno or 0), inputs=frozenset(_names(tree)[0]))
+        return FragmentGraph(
+            self.name,
+            self.source,
+            tree,
+            self.loops,
+            self.statements,
+            fragments,
+            edges,
+            components,
+            self.namespace,
+            temps=self.temps,
+            reach=self.reach,
+            stop_flags=normalizer.stop_flags,
+            limits=sorted(self.limits, key=lambda e: e.lineno or 0),
+            inputs=frozenset(_names(tree)[0]),
+        )
 
     def parse(self) -> ast.Module:
         try:
@@ -358,17 +412,23 @@ class _Capture:
             raise FragmentError("the cell is empty: write the training loop below the %%fragment line")
         loops = [n for n in tree.body if isinstance(n, (ast.For, ast.While))]
         if not loops and not any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(tree)):
-            self.limit("the cell has no loop: write the training loop as `for it in range(n):` "
-                       "(the outermost loop counts training iterations)")
+            self.limit(
+                "the cell has no loop: write the training loop as `for it in range(n):` "
+                "(the outermost loop counts training iterations)"
+            )
         if len(loops) > 1:
-            self.limit(f"the cell has {len(loops)} top-level loops (lines {', '.join(str(n.lineno) for n in loops)}); "
-                       "a %%fragment cell holds one training loop", loops[1])
+            self.limit(
+                f"the cell has {len(loops)} top-level loops (lines {', '.join(str(n.lineno) for n in loops)}); "
+                "a %%fragment cell holds one training loop",
+                loops[1],
+            )
         return tree
 
     def check_constructs(self, tree: ast.Module) -> None:
         for node in ast.walk(tree):
-            if isinstance(node, ast.With) and all(reentrant_context(i.context_expr, self.namespace) and i.optional_vars is None
-                                                  for i in node.items):
+            if isinstance(node, ast.With) and all(
+                reentrant_context(i.context_expr, self.namespace) and i.optional_vars is None for i in node.items
+            ):
                 continue  # a mode context: entered around each statement it holds, in every fragment
             if type(node) in UNSUPPORTED:
                 what, why = UNSUPPORTED[type(node)]
@@ -402,8 +462,13 @@ class _Capture:
             # (state edges cover it).
             # (`torch.manual_seed(0)` or `np.random.shuffle(x)` changes no variable `torch` or `np`: a
             # module is not a value that flows.)
-            writes |= {n for n in _mutated(node) if n in self.cell_writes
-                       or self.role(self.namespace.get(n)) is None and not isinstance(self.namespace.get(n), types.ModuleType)}
+            writes |= {
+                n
+                for n in _mutated(node)
+                if n in self.cell_writes
+                or self.role(self.namespace.get(n)) is None
+                and not isinstance(self.namespace.get(n), types.ModuleType)
+            }
             components, calls, role_ = self.uses(node)
             synthetic = id(node) in self.synthetic
             self.statements.append(
@@ -481,11 +546,19 @@ class _Capture:
                 called.setdefault(name, r)
                 if name and isinstance(call.func, ast.Attribute) and call.func.value is root:
                     calls.add(f"{name}.{call.func.attr}")
-            elif any(isinstance(arg, ast.Name) and self.component(arg.id) is not None for arg in call.args + [k.value for k in call.keywords]):
+            elif any(
+                isinstance(arg, ast.Name) and self.component(arg.id) is not None
+                for arg in call.args + [k.value for k in call.keywords]
+            ):
                 handed = True  # the component itself, not one of its attributes
-        touched = {n.id: self.role(self.component(n.id)) for n in ast.walk(node)
-                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and self.component(n.id) is not None
-                   and not _reads_only(node, n.id, invariant(self.namespace[n.id]))}
+        touched = {
+            n.id: self.role(self.component(n.id))
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)
+            and self.component(n.id) is not None
+            and not _reads_only(node, n.id, invariant(self.namespace[n.id]))
+        }
         # Reading a plain object's attribute (`envs.single_observation_space.shape` in the learner's
         # flatten) is not using it: the statement goes where its values are needed.
         roles_of_touched = {n: r for n, r in touched.items() if n in called or not is_foreign(self.namespace[n])}
@@ -501,7 +574,11 @@ class _Capture:
                 node,
             )
         if called:
-            return components, frozenset(calls), sorted(called_roles)[0] if len(called_roles) > 1 else next(iter(called_roles))
+            return (
+                components,
+                frozenset(calls),
+                sorted(called_roles)[0] if len(called_roles) > 1 else next(iter(called_roles)),
+            )
         if handed:
             return components, frozenset(calls), "driver"
         return components, frozenset(calls), next(iter(roles), "")
@@ -524,7 +601,9 @@ class _Capture:
                 continue
             if var in self.cell_writes:
                 raise self.error(f"`{var}` is read before it is assigned", lineno)
-            raise self.error(f"`{var}` is not defined: it is not assigned in the cell nor in the notebook's namespace", lineno)
+            raise self.error(
+                f"`{var}` is not defined: it is not assigned in the cell nor in the notebook's namespace", lineno
+            )
 
     # -- roles and fragments ------------------------------------------------------------------
     def reaching_defs(self) -> None:
@@ -586,12 +665,16 @@ class _Capture:
                 if new != need[i]:
                     need[i], changed = new, True
         for i in plain:
-            if len(need[i]) < 2 and not isinstance(self.statements[i].node, ast.Delete):  # `del` goes where its name lives
+            if len(need[i]) < 2 and not isinstance(
+                self.statements[i].node, ast.Delete
+            ):  # `del` goes where its name lives
                 roles[i] = next(iter(need[i]), "driver")
         # Needed by several roles: computed with what it reads (latest producer), else its first reader.
         for s in self.statements:
             if roles[s.index] is None:
-                sources = sorted((p for ps in self.reach.get(s.index, {}).values() for p in ps if roles[p]), reverse=True)
+                sources = sorted(
+                    (p for ps in self.reach.get(s.index, {}).values() for p in ps if roles[p]), reverse=True
+                )
                 firsts = [roles[r] for r in readers[s.index] if roles[r]]
                 roles[s.index] = roles[sources[0]] if sources else (firsts[0] if firsts else "driver")
         if not any(role_of(self.namespace[c]) for s in self.statements for c in s.components):
@@ -640,8 +723,11 @@ class _Capture:
             why = unsupported(self.namespace[c]) if is_foreign(self.namespace[c]) else None
             if why:
                 first = next(s for s in self.statements if c in s.components)
-                self.limit(f"the loop calls `{c}` ({_type_name(self.namespace[c])}), which a distributed policy cannot "
-                           f"move: {why}", first.lineno)
+                self.limit(
+                    f"the loop calls `{c}` ({_type_name(self.namespace[c])}), which a distributed policy cannot "
+                    f"move: {why}",
+                    first.lineno,
+                )
                 return
 
     def group(self) -> list[Fragment]:
@@ -649,11 +735,11 @@ class _Capture:
         for s in self.statements:
             groups.setdefault((s.role, s.loop), []).append(s)
         role_count: dict[str, int] = {}
-        for role, _ in groups:
-            role_count[role] = role_count.get(role, 0) + 1
+        for name, _ in groups:
+            role_count[name] = role_count.get(name, 0) + 1
         return [
-            Fragment(role if role_count[role] == 1 else f"{role}@{loop.var if loop else 'cell'}", role, loop, stmts)
-            for (role, loop), stmts in groups.items()
+            Fragment(name if role_count[name] == 1 else f"{name}@{loop.var if loop else 'cell'}", name, loop, stmts)
+            for (name, loop), stmts in groups.items()
         ]
 
     def data_edges(self, fragments: list[Fragment]) -> list[Edge]:
@@ -683,7 +769,11 @@ class _Capture:
 
     def shared_modules(self, a: Fragment, b: Fragment) -> list[str]:
         mods_a = self.modules(a)
-        return [f"{label.split('.')[1]} weights" for key, label in self.modules(b).items() if key in mods_a and not _same_component(a, b, label)]
+        return [
+            f"{label.split('.')[1]} weights"
+            for key, label in self.modules(b).items()
+            if key in mods_a and not _same_component(a, b, label)
+        ]
 
     def modules(self, frag: Fragment) -> dict[int, str]:
         found: dict[int, str] = {}
@@ -700,8 +790,14 @@ def _reads_only(node: ast.AST, name: str, attributes: frozenset[str]) -> bool:
     if not attributes:
         return False
     names = sum(1 for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name)
-    reads = sum(1 for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
-                and n.attr in attributes)
+    reads = sum(
+        1
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == name
+        and n.attr in attributes
+    )
     return names == reads
 
 
@@ -712,7 +808,11 @@ def _stores(node: ast.stmt) -> bool:
     if isinstance(node, ast.Assign):
         return all(isinstance(t, ast.Subscript) for t in node.targets)
     call = node.value if isinstance(node, ast.Expr) else None
-    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "push", "add")
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("append", "extend", "push", "add")
+    )
 
 
 def _type_name(obj) -> str:

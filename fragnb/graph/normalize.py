@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["TEMP_PREFIX", "Normalizer"]
 
@@ -43,15 +43,28 @@ TEMP_PREFIX = "_fragnb_"
 # Expressions whose parts Python may skip or run many times: a call inside is never hoisted.
 _CONDITIONAL = (ast.IfExp, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 # Statements that hold a block: the calls in it run where the block runs, as written (never hoisted).
-_COMPOUND = (ast.If, ast.With, ast.While, ast.For, ast.Try, ast.TryStar, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_COMPOUND = (
+    ast.If,
+    ast.With,
+    ast.While,
+    ast.For,
+    ast.Try,
+    ast.TryStar,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+)
 
 
 class Normalizer:
     """Rewrites a cell body. ``role_of_call(call)`` is the role of the component a call goes
     through, or ``None``. ``temps`` maps each temporary to the source text it stands for."""
 
-    def __init__(self, role_of_call: Callable[[ast.Call], str | None] | None = None,
-                 reentrant: Callable[[ast.expr], bool] = lambda expr: False):
+    def __init__(
+        self,
+        role_of_call: Callable[[ast.Call], str | None] | None = None,
+        reentrant: Callable[[ast.expr], bool] = lambda expr: False,
+    ):
         self.role_of_call = role_of_call
         self.reentrant = reentrant  # whether a `with` item is a mode context, entered again per statement
         self.temps: dict[str, str] = {}
@@ -68,10 +81,18 @@ class Normalizer:
             if isinstance(node, ast.While) and not node.orelse:
                 flag = self._temp(f"not ({ast.unparse(node.test)})")
                 self.stop_flags.append(flag)
-                stop = lambda: self._located(ast.Assign([ast.Name(flag, ast.Store())], ast.UnaryOp(ast.Not(), copy.deepcopy(node.test))), node.test)  # noqa: E731
+
+                def stop(flag=flag, node=node):  # a fresh statement each time: the loop's end and before it
+                    return self._located(
+                        ast.Assign([ast.Name(flag, ast.Store())], ast.UnaryOp(ast.Not(), copy.deepcopy(node.test))),
+                        node.test,
+                    )
+
                 counter = self._temp("the iteration count of a `while` loop")
                 forever = ast.Call(ast.Name("iter", ast.Load()), [ast.Name("int", ast.Load()), ast.Constant(1)], [])
-                loop = ast.For(ast.Name(counter, ast.Store()), forever, self._loop_body(node.body + [stop()], top=True), [], None)
+                loop = ast.For(
+                    ast.Name(counter, ast.Store()), forever, self._loop_body(node.body + [stop()], top=True), [], None
+                )
                 out += [stop(), self._located(loop, node)]
             elif isinstance(node, ast.For) and not node.orelse:
                 node.body = self._loop_body(node.body, top=True)
@@ -114,7 +135,9 @@ class Normalizer:
                 out.append(node)
             elif isinstance(node, ast.If) and id(node) not in self.opaque and self._needs_split(node):
                 out += self._split_if(node)
-            elif isinstance(node, ast.With) and all(self.reentrant(i.context_expr) and i.optional_vars is None for i in node.items):
+            elif isinstance(node, ast.With) and all(
+                self.reentrant(i.context_expr) and i.optional_vars is None for i in node.items
+            ):
                 out += [self._entered(s, node) for s in self.body(node.body)]
             else:
                 out += self._hoist(node)
@@ -130,7 +153,10 @@ class Normalizer:
     def _split_if(self, node: ast.If) -> list[ast.stmt]:
         name = self._temp(ast.unparse(node.test))
         out = self._hoist(self._located(ast.Assign([ast.Name(name, ast.Store())], node.test), node))
-        for stmts, test in ((node.body, ast.Name(name, ast.Load())), (node.orelse, ast.UnaryOp(ast.Not(), ast.Name(name, ast.Load())))):
+        for stmts, test in (
+            (node.body, ast.Name(name, ast.Load())),
+            (node.orelse, ast.UnaryOp(ast.Not(), ast.Name(name, ast.Load()))),
+        ):
             out += [self._guard(s, test) for s in self.body(stmts)]
         return out
 

@@ -32,15 +32,28 @@ __all__ = ["MODULE", "role", "is_foreign", "call_role", "reentrant_context"]
 MODULE = "module"
 
 # (module, attribute path) of the ecosystem's environment base classes, looked up only when loaded.
-_ENV_TYPES = (("gymnasium", "Env"), ("gymnasium", "vector.VectorEnv"), ("pettingzoo", "ParallelEnv"),
-              ("pettingzoo", "AECEnv"), ("gym", "Env"))
+_ENV_TYPES = (
+    ("gymnasium", "Env"),
+    ("gymnasium", "vector.VectorEnv"),
+    ("pettingzoo", "ParallelEnv"),
+    ("pettingzoo", "AECEnv"),
+    ("gym", "Env"),
+)
 
 # Contexts that only set a thread-local mode (no state of their own, no `as` value that matters):
 # entering one again around each statement it wraps does what entering it once around all does.
-_MODE_CONTEXTS = tuple(c for c in (getattr(torch, "no_grad", None), getattr(torch, "enable_grad", None),
-                                   getattr(torch, "inference_mode", None), getattr(torch, "set_grad_enabled", None),
-                                   getattr(torch, "autocast", None), getattr(getattr(torch, "amp", None), "autocast", None))
-                       if c is not None)
+_MODE_CONTEXTS = tuple(
+    c
+    for c in (
+        getattr(torch, "no_grad", None),
+        getattr(torch, "enable_grad", None),
+        getattr(torch, "inference_mode", None),
+        getattr(torch, "set_grad_enabled", None),
+        getattr(torch, "autocast", None),
+        getattr(getattr(torch, "amp", None), "autocast", None),
+    )
+    if c is not None
+)
 
 
 def _lookup(module: str, path: str):
@@ -51,7 +64,9 @@ def _lookup(module: str, path: str):
 
 
 def _foreign_role(obj: Any) -> str | None:
-    if isinstance(obj, (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)):
+    if isinstance(
+        obj, (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+    ):
         return "learner"
     if isinstance(obj, torch.nn.Module):
         return MODULE
@@ -91,8 +106,13 @@ def _library(f: types.FunctionType) -> bool:
     return filename.startswith(_LIBRARY_DIRS)
 
 
-_LIBRARY_DIRS = tuple(os.path.abspath(p) + os.sep for p in {*(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
-                                                                   os.path.dirname(os.path.dirname(__file__))})
+_LIBRARY_DIRS = tuple(
+    os.path.abspath(p) + os.sep
+    for p in {
+        *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+        os.path.dirname(os.path.dirname(__file__)),
+    }
+)
 
 
 def _code_names(code: types.CodeType) -> set[str]:

@@ -26,13 +26,23 @@ def refuse(placement, program: Program) -> None:
 
     if loop is None:
         raise FragmentError(f"policy {policy!r} needs an iteration loop (`for it in range(n):`) around the cell's work")
-    if not (isinstance(loop.node.iter, ast.Call) and isinstance(loop.node.iter.func, ast.Name) and loop.node.iter.func.id == "range"):
-        raise error(f"policy {policy!r} runs the actors free of the learner, each counting its own iterations: the "
-                    "iteration loop must be `for NAME in range(...)`", loop.node.lineno)
+    if not (
+        isinstance(loop.node.iter, ast.Call)
+        and isinstance(loop.node.iter.func, ast.Name)
+        and loop.node.iter.func.id == "range"
+    ):
+        raise error(
+            f"policy {policy!r} runs the actors free of the learner, each counting its own iterations: the "
+            "iteration loop must be `for NAME in range(...)`",
+            loop.node.lineno,
+        )
     if graph.stop_flags:
-        raise error(f"policy {policy!r} runs the actors free of the learner: a loop that ends on its own condition (`break`, "
-                    "`while`) would need every actor to wait for it each iteration. Use a stop condition instead "
-                    "(fragnb.run(..., until=...) or --until-return), or a synchronous policy such as 'coarse'", loop.node.lineno)
+        raise error(
+            f"policy {policy!r} runs the actors free of the learner: a loop that ends on its own condition (`break`, "
+            "`while`) would need every actor to wait for it each iteration. Use a stop condition instead "
+            "(fragnb.run(..., until=...) or --until-return), or a synchronous policy such as 'coarse'",
+            loop.node.lineno,
+        )
     home = placement.home
     if placement.groups[home][0] != 1:
         raise FragmentError(f"policy {policy!r} needs one learner replica")
@@ -44,14 +54,23 @@ def refuse(placement, program: Program) -> None:
         names = (seg.reads | header_names(loop.body)) & written.keys()
         if names:
             name = sorted(names)[0]
-            line = next((n.lineno for n in seg.nodes for x in ast.walk(n) if isinstance(x, ast.Name) and x.id == name), seg.nodes[0].lineno)
-            raise error(f"under {policy!r} the {seg.group} run free of the learner, but this line reads `{name}`, which the "
-                        f"learner's side assigns inside the loop ({written[name].group!r}, line {written[name].nodes[0].lineno}): "
-                        "they would have to wait for it every iteration. Only the weights travel that way; compute "
-                        f"`{name}` on the {seg.group}' side, or use a synchronous policy such as 'coarse'", line)
-    after = program.items[program.items.index(loop) + 1:]
+            line = next(
+                (n.lineno for n in seg.nodes for x in ast.walk(n) if isinstance(x, ast.Name) and x.id == name),
+                seg.nodes[0].lineno,
+            )
+            raise error(
+                f"under {policy!r} the {seg.group} run free of the learner, but this line reads `{name}`, which the "
+                f"learner's side assigns inside the loop ({written[name].group!r}, line {written[name].nodes[0].lineno}): "
+                "they would have to wait for it every iteration. Only the weights travel that way; compute "
+                f"`{name}` on the {seg.group}' side, or use a synchronous policy such as 'coarse'",
+                line,
+            )
+    after = program.items[program.items.index(loop) + 1 :]
     for seg in segments_of(after):
         if seg.group != home or seg.reads & {v for s in program.segments if s.group != home for v in s.writes}:
-            raise error(f"under {policy!r} the actors stop wherever they are when the learner ends the run, so statements "
-                        "after the loop may only use what the learner's side holds; move this line into the loop or "
-                        "run it in a cell of its own afterwards", seg.nodes[0].lineno)
+            raise error(
+                f"under {policy!r} the actors stop wherever they are when the learner ends the run, so statements "
+                "after the loop may only use what the learner's side holds; move this line into the loop or "
+                "run it in a cell of its own afterwards",
+                seg.nodes[0].lineno,
+            )

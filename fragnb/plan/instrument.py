@@ -14,8 +14,13 @@ __all__ = ["DRIVER", "instrument", "compile_cell", "remember_source", "plain_env
 DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while code of a run executes
 
 
-def instrument(body: list[ast.stmt], owner: dict[int, str], hook_loop: bool = False, trace: dict[int, int] | None = None,
-               steps: dict[int, int] | None = None) -> list[ast.stmt]:
+def instrument(
+    body: list[ast.stmt],
+    owner: dict[int, str],
+    hook_loop: bool = False,
+    trace: dict[int, int] | None = None,
+    steps: dict[int, int] | None = None,
+) -> list[ast.stmt]:
     """``body`` with each run of consecutive statements of one fragment timed by
     ``__fragnb_run__.timer(fragment)``; with ``hook_loop`` the (first) top-level loop iterates through
     ``__fragnb_run__.iterate`` (progress); with ``trace`` (node id -> statement index) every statement
@@ -66,7 +71,12 @@ def plain_env_steps(graph, statements, replicas: int = 1) -> dict[int, int]:
 
     ns = graph.namespace
     plain = [c for c, role in graph.components.items() if role == "env" and not isinstance(ns.get(c), Env)]
-    return {id(s.node): int(getattr(ns[c], "num_envs", 1)) // replicas for s in statements for c in plain if f"{c}.step" in s.calls}
+    return {
+        id(s.node): int(getattr(ns[c], "num_envs", 1)) // replicas
+        for s in statements
+        for c in plain
+        if f"{c}.step" in s.calls
+    }
 
 
 def remember_source(filename: str, source: str) -> None:

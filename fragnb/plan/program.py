@@ -107,8 +107,13 @@ def plan(placement: Placement) -> Program:
                     items.append(DrivenLoop(node, build(node.body, False)))
                     continue
                 order, crossing = split
-                replayed.update({i if isinstance(i, int) else i[2]: tuple(names) for i, (_, names) in crossing.items()
-                                 if isinstance(i, int) or i[0] == "before"})
+                replayed.update(
+                    {
+                        i if isinstance(i, int) else i[2]: tuple(names)
+                        for i, (_, names) in crossing.items()
+                        if isinstance(i, int) or i[0] == "before"
+                    }
+                )
                 for g in order:
                     add(items, g, _project(node, g, group_of, stmt_of, crossing, helper))
                 continue
@@ -123,7 +128,7 @@ def plan(placement: Placement) -> Program:
         seg.writes = set().union(*(s.writes for s in leaves)) | _header_writes(seg.nodes)
         seg.components = {c for s in leaves for c in s.components}
         seg.statements = {s.index for s in leaves}
-        for node in (n for node in seg.nodes for n in _all_nodes(node) if id(n) in helper):
+        for node in (n for top in seg.nodes for n in _all_nodes(top) if id(n) in helper):
             stmt, op, names, key = helper[id(node)]
             (seg.records if op == "record" else seg.replays)[key] = names
             if op == "record":
@@ -156,16 +161,24 @@ def _refuse_jumps(loop: ast.For, top: bool, groups_in, graph: FragmentGraph) -> 
             continue
         word = "break" if isinstance(jump, ast.Break) else "continue"
         if top:
-            why = ("only `if condition: break` directly in the training loop's body can stop a run (at an iteration's end, "
-                   "on every replica at once)" if word == "break" else
-                   "write it as `if condition: continue` directly in the loop's body (fragnb turns that into a condition "
-                   "guarding the rest of the body)")
+            why = (
+                "only `if condition: break` directly in the training loop's body can stop a run (at an iteration's end, "
+                "on every replica at once)"
+                if word == "break"
+                else "write it as `if condition: continue` directly in the loop's body (fragnb turns that into a condition "
+                "guarding the rest of the body)"
+            )
         else:
-            why = (f"this inner loop's statements run in groups {sorted(groups)}, which run apart and cannot stop together. "
-                   "Step every environment together for a fixed number of steps (`for step in range(num_steps):`, "
-                   "a vectorised rollout: a finished episode resets by itself) and keep episode ends as data (`dones`)")
-        raise FragmentError.in_source(f"this `{word}` is not supported under a distributed policy: {why} "
-                                      "(`single` runs it as plain Python)", jump.lineno, graph.source)
+            why = (
+                f"this inner loop's statements run in groups {sorted(groups)}, which run apart and cannot stop together. "
+                "Step every environment together for a fixed number of steps (`for step in range(num_steps):`, "
+                "a vectorised rollout: a finished episode resets by itself) and keep episode ends as data (`dones`)"
+            )
+        raise FragmentError.in_source(
+            f"this `{word}` is not supported under a distributed policy: {why} (`single` runs it as plain Python)",
+            jump.lineno,
+            graph.source,
+        )
 
 
 def _leaves_of_body(loop: ast.For):
@@ -212,8 +225,13 @@ def _independent(earlier: Segment, later: Segment, ns: dict) -> bool:
     def modules(seg: Segment) -> set[int]:
         return {id(v) for c in seg.components for v in modules_of(ns[c]).values()}
 
-    return not (earlier.writes & later.reads or later.writes & earlier.reads or earlier.writes & later.writes
-                or set(earlier.records) & set(later.replays) or modules(earlier) & modules(later))
+    return not (
+        earlier.writes & later.reads
+        or later.writes & earlier.reads
+        or earlier.writes & later.writes
+        or set(earlier.records) & set(later.replays)
+        or modules(earlier) & modules(later)
+    )
 
 
 def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict, placement: Placement):
@@ -246,20 +264,27 @@ def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict,
             edges.add((sender, g))
             crossing.setdefault(i, (sender, []))[1].append(var)
     for i, (sender, names) in list(crossing.items()):
-        if isinstance(i, int) and (outer := _hoist(loop, graph.statements[i].node, sender, set(names), group_of, stmt_of)) is not None:
+        if (
+            isinstance(i, int)
+            and (outer := _hoist(loop, graph.statements[i].node, sender, set(names), group_of, stmt_of)) is not None
+        ):
             crossing[("before", id(outer), i)] = crossing.pop(i)
     edges |= _weight_flows(loop, graph, group_of, stmt_of)
     groups = list(dict.fromkeys(group_of[i] for i in sorted(inside)))
     order: list[str] = []
     while len(order) < len(groups):  # topological order, stable by first appearance
-        ready = [g for g in groups if g not in order and not any(a not in order and b == g and a != g for a, b in edges)]
+        ready = [
+            g for g in groups if g not in order and not any(a not in order and b == g and a != g for a, b in edges)
+        ]
         if not ready:
             return None  # the groups depend on each other both ways: drive the loop step by step
         order.append(ready[0])
     return order, crossing
 
 
-def _hoist(loop: ast.For, node: ast.stmt, sender: str, names: set[str], group_of: dict, stmt_of: dict) -> ast.For | None:
+def _hoist(
+    loop: ast.For, node: ast.stmt, sender: str, names: set[str], group_of: dict, stmt_of: dict
+) -> ast.For | None:
     """The outermost loop nested in ``loop`` around ``node`` inside which ``sender`` does not change
     ``names``: recorded once before it, they need not make the sender run that loop too (a rollout's
     `for i in np.nonzero(infos["_episode"])[0]: writer.append(...)` on the learner's side)."""
@@ -300,7 +325,11 @@ def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing:
     by_index = {s.index: s for s in stmt_of.values()}
 
     def call(method: str, *args) -> ast.stmt:
-        return ast.Expr(ast.Call(ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), [ast.Constant(a) for a in args], []))
+        return ast.Expr(
+            ast.Call(
+                ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), [ast.Constant(a) for a in args], []
+            )
+        )
 
     def project(nodes: list[ast.stmt]) -> list[ast.stmt]:
         out = []
@@ -311,13 +340,20 @@ def _project(loop: ast.For, group: str, group_of: dict, stmt_of: dict, crossing:
                         s = by_index[key[2]]
                         op = "replay" if group_of[s.index] == group else "record" if sender == group else None
                         if op:
-                            out.append(ast.copy_location(call(op, str(record_key(s.index)), *(() if op == "replay" else (tuple(names),))), node))
+                            out.append(
+                                ast.copy_location(
+                                    call(op, str(record_key(s.index)), *(() if op == "replay" else (tuple(names),))),
+                                    node,
+                                )
+                            )
                             helper[id(out[-1])] = (s, op, tuple(names), record_key(s.index))
                 body = project(node.body)
                 sender, names = crossing.get(("loop", id(node)), (None, ()))
                 first = stmt_of[id(next(_leaves(node)))]
                 if sender == group:
-                    out.append(ast.copy_location(call("record", str(record_key(f"L{node.lineno}")), tuple(names)), node))
+                    out.append(
+                        ast.copy_location(call("record", str(record_key(f"L{node.lineno}")), tuple(names)), node)
+                    )
                     helper[id(out[-1])] = (first, "record", tuple(names), record_key(f"L{node.lineno}"))
                 elif names and body:
                     out.append(ast.copy_location(call("replay", str(record_key(f"L{node.lineno}"))), node))
@@ -371,11 +407,17 @@ def _env_axes(graph: FragmentGraph, kinds: dict[str, str]) -> dict[str, int]:
             node = s.node
             while isinstance(node, ast.With) and len(node.body) == 1:
                 node = node.body[0]
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)):
+            if not (
+                isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)
+            ):
                 continue
             target = node.targets[0]
             index = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
-            if not isinstance(target.value, ast.Name) or kinds.get(target.value.id) != "sharded" or any(isinstance(i, ast.Slice) for i in index):
+            if (
+                not isinstance(target.value, ast.Name)
+                or kinds.get(target.value.id) != "sharded"
+                or any(isinstance(i, ast.Slice) for i in index)
+            ):
                 continue
             axis = len(index) + (axes.get(node.value.id, 0) if isinstance(node.value, ast.Name) else 0)
             axes.setdefault(target.value.id, axis)
@@ -442,5 +484,11 @@ def header_names(items: list) -> set[str]:
 def graph_writes(graph: FragmentGraph) -> set[str]:
     """Every name the cell assigns, loop variables included."""
     names = set().union(*(s.writes for s in graph.statements))
-    names |= {n.id for node in ast.walk(graph.tree) if isinstance(node, ast.For) for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    names |= {
+        n.id
+        for node in ast.walk(graph.tree)
+        if isinstance(node, ast.For)
+        for n in ast.walk(node.target)
+        if isinstance(n, ast.Name)
+    }
     return names - set(graph.temps)

@@ -8,8 +8,9 @@ every replica. The safety net walks one planned before it knows those, limited t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import shards
 from ..components import role_of
@@ -120,9 +121,16 @@ class Script:
     shapes: dict[str, tuple] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, placement: Placement, *, limit: int | None = None,
-           until: Callable[[list, int, int], bool] | None = None, checkpoint_every: int = 0,
-           shapes: dict[str, tuple] | None = None, start: RandomStart = RandomStart()) -> Script:
+    def of(
+        cls,
+        placement: Placement,
+        *,
+        limit: int | None = None,
+        until: Callable[[list, int, int], bool] | None = None,
+        checkpoint_every: int = 0,
+        shapes: dict[str, tuple] | None = None,
+        start: RandomStart = RandomStart(),
+    ) -> Script:
         """Plan ``placement``; what a policy cannot run raises FragmentError here, before any worker starts.
 
         Parameters
@@ -180,7 +188,9 @@ class Script:
 
     def components(self) -> dict[str, list[str]]:
         """The components each group's statements use: what its replicas send back at the end."""
-        return {g: sorted({c for s in self.program.segments if s.group == g for c in s.components}) for g in self.groups}
+        return {
+            g: sorted({c for s in self.program.segments if s.group == g for c in s.components}) for g in self.groups
+        }
 
 
 def peers(group: str, count: int) -> list[str]:
@@ -202,7 +212,10 @@ def _shared_weights(placement: Placement, segments: list[Segment]) -> list[Weigh
                     holders[id(value)].append((comp, attr, seg.group))
     out = []
     for entries in holders.values():
-        comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), None) or \
-            next((e for e in entries if not role_of(ns[e[0]]) and e[2] in trains), entries[0])
-        out += [Weights(weights_key(comp, attr), owner, comp, weights_key(c, a), g, c) for c, a, g in entries if g != owner]
+        comp, attr, owner = next((e for e in entries if role_of(ns[e[0]]) == "learner"), None) or next(
+            (e for e in entries if not role_of(ns[e[0]]) and e[2] in trains), entries[0]
+        )
+        out += [
+            Weights(weights_key(comp, attr), owner, comp, weights_key(c, a), g, c) for c, a, g in entries if g != owner
+        ]
     return out

@@ -9,5 +9,16 @@ from . import builtin  # noqa: F401  registers the built-in policies
 from .placement import EdgePlacement, FragmentPlacement, Placement, choices, place
 from .policy import POLICIES, ROLES, DistributionPolicy, register, resolve
 
-__all__ = ["DistributionPolicy", "Placement", "FragmentPlacement", "EdgePlacement", "POLICIES", "ROLES", "register", "resolve",
-           "place", "choices", "human"]
+__all__ = [
+    "DistributionPolicy",
+    "Placement",
+    "FragmentPlacement",
+    "EdgePlacement",
+    "POLICIES",
+    "ROLES",
+    "register",
+    "resolve",
+    "place",
+    "choices",
+    "human",
+]

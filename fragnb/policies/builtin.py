@@ -6,53 +6,94 @@ from .policy import ROLES, DistributionPolicy, register
 __all__: list[str] = []
 
 
-register(DistributionPolicy("single", "a plain loop (CleanRL)", "every fragment in this process; edges are direct references",
-                            tradeoff="nothing crosses a process and nothing waits; one core does all the work"))
-register(DistributionPolicy(
-    "coarse", "RLlib sync sampling; MSRL MultiActorSingleLearner; Acme's layout (Acme runs it asynchronously)",
-    "actor fragments (env + inference + buffer insert) x N on workers; learner x 1 (GPU if any)",
-    groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
-    replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
-    tradeoff="actors step in parallel and only trajectories and weights cross; the learner idles while actors roll out, and they idle while it learns",
-))
-register(DistributionPolicy(
-    "fine", "SEED RL; MSRL SingleActorLearnerMultiEnv",
-    "env fragments x N on CPU workers; inference + buffer + learner x 1 (GPU if any)",
-    groups={"env": "envs", "actor": "learner", "buffer": "learner", "learner": "learner", "driver": "learner"},
-    replicas={"envs": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("env", "actor"),
-    tradeoff="inference is batched in one place, near the learner; every environment step crosses the network twice (observations in, actions out)",
-))
-register(DistributionPolicy(
-    "multi_learner", "DD-PPO; MSRL hand-written DP3", "the whole loop x N; gradients all-reduced",
-    groups=dict.fromkeys(ROLES, "replicas"), replicas={"replicas": "learners"}, gpu_groups=("replicas",),
-    collectives=("gradients all-reduced (torch.distributed: gloo on CPU, NCCL on GPU)",), required_roles=("learner",),
-    tradeoff="N full copies share the work and exchange only gradients; each update waits for the slowest copy's all-reduce",
-))
-register(DistributionPolicy(
-    "async", "IMPALA (without V-trace); A3C's asynchrony (A3C sends gradients); MSRL AsyncMultiActorSingleLearner",
-    "actor fragments x N run free, streaming trajectories; learner x 1 consumes them as they arrive",
-    groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
-    replicas={"actors": "actors", "learner": 1}, gpu_groups=("learner",), required_roles=("actor", "learner"),
-    options={"max_staleness": 1}, decoupled=True,
-    tradeoff="nobody waits for a whole round: actors keep rolling out while the learner learns; it trains on trajectories up to max_staleness versions old",
-))
+register(
+    DistributionPolicy(
+        "single",
+        "a plain loop (CleanRL)",
+        "every fragment in this process; edges are direct references",
+        tradeoff="nothing crosses a process and nothing waits; one core does all the work",
+    )
+)
+register(
+    DistributionPolicy(
+        "coarse",
+        "RLlib sync sampling; MSRL MultiActorSingleLearner; Acme's layout (Acme runs it asynchronously)",
+        "actor fragments (env + inference + buffer insert) x N on workers; learner x 1 (GPU if any)",
+        groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
+        replicas={"actors": "actors", "learner": 1},
+        gpu_groups=("learner",),
+        required_roles=("actor", "learner"),
+        tradeoff="actors step in parallel and only trajectories and weights cross; the learner idles while actors roll out, and they idle while it learns",
+    )
+)
+register(
+    DistributionPolicy(
+        "fine",
+        "SEED RL; MSRL SingleActorLearnerMultiEnv",
+        "env fragments x N on CPU workers; inference + buffer + learner x 1 (GPU if any)",
+        groups={"env": "envs", "actor": "learner", "buffer": "learner", "learner": "learner", "driver": "learner"},
+        replicas={"envs": "actors", "learner": 1},
+        gpu_groups=("learner",),
+        required_roles=("env", "actor"),
+        tradeoff="inference is batched in one place, near the learner; every environment step crosses the network twice (observations in, actions out)",
+    )
+)
+register(
+    DistributionPolicy(
+        "multi_learner",
+        "DD-PPO; MSRL hand-written DP3",
+        "the whole loop x N; gradients all-reduced",
+        groups=dict.fromkeys(ROLES, "replicas"),
+        replicas={"replicas": "learners"},
+        gpu_groups=("replicas",),
+        collectives=("gradients all-reduced (torch.distributed: gloo on CPU, NCCL on GPU)",),
+        required_roles=("learner",),
+        tradeoff="N full copies share the work and exchange only gradients; each update waits for the slowest copy's all-reduce",
+    )
+)
+register(
+    DistributionPolicy(
+        "async",
+        "IMPALA (without V-trace); A3C's asynchrony (A3C sends gradients); MSRL AsyncMultiActorSingleLearner",
+        "actor fragments x N run free, streaming trajectories; learner x 1 consumes them as they arrive",
+        groups={"env": "actors", "actor": "actors", "buffer": "actors", "learner": "learner", "driver": "learner"},
+        replicas={"actors": "actors", "learner": 1},
+        gpu_groups=("learner",),
+        required_roles=("actor", "learner"),
+        options={"max_staleness": 1},
+        decoupled=True,
+        tradeoff="nobody waits for a whole round: actors keep rolling out while the learner learns; it trains on trajectories up to max_staleness versions old",
+    )
+)
 
 
-register(DistributionPolicy(
-    "srl", "SRL (actor / policy / trainer workers)",
-    "actor workers x N each step a ring of env groups; batched policy workers x M serve their inference; one trainer",
-    groups={"env": "actors", "actor": "policy", "buffer": "actors", "learner": "trainer", "driver": "trainer"},
-    replicas={"actors": ("actors", "ring"), "policy": ("policy_workers", "ring"), "trainer": 1}, gpu_groups=("policy", "trainer"),
-    required_roles=("env", "actor", "learner"), options={"ring": 2, "max_staleness": 1}, decoupled=True,
-    tradeoff="each actor worker steps one env group while another waits for its batched actions; more processes and messages, which pays off only with cores to spare",
-))
+register(
+    DistributionPolicy(
+        "srl",
+        "SRL (actor / policy / trainer workers)",
+        "actor workers x N each step a ring of env groups; batched policy workers x M serve their inference; one trainer",
+        groups={"env": "actors", "actor": "policy", "buffer": "actors", "learner": "trainer", "driver": "trainer"},
+        replicas={"actors": ("actors", "ring"), "policy": ("policy_workers", "ring"), "trainer": 1},
+        gpu_groups=("policy", "trainer"),
+        required_roles=("env", "actor", "learner"),
+        options={"ring": 2, "max_staleness": 1},
+        decoupled=True,
+        tradeoff="each actor worker steps one env group while another waits for its batched actions; more processes and messages, which pays off only with cores to spare",
+    )
+)
 
 
-register(DistributionPolicy(
-    "gpu_only", "Podracer Anakin, WarpDrive; MSRL fused GPU fragments",
-    "every fragment fused in one process per device, environments vectorised on it; x N devices, gradients all-reduced",
-    groups=dict.fromkeys(ROLES, "device"), replicas={"device": "learners"}, gpu_groups=("device",),
-    collectives=("gradients all-reduced (torch.distributed: NCCL on GPUs, gloo on CPU)",), required_roles=("env", "learner"),
-    fused=True,
-    tradeoff="no copies between host and device, no network; the environment must be written in torch, and one device holds everything",
-))
+register(
+    DistributionPolicy(
+        "gpu_only",
+        "Podracer Anakin, WarpDrive; MSRL fused GPU fragments",
+        "every fragment fused in one process per device, environments vectorised on it; x N devices, gradients all-reduced",
+        groups=dict.fromkeys(ROLES, "device"),
+        replicas={"device": "learners"},
+        gpu_groups=("device",),
+        collectives=("gradients all-reduced (torch.distributed: NCCL on GPUs, gloo on CPU)",),
+        required_roles=("env", "learner"),
+        fused=True,
+        tradeoff="no copies between host and device, no network; the environment must be written in torch, and one device holds everything",
+    )
+)

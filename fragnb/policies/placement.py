@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..shards import num_envs, shardwise
 from ..errors import FragmentError
+from ..shards import num_envs, shardwise
 from ..text import human, workers
 from .policy import DistributionPolicy, resolve
 
@@ -107,7 +107,9 @@ class Placement:
                 continue
             seen.add(key)
             size = e.bytes_per_iteration
-            moved.append((e, None if size is None else size * (self.fragments[e.dst].replicas if e.operator in whole else 1)))
+            moved.append(
+                (e, None if size is None else size * (self.fragments[e.dst].replicas if e.operator in whole else 1))
+            )
         return moved
 
     def measured(self, sizes: Mapping[tuple[str, str, str], int]) -> Placement:
@@ -129,9 +131,11 @@ class Placement:
 
         if profile is None:
             name = self.graph.name if self.graph.name.isidentifier() else "graph"
-            raise ValueError(f"no profile of {self.graph.name!r} to predict from: profile the loop first: "
-                             f"p = fragnb.profile({name}); placement.predict(cluster, profile=p) "
-                             "(a few iterations under single, on copies of its objects)")
+            raise ValueError(
+                f"no profile of {self.graph.name!r} to predict from: profile the loop first: "
+                f"p = fragnb.profile({name}); placement.predict(cluster, profile=p) "
+                "(a few iterations under single, on copies of its objects)"
+            )
         return predict(self, profile, cluster, replicas)
 
     def render(self):
@@ -144,7 +148,9 @@ class Placement:
     def inference_batch(self) -> int | None:
         """Environments each replica of the actor fragments serves per inference call."""
         ns = self.graph.namespace
-        envs = next((n for c, r in self.graph.components.items() if r == "env" and (n := num_envs(ns[c])) is not None), None)
+        envs = next(
+            (n for c, r in self.graph.components.items() if r == "env" and (n := num_envs(ns[c])) is not None), None
+        )
         actor = next((p for f, p in self.fragments.items() if self.graph.fragment(f).role == "actor"), None)
         return envs // actor.replicas if envs and actor else None
 
@@ -157,9 +163,17 @@ class Placement:
         lines = [f"Placement of {self.graph.name!r} under {self.policy.name!r} {self.params}"]
         for group, (n, device) in self.groups.items():
             names = [f for f, p in self.fragments.items() if p.group == group]
-            ring = f", {workers(n // self.colocated[group])} x ring {self.colocated[group]}" if group in self.colocated else ""
+            ring = (
+                f", {workers(n // self.colocated[group])} x ring {self.colocated[group]}"
+                if group in self.colocated
+                else ""
+            )
             lines.append(f"  {group} x{n} ({device}{ring}): {', '.join(names)}")
-        lines += [f"  {e.src} -> {e.dst} [{e.labelled(self.graph.describe(e.variables))}]" for e in self.edges if e.operator != "local"]
+        lines += [
+            f"  {e.src} -> {e.dst} [{e.labelled(self.graph.describe(e.variables))}]"
+            for e in self.edges
+            if e.operator != "local"
+        ]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -180,8 +194,11 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     policy = resolve(policy)
     if policy.name != "single" and graph.limits:
         first = graph.limits[0]
-        raise FragmentError(f"policy {policy.name!r} cannot split this cell: {first.problem} (`single` runs it as plain Python)",
-                            first.lineno, first.line)
+        raise FragmentError(
+            f"policy {policy.name!r} cannot split this cell: {first.problem} (`single` runs it as plain Python)",
+            first.lineno,
+            first.line,
+        )
     known = policy.parameters
     unknown = sorted(set(params) - set(known))
     if unknown:
@@ -190,8 +207,10 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     roles = {f.role for f in graph.fragments}
     missing = [r for r in policy.required_roles if r not in roles]
     if missing:
-        raise ValueError(f"policy {policy.name!r} needs fragments of roles {list(policy.required_roles)}; "
-                         f"the graph {graph.name!r} has no {missing} (it has {sorted(roles)})")
+        raise ValueError(
+            f"policy {policy.name!r} needs fragments of roles {list(policy.required_roles)}; "
+            f"the graph {graph.name!r} has no {missing} (it has {sorted(roles)})"
+        )
     counts, colocated = {}, {}
     for group, n in policy.replicas.items():
         n, per_worker = (n, None) if not isinstance(n, tuple) else n
@@ -203,7 +222,9 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
             colocated[group] = params[per_worker]
     for name, default in policy.options.items():
         value = params[name]
-        if isinstance(default, int) and (not isinstance(value, int) or isinstance(value, bool) or value < _LEAST.get(name, 0)):
+        if isinstance(default, int) and (
+            not isinstance(value, int) or isinstance(value, bool) or value < _LEAST.get(name, 0)
+        ):
             raise ValueError(f"{name}={value!r}: policy {policy.name!r} needs an integer >= {_LEAST.get(name, 0)}")
     for group, per_worker in colocated.items():  # checked above, as an option
         counts[group] *= per_worker
@@ -216,7 +237,9 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     fragments = {}
     for frag in graph.fragments:
         group = groups[frag.role]
-        fragments[frag.name] = FragmentPlacement(frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu")
+        fragments[frag.name] = FragmentPlacement(
+            frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu"
+        )
     _check_divisible(graph, fragments, policy)
     _check_one_group_per_component(graph, fragments)
     _check_no_bare_parameters_shared(graph, fragments)
@@ -257,14 +280,20 @@ def _check_driver_replicas(graph: FragmentGraph, policy: DistributionPolicy, cou
     A replicated driver beside a single learner would interleave its values in another order than
     plain Python."""
     home = policy.groups["driver"]
-    single = sorted({policy.groups[f.role] for f in graph.fragments} - {home} & {g for g, n in counts.items() if n == 1})
+    single = sorted(
+        {policy.groups[f.role] for f in graph.fragments} - {home} & {g for g, n in counts.items() if n == 1}
+    )
     if counts[home] > 1 and single:
-        raise ValueError(f"policy {policy.name!r} runs the driver's statements in {home!r} x{counts[home]} but {single} x1: "
-                         "the cell's bookkeeping would run once per replica and its values would not be plain Python's. "
-                         "Put the driver with a group of one replica (the learner's), or replicate every group (data parallel)")
+        raise ValueError(
+            f"policy {policy.name!r} runs the driver's statements in {home!r} x{counts[home]} but {single} x1: "
+            "the cell's bookkeeping would run once per replica and its values would not be plain Python's. "
+            "Put the driver with a group of one replica (the learner's), or replicate every group (data parallel)"
+        )
 
 
-def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: dict[str, int]) -> tuple[dict[str, str], list[str]]:
+def _groups_of_roles(
+    graph: FragmentGraph, policy: DistributionPolicy, counts: dict[str, int]
+) -> tuple[dict[str, str], list[str]]:
     """The policy's group per role, except that state stays with its reader: a role whose
     components the loop calls in a way that is not environment by environment (a replay buffer's
     ``sample``) is not replicated; it joins the driver's group, where the learner reads it."""
@@ -279,17 +308,23 @@ def _groups_of_roles(graph: FragmentGraph, policy: DistributionPolicy, counts: d
         methods = [c for c in calls if not shardwise(graph.namespace[c.split(".")[0]], c.split(".")[1])]
         if methods:
             groups[role] = home
-            notes.append(f"{role} placed with {home!r}, not replicated: the loop calls {', '.join(f'`{m}`' for m in methods)}, "
-                         "which do not work environment by environment (see Component.shardwise)")
+            notes.append(
+                f"{role} placed with {home!r}, not replicated: the loop calls {', '.join(f'`{m}`' for m in methods)}, "
+                "which do not work environment by environment (see Component.shardwise)"
+            )
     if counts[groups["buffer"]] > 1 and (read := _read_every_step(graph, groups, home)):
         groups["buffer"] = home
-        notes.append(f"buffer placed with {home!r}, not replicated: line {read.lineno} reads `{', '.join(sorted(read.reads & _stored(graph)))}` "
-                     "in the loop that fills it, so each step's values travel there, not the whole store")
+        notes.append(
+            f"buffer placed with {home!r}, not replicated: line {read.lineno} reads `{', '.join(sorted(read.reads & _stored(graph)))}` "
+            "in the loop that fills it, so each step's values travel there, not the whole store"
+        )
     return groups, notes
 
 
 def _stored(graph: FragmentGraph) -> set[str]:
-    return {v for f in graph.fragments if f.role == "buffer" and not f.components for s in f.statements for v in s.writes}
+    return {
+        v for f in graph.fragments if f.role == "buffer" and not f.components for s in f.statements for v in s.writes
+    }
 
 
 def _read_every_step(graph: FragmentGraph, groups: dict[str, str], home: str):
@@ -297,8 +332,16 @@ def _read_every_step(graph: FragmentGraph, groups: dict[str, str], home: str):
     that fills it (DQN samples it every step): then the store belongs there, with its reader."""
     stored = _stored(graph)
     loops = [f.loop for f in graph.fragments if f.role == "buffer" and not f.components and f.loop is not None]
-    return next((s for f in graph.fragments if f.role != "buffer" and groups[f.role] == home for s in f.statements
-                 if s.reads & stored and any(loop.encloses(s.loop) for loop in loops)), None)
+    return next(
+        (
+            s
+            for f in graph.fragments
+            if f.role != "buffer" and groups[f.role] == home
+            for s in f.statements
+            if s.reads & stored and any(loop.encloses(s.loop) for loop in loops)
+        ),
+        None,
+    )
 
 
 def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
@@ -323,27 +366,38 @@ def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, Fr
                     f"`{comp}.{read}` is read in group {group!r}, and `{comp}` lives in group {home!r}"
                     f"{f' (x{n}, each replica holding a share of it)' if n > 1 else ''}: no copy of it is there. Read it "
                     f"into a notebook value in an earlier cell (`{read} = {comp}.{read}`) and use that, or compute it in "
-                    f"a statement of {comp}'s own role", late.lineno, graph.source)
+                    f"a statement of {comp}'s own role",
+                    late.lineno,
+                    graph.source,
+                )
             uses = ", ".join(f"line {st.lineno} in group {g!r}" for g, st in groups.items())
             raise FragmentError.in_source(
                 f"`{comp}` is used from two worker groups ({uses}); each would hold its own copy and their states "
                 "would diverge. Use it from statements of one role (e.g. call its method yourself instead of handing "
                 "it to a function), or choose a policy that places those roles together",
-                late.lineno, graph.source)
+                late.lineno,
+                graph.source,
+            )
 
 
 def _attributes_read(node: ast.AST, name: str) -> str | None:
     """The attribute of ``name`` a statement reads, if all it does with ``name`` is read attributes
     (``env.num_envs``), not call a method or hand ``name`` itself on."""
     calls = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
-    attributes = [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name]
+    attributes = [
+        n
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
+    ]
     names = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name]
     if attributes and len(attributes) == len(names) and not any(id(a) in calls for a in attributes):
         return attributes[0].attr
     return None
 
 
-def _check_plain_learners(graph: FragmentGraph, fragments: dict[str, FragmentPlacement], policy: DistributionPolicy) -> None:
+def _check_plain_learners(
+    graph: FragmentGraph, fragments: dict[str, FragmentPlacement], policy: DistributionPolicy
+) -> None:
     """Replicated learners average the gradients of fragnb Learners' networks; a plain optimiser's
     network would train on each replica's share alone."""
     import torch
@@ -352,13 +406,18 @@ def _check_plain_learners(graph: FragmentGraph, fragments: dict[str, FragmentPla
         if frag.role != "learner" or fragments[frag.name].replicas == 1:
             continue
         for s in frag.statements:
-            plain = [c for c in s.components if isinstance(graph.namespace[c], (torch.nn.Module, torch.optim.Optimizer))]
+            plain = [
+                c for c in s.components if isinstance(graph.namespace[c], (torch.nn.Module, torch.optim.Optimizer))
+            ]
             if plain:
                 raise FragmentError.in_source(
                     f"policy {policy.name!r} runs {fragments[frag.name].replicas} learners, which average the gradients of "
                     f"fragnb Learners' networks; `{plain[0]}` ({type(graph.namespace[plain[0]]).__name__}) is trained by the "
                     "loop itself, so each learner would train on its own share alone. Use one learner (coarse, fine, async, "
-                    "srl), or wrap the update in a fragnb.components.Learner", s.lineno, graph.source)
+                    "srl), or wrap the update in a fragnb.components.Learner",
+                    s.lineno,
+                    graph.source,
+                )
 
 
 def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
@@ -371,7 +430,9 @@ def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, 
         group = fragments[frag.name].group
         for s in frag.statements:
             for comp in s.components:
-                for attr, value in vars(graph.namespace[comp]).items() if hasattr(graph.namespace[comp], "__dict__") else ():
+                for attr, value in (
+                    vars(graph.namespace[comp]).items() if hasattr(graph.namespace[comp], "__dict__") else ()
+                ):
                     if isinstance(value, torch.Tensor) and value.requires_grad:
                         held.setdefault(id(value), {}).setdefault(group, (f"{comp}.{attr}", s.lineno))
     for groups in held.values():
@@ -382,7 +443,9 @@ def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, 
                 "networks (torch.nn.Module) to the other groups after each update, not tensors held beside them, so one "
                 "side would go on with a copy that never learns. Hold it inside a network both use (`self.log_std = "
                 "nn.Parameter(...)` in the policy's nn.Module), or run under 'single'",
-                line, graph.source)
+                line,
+                graph.source,
+            )
 
 
 def _gpu(device: str) -> bool:
@@ -393,7 +456,9 @@ def _gpu(device: str) -> bool:
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but this machine has no CUDA GPU that torch can use; use device='cpu' (or 'auto')")
+        raise ValueError(
+            "device='cuda' but this machine has no CUDA GPU that torch can use; use device='cpu' (or 'auto')"
+        )
     return torch.cuda.is_available()
 
 
@@ -405,8 +470,10 @@ def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacemen
             num_envs = getattr(graph.namespace.get(comp), "num_envs", None)
             if n > 1 and isinstance(num_envs, int) and num_envs % n:
                 divisors = [d for d in range(1, num_envs + 1) if num_envs % d == 0]
-                raise ValueError(f"`{comp}` has num_envs={num_envs}, which {n} replicas of {frag.name!r} under "
-                                 f"{policy.name!r} cannot split evenly; choose one of {divisors}")
+                raise ValueError(
+                    f"`{comp}` has num_envs={num_envs}, which {n} replicas of {frag.name!r} under "
+                    f"{policy.name!r} cannot split evenly; choose one of {divisors}"
+                )
 
 
 def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, home: str | None) -> EdgePlacement:

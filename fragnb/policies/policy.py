@@ -74,15 +74,19 @@ class DistributionPolicy:
     def __post_init__(self):
         missing = [r for r in ROLES if r not in self.groups]
         if missing:
-            raise ValueError(f"policy {self.name!r}: groups must give every role a worker group; {missing} have none "
-                             f"(roles: {list(ROLES)})")
+            raise ValueError(
+                f"policy {self.name!r}: groups must give every role a worker group; {missing} have none "
+                f"(roles: {list(ROLES)})"
+            )
         unknown = sorted(set(self.groups) - set(ROLES))
         if unknown:
             raise ValueError(f"policy {self.name!r}: {unknown} are not roles (roles: {list(ROLES)})")
         uncounted = sorted(set(self.groups.values()) - set(self.replicas))
         if uncounted:
-            raise ValueError(f"policy {self.name!r}: replicas gives no count for the worker groups {uncounted}; "
-                             "give each an int or the name of a parameter, e.g. replicas={'actors': 'actors', 'learner': 1}")
+            raise ValueError(
+                f"policy {self.name!r}: replicas gives no count for the worker groups {uncounted}; "
+                "give each an int or the name of a parameter, e.g. replicas={'actors': 'actors', 'learner': 1}"
+            )
 
     @property
     def parameters(self) -> dict[str, Any]:

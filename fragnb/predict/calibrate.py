@@ -13,9 +13,9 @@ import statistics
 import time
 import uuid
 
-from .model import Cluster
 from ..runtime.cluster import clusters
 from ..runtime.plane import _host
+from .model import Cluster
 
 __all__ = ["calibrate"]
 
@@ -31,19 +31,32 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
     workers = sorted(clusters.workers(client))
     if len(workers) < 2:
         raise clusters.ClusterError(f"calibrating needs two worker processes; the cluster has {len(workers)}")
-    run_id, key = f"fragnb-calibrate-{uuid.uuid4().hex}", os.urandom(16)  # the key reaches the two through Dask, as a run's does
-    pair = [client.submit(_exchange, rank, run_id, key, _host(w), rounds, workers=[w], pure=False)
-            for rank, w in enumerate(workers[:2])]
+    run_id, key = (
+        f"fragnb-calibrate-{uuid.uuid4().hex}",
+        os.urandom(16),
+    )  # the key reaches the two through Dask, as a run's does
+    pair = [
+        client.submit(_exchange, rank, run_id, key, _host(w), rounds, workers=[w], pure=False)
+        for rank, w in enumerate(workers[:2])
+    ]
     small, burst, large = client.gather(pair)[0]
     message_s = max(0.0, (burst - small) / BURST)
     latency_s = max(1e-6, small / 2 - message_s)
     bandwidth = LARGE / max(1e-9, large / 2 - latency_s - message_s)
-    client.gather([client.submit(_workload, 100, workers=[w], pure=False) for w in workers])  # torch imported, caches warm
+    client.gather(
+        [client.submit(_workload, 100, workers=[w], pure=False) for w in workers]
+    )  # torch imported, caches warm
     alone = client.submit(_workload, workers=[workers[0]], pure=False).result()
     together = client.gather([client.submit(_workload, workers=[w], pure=False) for w in workers])
     cores = sum(alone / t for t in together)  # each worker's speed beside the others, in workers alone
-    return Cluster(name or f"measured: {len(workers)} workers, {cores:.1f} cores' worth", workers=1, cores=round(cores, 2),
-                   latency_s=latency_s, message_s=message_s, bandwidth=bandwidth)
+    return Cluster(
+        name or f"measured: {len(workers)} workers, {cores:.1f} cores' worth",
+        workers=1,
+        cores=round(cores, 2),
+        latency_s=latency_s,
+        message_s=message_s,
+        bandwidth=bandwidth,
+    )
 
 
 def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tuple[float, float, float]:
@@ -62,7 +75,7 @@ def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tup
         timings = []
         for count, value in ((1, torch.zeros(16)), (BURST, torch.zeros(16)), (1, torch.zeros(LARGE // 4))):
             times = []
-            for i in range(10 + (rounds if count == 1 else rounds // 10)):
+            for _ in range(10 + (rounds if count == 1 else rounds // 10)):
                 if rank == 0:
                     start = time.perf_counter()
                     for _ in range(count):

@@ -56,9 +56,19 @@ class Cluster:
 PRESETS = {
     "here": Cluster("this machine (2 cores)", 1, 2, latency_s=350e-6, message_s=120e-6, bandwidth=250e6),
     "laptop": Cluster("a laptop (8 cores)", 1, 8, latency_s=60e-6, message_s=40e-6, bandwidth=2e9),
-    "8-gpu node": Cluster("an 8-GPU node (64 cores)", 1, 64, gpus=8, latency_s=30e-6, message_s=25e-6, bandwidth=10e9, gpu_speed=20.0),
-    "64-gpu cluster": Cluster("8 nodes of 8 GPUs, 1,024 cores", 8, 128, gpus=8, latency_s=80e-6, message_s=25e-6, bandwidth=1.25e9,
-                              gpu_speed=20.0),
+    "8-gpu node": Cluster(
+        "an 8-GPU node (64 cores)", 1, 64, gpus=8, latency_s=30e-6, message_s=25e-6, bandwidth=10e9, gpu_speed=20.0
+    ),
+    "64-gpu cluster": Cluster(
+        "8 nodes of 8 GPUs, 1,024 cores",
+        8,
+        128,
+        gpus=8,
+        latency_s=80e-6,
+        message_s=25e-6,
+        bandwidth=1.25e9,
+        gpu_speed=20.0,
+    ),
 }
 
 
@@ -72,13 +82,17 @@ class Prediction:
     seconds_per_iteration: float
     env_steps_per_s: float
     busy: dict[str, float] = field(default_factory=dict)  # worker group -> share of the iteration it works
-    communication: float = 0.0  # share of the iteration spent passing values (messages, all-reduce) on its critical path
+    communication: float = (
+        0.0  # share of the iteration spent passing values (messages, all-reduce) on its critical path
+    )
     bottleneck: str = ""
 
     def __str__(self) -> str:
         counts = ", ".join(f"{g} x{n}" for g, n in self.replicas.items())
-        return (f"predicted for {self.policy} ({counts}) on {self.cluster}: {self.env_steps_per_s:,.0f} env steps/s, "
-                f"{self.seconds_per_iteration * 1e3:.0f} ms per iteration; {self.bottleneck}")
+        return (
+            f"predicted for {self.policy} ({counts}) on {self.cluster}: {self.env_steps_per_s:,.0f} env steps/s, "
+            f"{self.seconds_per_iteration * 1e3:.0f} ms per iteration; {self.bottleneck}"
+        )
 
 
 def predict(placement, profile, cluster: Cluster | str = "here", replicas: int | None = None) -> Prediction:
@@ -93,8 +107,16 @@ def predict(placement, profile, cluster: Cluster | str = "here", replicas: int |
     seconds, busy, passing = model.iteration()
     steps = profile.env_steps * model.scale
     share = min(1.0, passing / seconds) if seconds else 0.0
-    return Prediction(placement.policy.name, cluster.name, dict(model.count), seconds, steps / seconds if seconds else 0.0, busy,
-                      share, _bottleneck(busy, share))
+    return Prediction(
+        placement.policy.name,
+        cluster.name,
+        dict(model.count),
+        seconds,
+        steps / seconds if seconds else 0.0,
+        busy,
+        share,
+        _bottleneck(busy, share),
+    )
 
 
 def cluster_named(cluster: Cluster | str) -> Cluster:
@@ -102,8 +124,10 @@ def cluster_named(cluster: Cluster | str) -> Cluster:
     if isinstance(cluster, Cluster):
         return cluster
     if cluster not in PRESETS:
-        raise ValueError(f"no cluster preset {cluster!r}: the presets are {', '.join(map(repr, PRESETS))}, "
-                         f"or describe one with fragnb.predict.model.Cluster(name, workers, cores, ...)")
+        raise ValueError(
+            f"no cluster preset {cluster!r}: the presets are {', '.join(map(repr, PRESETS))}, "
+            f"or describe one with fragnb.predict.model.Cluster(name, workers, cores, ...)"
+        )
     return PRESETS[cluster]
 
 
@@ -124,8 +148,14 @@ class Scaling:
     def overtakes(self, faster: str, slower: str, margin: float = 1.05) -> int | None:
         """The first replica count at which ``faster`` is predicted to step ``margin`` times as fast as
         ``slower`` or more, if any (two flat curves a hair apart are no overtaking)."""
-        return next((n for n, a, b in zip(self.counts, self.curves[faster], self.curves[slower])
-                     if a.env_steps_per_s >= margin * b.env_steps_per_s), None)
+        return next(
+            (
+                n
+                for n, a, b in zip(self.counts, self.curves[faster], self.curves[slower])
+                if a.env_steps_per_s >= margin * b.env_steps_per_s
+            ),
+            None,
+        )
 
     def findings(self) -> list[str]:
         """In words, per policy: where it stops gaining and what stops it there; whether fine overtakes coarse."""
@@ -138,8 +168,11 @@ class Scaling:
             lines.append(f"{policy} {where}, where {there}; at most {top.env_steps_per_s:,.0f} env steps/s predicted")
         if "fine" in self.curves and "coarse" in self.curves:
             n = self.overtakes("fine", "coarse")
-            lines.append(f"fine overtakes coarse at {n} replicas" if n else
-                         f"fine does not overtake coarse up to {self.counts[-1]} replicas on this cluster")
+            lines.append(
+                f"fine overtakes coarse at {n} replicas"
+                if n
+                else f"fine does not overtake coarse up to {self.counts[-1]} replicas on this cluster"
+            )
         return lines
 
     def plot(self, ax=None, measured: dict[str, dict[int, float]] | None = None):
@@ -150,24 +183,47 @@ class Scaling:
         if ax is None:
             _, ax = plt.subplots(figsize=(7, 4.2))
         for policy, curve in self.curves.items():
-            line, = ax.plot(self.counts, [p.env_steps_per_s for p in curve], marker=".", label=f"{policy} (predicted)")
+            (line,) = ax.plot(
+                self.counts, [p.env_steps_per_s for p in curve], marker=".", label=f"{policy} (predicted)"
+            )
             n = self.stops_gaining(policy)
             if n:
-                ax.plot([n], [curve[self.counts.index(n)].env_steps_per_s], "o", mfc="none", ms=11, color=line.get_color())
+                ax.plot(
+                    [n], [curve[self.counts.index(n)].env_steps_per_s], "o", mfc="none", ms=11, color=line.get_color()
+                )
             if measured and policy in measured:
                 xs = sorted(measured[policy])
-                ax.plot(xs, [measured[policy][x] for x in xs], "x", ms=9, mew=2, color=line.get_color(), label=f"{policy} (measured here)")
+                ax.plot(
+                    xs,
+                    [measured[policy][x] for x in xs],
+                    "x",
+                    ms=9,
+                    mew=2,
+                    color=line.get_color(),
+                    label=f"{policy} (measured here)",
+                )
         if "fine" in self.curves and "coarse" in self.curves and (n := self.overtakes("fine", "coarse")):
             ax.axvline(n, color="grey", ls=":", label=f"fine overtakes coarse ({n})")
-        ax.set(xscale="log", yscale="log", xlabel="replicas (each with the same environments)", ylabel="env steps/s",
-               title=f"Predicted on {self.cluster}; circles: stops gaining")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="replicas (each with the same environments)",
+            ylabel="env steps/s",
+            title=f"Predicted on {self.cluster}; circles: stops gaining",
+        )
         ax.set_xticks(self.counts, [str(c) for c in self.counts])
         ax.legend(fontsize=8)
         return ax
 
 
-def scaling(graph, profile, cluster: Cluster | str = "here", policies=("coarse", "fine", "async", "multi_learner"),
-            counts=tuple(2 ** i for i in range(11)), base: int = 2) -> Scaling:
+def scaling(
+    graph,
+    profile,
+    cluster: Cluster | str = "here",
+    policies=("coarse", "fine", "async", "multi_learner"),
+    counts=tuple(2**i for i in range(11)),
+    base: int = 2,
+) -> Scaling:
     """Predict each policy at each replica count (1 to 1,024 by default) on ``cluster``, from its
     placement with ``base`` replicas (each added replica with a base replica's environments)."""
     cluster = cluster_named(cluster)
@@ -225,7 +281,12 @@ class _Model:
         if n < 2 or not self.placement.policy.collectives:
             return 0.0
         c = self.cluster  # a ring all-reduce: 2 (n - 1) steps of a 1/n share
-        return self.profile.updates * 2 * (n - 1) * (c.latency_s + c.message_s + self.profile.weight_bytes / n / c.bandwidth)
+        return (
+            self.profile.updates
+            * 2
+            * (n - 1)
+            * (c.latency_s + c.message_s + self.profile.weight_bytes / n / c.bandwidth)
+        )
 
     # -- the program -----------------------------------------------------------------------------
     def iteration(self) -> tuple[float, dict[str, float], float]:
@@ -250,11 +311,17 @@ class _Model:
                 busy[g] = side_busy[g]
         ring = max(self.placement.colocated.values(), default=1)
         parts["free"] = parts["free"] / ring + sum(busy[g] for g in self.count if g != home) * (1 - 1 / ring)
-        cpu = sum(fixed * self.count[self.placement.fragments[self.fragment[i]].group] + batch
-                  for i, (fixed, batch) in self.stmt_seconds.items()) / max(1, self.cluster.total_cores)
+        cpu = sum(
+            fixed * self.count[self.placement.fragments[self.fragment[i]].group] + batch
+            for i, (fixed, batch) in self.stmt_seconds.items()
+        ) / max(1, self.cluster.total_cores)
         seconds = max(parts["home"], parts["free"], cpu)
         bound = max(parts, key=parts.get)
-        return seconds, {g: min(1.0, b / seconds) for g, b in busy.items()}, passing[bound] if parts[bound] >= cpu else 0.0
+        return (
+            seconds,
+            {g: min(1.0, b / seconds) for g, b in busy.items()},
+            passing[bound] if parts[bound] >= cpu else 0.0,
+        )
 
     def walk(self, items: list, busy: dict[str, float], per_iteration: bool, only: set[str] | None = None) -> float:
         """Seconds of ``items`` per iteration: segments' work in turn, and a handoff wherever a group
@@ -291,8 +358,11 @@ class _Model:
         if not edges:
             return None
         whole = ("broadcast", "versioned pull")  # weights: the same whatever the batch, to every receiver
-        return sum(self.profile.edge_bytes.get((e.src, e.dst, e.kind), 0) * (self.count[receiver.group] if e.operator in whole else self.scale)
-                   for e in edges)
+        return sum(
+            self.profile.edge_bytes.get((e.src, e.dst, e.kind), 0)
+            * (self.count[receiver.group] if e.operator in whole else self.scale)
+            for e in edges
+        )
 
 
 def _bottleneck(busy: dict[str, float], passing: float) -> str:

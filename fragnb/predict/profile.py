@@ -13,11 +13,11 @@ import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..shards import shard, splits
-from ..runtime.worker.generators import generators
 from ..runtime.job import Job, Silent
 from ..runtime.local import InNotebook, copies
 from ..runtime.measure import measure
+from ..runtime.worker.generators import generators
+from ..shards import shard, splits
 
 __all__ = ["Profile", "profile"]
 
@@ -82,15 +82,21 @@ def profile(graph, iterations: int = 3) -> Profile:
         pass
     envs = max(1, _num_envs(graph))
     steps = result.env_steps // done
-    return Profile(_per_iteration(result), steps, steps // envs, sum(stepped.values()) // done, sum(sizes.values()),
-                   edge_bytes, half)
+    return Profile(
+        _per_iteration(result),
+        steps,
+        steps // envs,
+        sum(stepped.values()) // done,
+        sum(sizes.values()),
+        edge_bytes,
+        half,
+    )
 
 
 def _timed(graph, ns: dict, iterations: int):
     with generators(), contextlib.redirect_stdout(io.StringIO()):
         # a silent view, not fragnb.ui's: profiling shows nothing, and needs no later layer (nor tqdm) to run
-        job = Job(graph.place("single"), None, ns, live=Silent,
-                  until=lambda curve, done, steps: done >= iterations)
+        job = Job(graph.place("single"), None, ns, live=Silent, until=lambda curve, done, steps: done >= iterations)
         return InNotebook().execute(job)
 
 
@@ -107,4 +113,3 @@ def _num_envs(graph) -> int:
 
     counts = [num_envs(graph.namespace[c]) for c, role in graph.components.items() if role == "env"]
     return next((n for n in counts if n), 1)
-

@@ -9,7 +9,7 @@ distributed policy runs.
 """
 
 from .measure import measure
-from .result import RunResult, first_solved
 from .pipeline import CHECKPOINT_EVERY, run, run_placement
+from .result import RunResult, first_solved
 
 __all__ = ["run", "run_placement", "RunResult", "first_solved", "measure", "CHECKPOINT_EVERY"]

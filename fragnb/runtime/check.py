@@ -25,11 +25,11 @@ from ..plan.program import graph_writes
 from ..plan.script import Script
 from ..streams import EnvStreams, reached
 from .draws import Draws, Watching, clock_reads, reached_from, refuse_inexact
-from .worker.edges import vector_info
-from .worker.generators import generators, restore, states
 from .job import Job
 from .local import copies, exec_cell, run_plain
 from .threads import InThreads
+from .worker.edges import vector_info
+from .worker.generators import generators, restore, states
 
 if TYPE_CHECKING:
     from ..policies import Placement
@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["check", "smaller", "difference", "structure", "CHECKED_REPLICAS"]
 
 
-def check(placement, script, iterations: tuple[int, ...] = (1, 2),
-          exact: bool = False) -> tuple[float, Draws, dict[str, tuple]]:
+def check(
+    placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool = False
+) -> tuple[float, Draws, dict[str, tuple]]:
     """Run the first iterations both ways on copies, once for each count in ``iterations`` (the first
     iteration alone names where a difference starts; the second catches weights that did not
     travel); raise FragmentError on the first difference. ``script`` is the run's own plan.
@@ -53,13 +54,18 @@ def check(placement, script, iterations: tuple[int, ...] = (1, 2),
         iterations = (1,)
     small, fewer = smaller(placement)
     if fewer:
-        print(f"fragnb: the safety net checks {fewer} (the same statements and edges, on larger shares): "
-              "its cost does not grow with the replicas", file=sys.stderr)
+        print(
+            f"fragnb: the safety net checks {fewer} (the same statements and edges, on larger shares): "
+            "its cost does not grow with the replicas",
+            file=sys.stderr,
+        )
     checked = script if small is placement else Script.of(small)
     draws, shapes = None, {}
     try:
         for count in iterations:
-            draws, shapes = _compare(small, dataclasses.replace(checked, limit=count, until=None, checkpoint_every=0), draws, exact)
+            draws, shapes = _compare(
+                small, dataclasses.replace(checked, limit=count, until=None, checkpoint_every=0), draws, exact
+            )
     except FragmentError as e:
         if fewer:
             e.add_note(f"The safety net checked {fewer}.")
@@ -99,7 +105,7 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
     job = Job(placement, script, simulated, live=None)
     # Packed before the plain side runs: classes and functions are shared, not copied, and what their
     # globals hold (an EnvStreams a network's method samples from) moves on as the plain side draws.
-    job.payloads
+    job.payloads  # noqa: B018 (a cached property: packing is the point)
     shared = reached([graph.namespace[n] for n in graph.inputs if n in graph.namespace], graph.namespace)
     kept = {name: s.counters.clone() for name, s in shared.items()}
     with contextlib.redirect_stdout(io.StringIO()), generators():  # the notebook's generators are untouched
@@ -114,16 +120,25 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
         restore(saved)
         for name, counters in kept.items():  # and so are the streams the plain side drew from through them
             shared[name].counters = counters
-        shapes = {v: tuple(plain[v].shape) for v in script.variables
-                  if isinstance(plain.get(v), (torch.Tensor, np.ndarray)) and plain[v].ndim > 1}
+        shapes = {
+            v: tuple(plain[v].shape)
+            for v in script.variables
+            if isinstance(plain.get(v), (torch.Tensor, np.ndarray)) and plain[v].ndim > 1
+        }
         # the replicas join their tensors as plain Python's shapes say
         InThreads().execute(job.walking(dataclasses.replace(script, shapes=shapes)))
     # what depends on the draws of a statistical run, or on a clock, is compared by its structure only
     loose = reached_from(graph, clock_reads(graph) | (set() if draws.exact(placement) else set(draws.statements)))
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
-        if (name in plain) != (name in simulated) and name not in loose:  # a sampled episode may not end: `for i in ended` ran no time
+        if (name in plain) != (
+            name in simulated
+        ) and name not in loose:  # a sampled episode may not end: `for i in ended` ran no time
             raise _differs(placement, iterations, name, "exists only in one of them")
-        if name in plain and name in simulated and (diff := (structure if name in loose else difference)(plain[name], simulated[name], name)):
+        if (
+            name in plain
+            and name in simulated
+            and (diff := (structure if name in loose else difference)(plain[name], simulated[name], name))
+        ):
             raise _differs(placement, iterations, name, diff)
     return draws, shapes
 
@@ -163,16 +178,20 @@ def _differs(placement: Placement, iterations: int, name: str, diff: str) -> Fra
         where = f" (assigned or used by each of the {frag.replicas} replicas of {frag.group!r})"
     rounding = ""
     if "largest difference" in diff:
-        rounding = (". If values differ only slightly, this can also be floating-point rounding: replicas run networks on "
-                    "fewer environments at a time, torch's kernels may round a batch of another size differently in the last "
-                    "bit, and chaotic dynamics (MuJoCo) amplify that over a rollout; such a run learns alike, not to the same "
-                    "weights")
+        rounding = (
+            ". If values differ only slightly, this can also be floating-point rounding: replicas run networks on "
+            "fewer environments at a time, torch's kernels may round a batch of another size differently in the last "
+            "bit, and chaotic dynamics (MuJoCo) amplify that over a rollout; such a run learns alike, not to the same "
+            "weights"
+        )
     return FragmentError(
         f"under this policy the cell would not leave what plain Python leaves: after {iterations} iteration(s) "
         f"`{name}`{where} differs: {diff}. Nothing ran on the cluster. Rewrite the line so that it reads values, "
         f"not one replica's share of a component (README: values across replicas){rounding}. Or run with check=False "
         "(--no-check) to run anyway",
-        culprit.lineno if culprit else None, culprit.source.splitlines()[0] if culprit else None)
+        culprit.lineno if culprit else None,
+        culprit.source.splitlines()[0] if culprit else None,
+    )
 
 
 def _wall_clock(info: dict, key) -> bool:
@@ -186,7 +205,9 @@ def difference(a, b, path: str) -> str | None:
     tensors within 1e-5, floats within 1e-5 relative, containers item by item, components by their state."""
     if isinstance(a, Episode) and isinstance(b, Episode):  # when an episode ended is wall-clock time
         a, b = a._replace(time=0.0), b._replace(time=0.0)
-    if type(a) is not type(b) and not (isinstance(a, dict) and isinstance(b, dict)):  # an OrderedDict is a dict to plain code
+    if type(a) is not type(b) and not (
+        isinstance(a, dict) and isinstance(b, dict)
+    ):  # an OrderedDict is a dict to plain code
         return f"{path} is a {type(a).__name__} in plain Python, a {type(b).__name__} here"
     if isinstance(a, torch.Tensor):
         if a.shape != b.shape:
@@ -198,7 +219,9 @@ def difference(a, b, path: str) -> str | None:
             return None
         return f"{path} holds other values (largest difference {(a - b).abs().nan_to_num().max().item():.2g}, of values up to {a.abs().nan_to_num().max().item():.2g})"
     if isinstance(a, np.ndarray) and a.dtype != object:
-        return difference(torch.from_numpy(np.array(a)), torch.from_numpy(np.array(b)), path)  # copies: arrays may be read-only
+        return difference(
+            torch.from_numpy(np.array(a)), torch.from_numpy(np.array(b)), path
+        )  # copies: arrays may be read-only
     if isinstance(a, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
         return difference(a.state_dict(), b.state_dict(), path)
     if isinstance(a, torch.Generator):
@@ -211,8 +234,14 @@ def difference(a, b, path: str) -> str | None:
         if len(a) != len(b):
             return f"{path} has {len(a)} items in plain Python, {len(b)} here"
         return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := difference(x, y, f"{path}[{i}]"))), None)
-    if isinstance(a, (float, np.floating)):  # numpy's float32 scalars too (CleanRL's explained_var), not only float's subclasses
-        return None if math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) or (math.isnan(a) and math.isnan(b)) else f"{path} is {a!r} in plain Python, {b!r} here"
+    if isinstance(
+        a, (float, np.floating)
+    ):  # numpy's float32 scalars too (CleanRL's explained_var), not only float's subclasses
+        return (
+            None
+            if math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) or (math.isnan(a) and math.isnan(b))
+            else f"{path} is {a!r} in plain Python, {b!r} here"
+        )
     if isinstance(a, Component):
         return difference(vars(a), vars(b), path)
     if type(a).__eq__ is object.__eq__:

@@ -23,11 +23,19 @@ from dataclasses import dataclass, field
 
 from ..errors import FragmentError
 from ..shards import networks
-from .worker.generators import GENERATORS, NAMES, generators, moved, states
 from .local import Dry, copies, exec_cell
+from .worker.generators import GENERATORS, NAMES, generators, moved, states
 
-__all__ = ["Draws", "Watching", "find_draws", "refuse_inexact", "announcement", "notebook_group", "reached_from",
-           "clock_reads"]
+__all__ = [
+    "Draws",
+    "Watching",
+    "find_draws",
+    "refuse_inexact",
+    "announcement",
+    "notebook_group",
+    "reached_from",
+    "clock_reads",
+]
 
 
 class Watching(Dry):
@@ -74,8 +82,10 @@ class Draws:
             s = graph.statements[i]
             frag = placement.fragments[graph.fragment_of(s).name]
             lineno, text = _line_of(graph, s)
-            out.append(f"line {lineno} (`{text}`) draws from {' and '.join(NAMES[g] for g in gens)} "
-                       f"in {frag.group!r} x{frag.replicas}")
+            out.append(
+                f"line {lineno} (`{text}`) draws from {' and '.join(NAMES[g] for g in gens)} "
+                f"in {frag.group!r} x{frag.replicas}"
+            )
         return out
 
     def tainted(self, graph) -> set[str]:
@@ -173,8 +183,17 @@ def clock_reads(graph) -> set[int]:
     import datetime
     import time
 
-    clocks = {time.time, time.perf_counter, time.monotonic, time.process_time, time.time_ns, time.perf_counter_ns,
-              time.monotonic_ns, datetime.datetime.now, datetime.datetime.utcnow}
+    clocks = {
+        time.time,
+        time.perf_counter,
+        time.monotonic,
+        time.process_time,
+        time.time_ns,
+        time.perf_counter_ns,
+        time.monotonic_ns,
+        datetime.datetime.now,
+        datetime.datetime.utcnow,
+    }
     found = set()
     for s in graph.statements:
         for call in (n for n in ast.walk(s.node) if isinstance(n, ast.Call)):
@@ -210,14 +229,20 @@ def refuse_inexact(placement, draws: Draws, exact: bool) -> None:
             f"the exact guarantee was asked for, but {'; '.join(draws.lines(placement))}: replicas cannot draw plain "
             "Python's numbers from one global generator. Draw from per-environment streams instead "
             "(`streams.sample(dist)` for `dist.sample()`, `streams.uniform`, `streams.normal`: fragnb.streams.EnvStreams), "
-            "or leave out --exact for a statistical run", *_line_of(placement.graph, s))
+            "or leave out --exact for a statistical run",
+            *_line_of(placement.graph, s),
+        )
 
 
 def announcement(placement, draws: Draws) -> str | None:
     """What a run says once, before it starts, about its guarantee (None: exact)."""
     if draws.exact(placement):
         return None
-    return ("statistical run: " + "; ".join(draws.lines(placement)) + ". Each replica draws from its own generators, seeded "
-            "from the run's seed and its name: the run is plain Python's algorithm with other random numbers, not its values "
-            "(the safety net checked what does not depend on them). For the exact guarantee draw from per-environment "
-            "streams (`streams.sample(dist)`); --exact (run(exact=True)) refuses instead")
+    return (
+        "statistical run: "
+        + "; ".join(draws.lines(placement))
+        + ". Each replica draws from its own generators, seeded "
+        "from the run's seed and its name: the run is plain Python's algorithm with other random numbers, not its values "
+        "(the safety net checked what does not depend on them). For the exact guarantee draw from per-environment "
+        "streams (`streams.sample(dist)`); --exact (run(exact=True)) refuses instead"
+    )

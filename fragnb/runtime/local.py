@@ -33,7 +33,11 @@ def exec_cell(graph, ns: dict, driver, trace: bool = False, count_steps: bool = 
     ``count_steps``, ``driver.stepped(n)`` after a plain vector environment's ``step``)."""
     index = {id(s.node): s.index for s in graph.statements} if trace else None
     steps = plain_env_steps(graph, graph.statements) if count_steps else None
-    code = compile_cell(graph.filename, graph.source, instrument(graph.tree.body, graph.owners(), hook_loop=True, trace=index, steps=steps))
+    code = compile_cell(
+        graph.filename,
+        graph.source,
+        instrument(graph.tree.body, graph.owners(), hook_loop=True, trace=index, steps=steps),
+    )
     ns[DRIVER] = driver
     try:
         exec(code, ns)
@@ -46,7 +50,9 @@ def copies(graph) -> dict:
     """Deep copies (sharing preserved) of the namespace values the cell reads; modules, classes and
     functions are shared as they are."""
     keep = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
-    values = {n: graph.namespace[n] for n in graph.inputs if n in graph.namespace}  # what the cell takes from the notebook
+    values = {
+        n: graph.namespace[n] for n in graph.inputs if n in graph.namespace
+    }  # what the cell takes from the notebook
     memo = {id(v): v for v in values.values() if isinstance(v, keep)}
     for t in _tensors_with_graphs(values):  # deepcopy refuses them; the copy needs their values, not their history
         memo[id(t)] = t.detach().clone()
@@ -191,6 +197,18 @@ class InNotebook:
             seconds = time.perf_counter() - driver.start
             driver.close()
         ticks = driver.ticks
-        intervals = [("main", label, kind, a - driver.start, b - driver.start) for label, kind, a, b in driver.intervals]
-        return RunResult(graph.name, "single", driver.iterations, seconds, driver.env_steps(), dict(driver.seconds), driver.collect(),
-                         iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])], intervals=intervals, stopped=driver.stopped)
+        intervals = [
+            ("main", label, kind, a - driver.start, b - driver.start) for label, kind, a, b in driver.intervals
+        ]
+        return RunResult(
+            graph.name,
+            "single",
+            driver.iterations,
+            seconds,
+            driver.env_steps(),
+            dict(driver.seconds),
+            driver.collect(),
+            iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])],
+            intervals=intervals,
+            stopped=driver.stopped,
+        )

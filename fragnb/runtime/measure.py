@@ -93,7 +93,9 @@ class _DrySizes(Dry):
         stmt = self.graph.statements[index]
         for e in self.graph.edges:
             if e.kind == "data" and e.src == self.fragment[index]:
-                self.data[(e.src, e.dst, e.kind)] += sum(nbytes(self.ns[v]) for v in e.variables if v in stmt.writes and v in self.ns)
+                self.data[(e.src, e.dst, e.kind)] += sum(
+                    nbytes(self.ns[v]) for v in e.variables if v in stmt.writes and v in self.ns
+                )
 
     def totals(self) -> dict:
         for e in self.graph.edges:

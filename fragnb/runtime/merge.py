@@ -33,9 +33,15 @@ def merge(ns: dict, script, finals: dict[str, Finals]) -> None:
             if var not in of_group(g)[0].variables:
                 ns.pop(var, None)  # the cell deleted it (`del`)
                 continue
-            ns[var] = combine(var, [f.variables[var] for f in of_group(g)], kind=program.kinds.get(var, "sharded"),
-                              origin=program.origin.get(var, ""), strict=script.strict, full=script.shapes.get(var),
-                              axis=program.axes.get(var, 0))
+            ns[var] = combine(
+                var,
+                [f.variables[var] for f in of_group(g)],
+                kind=program.kinds.get(var, "sharded"),
+                origin=program.origin.get(var, ""),
+                strict=script.strict,
+                full=script.shapes.get(var),
+                axis=program.axes.get(var, 0),
+            )
         elif var in scalars:
             ns[var] = scalars[var]
     for name in {n for f in finals.values() for n in f.streams}:  # each replica drew its environments' share
@@ -58,4 +64,3 @@ def checkpoint_finals(script, blobs: dict[str, bytes]) -> dict[str, Finals]:
         walker = state["walker"]
         finals[name] = Finals(variables, components, scalars=walker["scalars"], last_writer=walker["last_writer"])
     return finals
-

@@ -18,10 +18,10 @@ from ..graph import FragmentGraph
 from ..plan.script import RandomStart, Script
 from ..policies import Placement
 from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact
-from .worker.generators import states
 from .job import Job
 from .local import InNotebook
 from .result import RunResult
+from .worker.generators import states
 
 __all__ = ["run", "run_placement", "CHECKPOINT_EVERY"]
 
@@ -32,10 +32,23 @@ __all__ = ["run", "run_placement", "CHECKPOINT_EVERY"]
 CHECKPOINT_EVERY = 10
 
 
-def run(graph: FragmentGraph, policy="single", cluster=None, *, progress=True, plot: bool = True,
-        check: bool = True, until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None,
-        threads: int | None = 1, dashboard: bool = True, restarts: int = 2, checkpoint_every: int = CHECKPOINT_EVERY,
-        exact: bool = False, **params) -> RunResult:
+def run(
+    graph: FragmentGraph,
+    policy="single",
+    cluster=None,
+    *,
+    progress=True,
+    plot: bool = True,
+    check: bool = True,
+    until: Callable[[RunResult], bool] | None = None,
+    stop: threading.Event | None = None,
+    threads: int | None = 1,
+    dashboard: bool = True,
+    restarts: int = 2,
+    checkpoint_every: int = CHECKPOINT_EVERY,
+    exact: bool = False,
+    **params,
+) -> RunResult:
     """Run a captured training loop under a distribution policy.
 
     Parameters
@@ -114,29 +127,78 @@ def run(graph: FragmentGraph, policy="single", cluster=None, *, progress=True, p
         trained state are in the graph's namespace, as after running the cell as plain Python.
     """
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
-    return run_placement(placement, cluster, progress=progress, plot=plot, check=check, until=until, stop=stop, threads=threads,
-                         dashboard=dashboard, restarts=restarts, checkpoint_every=checkpoint_every, exact=exact)
+    return run_placement(
+        placement,
+        cluster,
+        progress=progress,
+        plot=plot,
+        check=check,
+        until=until,
+        stop=stop,
+        threads=threads,
+        dashboard=dashboard,
+        restarts=restarts,
+        checkpoint_every=checkpoint_every,
+        exact=exact,
+    )
 
 
-def run_placement(placement: Placement, cluster=None, *, progress=True, plot: bool = True, check: bool = True,
-                  until: Callable[[RunResult], bool] | None = None, stop: threading.Event | None = None, threads: int | None = 1,
-                  dashboard: bool = True, restarts: int = 2, checkpoint_every: int = CHECKPOINT_EVERY, exact: bool = False) -> RunResult:
+def run_placement(
+    placement: Placement,
+    cluster=None,
+    *,
+    progress=True,
+    plot: bool = True,
+    check: bool = True,
+    until: Callable[[RunResult], bool] | None = None,
+    stop: threading.Event | None = None,
+    threads: int | None = 1,
+    dashboard: bool = True,
+    restarts: int = 2,
+    checkpoint_every: int = CHECKPOINT_EVERY,
+    exact: bool = False,
+) -> RunResult:
     """:func:`run` for a graph already placed (the magic and the explorer place it to draw it first)."""
     graph, policy = placement.graph, placement.policy
     on_curve = _on_curve(until, graph.name, policy.name)
     with _torch_threads(threads):
         if policy.name == "single":
             if cluster is not None:
-                raise ValueError("the 'single' policy runs in this process and takes no cluster; choose a distributed policy")
-            result = InNotebook().execute(Job(placement, None, graph.namespace, _live(progress, plot), on_curve, stop or threading.Event()))
+                raise ValueError(
+                    "the 'single' policy runs in this process and takes no cluster; choose a distributed policy"
+                )
+            result = InNotebook().execute(
+                Job(placement, None, graph.namespace, _live(progress, plot), on_curve, stop or threading.Event())
+            )
         else:
-            result = _distributed(placement, cluster, _live(progress, plot), on_curve, stop, check, dashboard, restarts, checkpoint_every, exact)
+            result = _distributed(
+                placement,
+                cluster,
+                _live(progress, plot),
+                on_curve,
+                stop,
+                check,
+                dashboard,
+                restarts,
+                checkpoint_every,
+                exact,
+            )
     graph.last_run = result  # the user's record of the latest run (``NAME.last_run``)
     return result
 
 
-def _distributed(placement: Placement, cluster, live, until, stop, check: bool, dashboard: bool, restarts: int,
-                 checkpoint_every: int, exact: bool) -> RunResult:
+def _distributed(
+    placement: Placement,
+    cluster,
+    live,
+    until,
+    stop,
+    check: bool,
+    dashboard: bool,
+    restarts: int,
+    checkpoint_every: int,
+    exact: bool,
+) -> RunResult:
     from .plane import OnDask  # Dask is imported only when a distributed policy runs
 
     policy = placement.policy
@@ -147,7 +209,7 @@ def _distributed(placement: Placement, cluster, live, until, stop, check: bool, 
             cluster = "cuda"  # one worker per GPU: each replica on a device of its own
     script = Script.of(placement, until=until, checkpoint_every=checkpoint_every)  # refusals raise here
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event())
-    job.payloads  # what cannot travel fails here, before the safety net and any worker
+    job.payloads  # noqa: B018 -- what cannot travel fails here, before the safety net and any worker
     checked, draws, shapes = 0.0, None, {}  # draws None: not looked for (--no-check)
     if placement.exact and not policy.collectives:  # data-parallel replicas each draw their own numbers anyway
         if check:
@@ -158,8 +220,15 @@ def _distributed(placement: Placement, cluster, live, until, stop, check: bool, 
             draws = find_draws(placement.graph)
             refuse_inexact(placement, draws, exact)
     # the run's Script, complete: planned again (a millisecond) with what the safety net found
-    job = job.walking(Script.of(placement, until=until, checkpoint_every=checkpoint_every, shapes=shapes,
-                                start=_random_start(placement, draws)))
+    job = job.walking(
+        Script.of(
+            placement,
+            until=until,
+            checkpoint_every=checkpoint_every,
+            shapes=shapes,
+            start=_random_start(placement, draws),
+        )
+    )
     if draws is not None and (note := announcement(placement, draws)) is not None:
         print(f"fragnb: {note}", file=sys.stderr)
     result = OnDask(cluster, dashboard, restarts).execute(job)
@@ -167,7 +236,9 @@ def _distributed(placement: Placement, cluster, live, until, stop, check: bool, 
     if draws is None:
         result.guarantee = "unchecked" if placement.exact and not policy.collectives else "data-parallel"
     else:
-        result.guarantee, result.draws = ("exact", []) if draws.exact(placement) else ("statistical", draws.lines(placement))
+        result.guarantee, result.draws = (
+            ("exact", []) if draws.exact(placement) else ("statistical", draws.lines(placement))
+        )
     return result
 
 
@@ -177,9 +248,13 @@ def _random_start(placement: Placement, draws: Draws | None) -> RandomStart:
     (:func:`~fragnb.runtime.draws.notebook_group` decides which). ``draws`` None: not looked for."""
     counts = {g: n for g, (n, _) in placement.groups.items()}
     group = notebook_group(counts, None if draws is None else draws.groups(placement), placement.home)
-    return RandomStart(seed=torch.initial_seed(), group=group, states=None if group is None else states(),
-                       drawn=None if draws is None else frozenset(draws.statements),
-                       statistical=draws is not None and not draws.exact(placement))
+    return RandomStart(
+        seed=torch.initial_seed(),
+        group=group,
+        states=None if group is None else states(),
+        drawn=None if draws is None else frozenset(draws.statements),
+        statistical=draws is not None and not draws.exact(placement),
+    )
 
 
 @contextlib.contextmanager
@@ -209,6 +284,8 @@ def _on_curve(until, graph: str, policy: str):
         return None
 
     def holds(curve: list, iterations: int, env_steps: int) -> bool:
-        return bool(until(RunResult(graph, policy, iterations, env_steps=env_steps, curve=[(s, r, 0.0) for s, r in curve])))
+        return bool(
+            until(RunResult(graph, policy, iterations, env_steps=env_steps, curve=[(s, r, 0.0) for s, r in curve]))
+        )
 
     return holds

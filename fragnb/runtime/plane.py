@@ -25,13 +25,13 @@ from ..plan.instrument import remember_source
 from ..plan.script import ReplicaId, Script
 from ..policies import Placement
 from ..shards import shard
-from .worker import replica
-from .net.channels import root_cause
 from .cluster.clusters import ClusterError, connect, local_workers, shutdown, workers
 from .cluster.clusters import dashboard as dashboard_link
 from .merge import checkpoint_finals, merge
+from .net.channels import root_cause
 from .result import RunResult
 from .slots import goes_on_without, slots, tasks
+from .worker import replica
 from .worker.payload import Payload
 from .worker.report import Checkpointed, Finals, Progress, arrival_order, event_of, plain_order
 from .worker.stops import Interrupts
@@ -84,30 +84,53 @@ class OnDask:
                 if isinstance(e, LostWorker) and len(lost) < restarts and not script.decoupled:
                     where = f"the checkpoint after iteration {saved[0]}" if saved else "its beginning"
                     lost.append(f"{e}; resumed from {where}")
-                    print(f"fragnb: {e}. The run starts again from {where} on fresh workers "
-                          f"(restart {len(lost)} of at most {restarts}); the notebook is as it was before the run", file=sys.stderr)
+                    print(
+                        f"fragnb: {e}. The run starts again from {where} on fresh workers "
+                        f"(restart {len(lost)} of at most {restarts}); the notebook is as it was before the run",
+                        file=sys.stderr,
+                    )
                     continue
                 if isinstance(e, LostWorker):  # what happened, then what the run does next
-                    e.add_note("The run stops: " + (f"its {restarts} restart(s) are spent." if not script.decoupled else
-                               "a decoupled policy's learner (or any srl worker) cannot be replaced mid-run."))
+                    e.add_note(
+                        "The run stops: "
+                        + (
+                            f"its {restarts} restart(s) are spent."
+                            if not script.decoupled
+                            else "a decoupled policy's learner (or any srl worker) cannot be replaced mid-run."
+                        )
+                    )
                 if saved and isinstance(e, ClusterError):  # it cannot go on: keep what it had done
                     try:
                         merge(job.namespace, script, checkpoint_finals(script, saved[1]))
-                        e.add_note(f"The notebook now holds the state after iteration {saved[0]} (the last checkpoint), "
-                                   f"as plain Python would after {saved[0]} iterations.")
+                        e.add_note(
+                            f"The notebook now holds the state after iteration {saved[0]} (the last checkpoint), "
+                            f"as plain Python would after {saved[0]} iterations."
+                        )
                     except Exception as failed:  # e.g. GPU tensors in a notebook without a GPU
-                        e.add_note(f"The last checkpoint (after iteration {saved[0]}) could not be loaded here "
-                                   f"({type(failed).__name__}: {failed}); the notebook is as it was before the run.")
+                        e.add_note(
+                            f"The last checkpoint (after iteration {saved[0]}) could not be loaded here "
+                            f"({type(failed).__name__}: {failed}); the notebook is as it was before the run."
+                        )
                 raise _without_dask_frames(e) from None
         run.forget()
         merge(job.namespace, script, finals)
         kept = sum(map(len, run.saved[1].values())) if run.saved else 0
         return RunResult.of_replicas(
-            graph.name, placement.policy.name, finals, began, script.leader, script.decoupled,
-            client_bytes=run.client_bytes, inference_batch=placement.inference_batch, lost_workers=lost + run.lost, setup_seconds=began - entered,
+            graph.name,
+            placement.policy.name,
+            finals,
+            began,
+            script.leader,
+            script.decoupled,
+            client_bytes=run.client_bytes,
+            inference_batch=placement.inference_batch,
+            lost_workers=lost + run.lost,
+            setup_seconds=began - entered,
             processes=len(set(run.slots.values())),
-            checkpoint_every=script.checkpoint_every, checkpoint_bytes=kept,
-            checkpoint_seconds=max(f.checkpoint_seconds for f in finals.values()) + fetch_seconds + run.fetch_seconds)
+            checkpoint_every=script.checkpoint_every,
+            checkpoint_bytes=kept,
+            checkpoint_seconds=max(f.checkpoint_seconds for f in finals.values()) + fetch_seconds + run.fetch_seconds,
+        )
 
 
 class LostWorker(ClusterError):
@@ -117,8 +140,16 @@ class LostWorker(ClusterError):
 class _Run:
     """One run's replicas on a Dask cluster."""
 
-    def __init__(self, placement: Placement, script: Script, ns: dict, client, payloads: dict[str, Payload],
-                 saved: tuple[int, dict[str, bytes]] | None = None, wait_s: float = 0.0):
+    def __init__(
+        self,
+        placement: Placement,
+        script: Script,
+        ns: dict,
+        client,
+        payloads: dict[str, Payload],
+        saved: tuple[int, dict[str, bytes]] | None = None,
+        wait_s: float = 0.0,
+    ):
         self.placement, self.script, self.ns, self.client, self.payloads = placement, script, ns, client, payloads
         self.saved, self.wait_s = saved, wait_s  # the checkpoint it starts from, and how long to wait for workers
         self.resume = saved[1] if saved else {}
@@ -146,9 +177,21 @@ class _Run:
             source = (script.filename, placement.graph.source)
             for i in range(n):
                 name = str(ReplicaId(g, i))
-                setup[name] = self.submit(name, replica.open_replica, self.run_id, g, i, n, device=device, payload=self.payloads[g],
-                                          source=source, host=_host(self.slots[name]), secret=key, fused=placement.policy.fused,
-                                          resume=self.resume.get(name))
+                setup[name] = self.submit(
+                    name,
+                    replica.open_replica,
+                    self.run_id,
+                    g,
+                    i,
+                    n,
+                    device=device,
+                    payload=self.payloads[g],
+                    source=source,
+                    host=_host(self.slots[name]),
+                    secret=key,
+                    fused=placement.policy.fused,
+                    resume=self.resume.get(name),
+                )
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
         if placement.policy.collectives:
             self.join_process_groups()
@@ -156,10 +199,20 @@ class _Run:
         components = script.components()
         self.start_wall = time.time()
         hosts = list(self.slots.values())
-        self.futures = {task[0]: self.submit(task[0], replica.run_program, self.run_id, names=task, addresses=addresses,
-                                             script=blob, components=components, topic=self.topic,
-                                             shared=hosts.count(self.slots[task[0]]) > 1)
-                        for task in self.tasks}
+        self.futures = {
+            task[0]: self.submit(
+                task[0],
+                replica.run_program,
+                self.run_id,
+                names=task,
+                addresses=addresses,
+                script=blob,
+                components=components,
+                topic=self.topic,
+                shared=hosts.count(self.slots[task[0]]) > 1,
+            )
+            for task in self.tasks
+        }
 
     def place(self) -> tuple[list[list[str]], dict[str, str]]:
         """The tasks and a worker thread for each (:func:`~fragnb.runtime.slots.slots`); a restart waits
@@ -185,13 +238,27 @@ class _Run:
             host = _host(self.slots[first])
             (port,) = self.wait_all([self.submit(first, _free_port, host)])
             backend = "nccl" if device == "cuda" else "gloo"
-            self.wait_all([self.submit(str(ReplicaId(g, i)), replica.join_process_group, self.run_id, i, n, f"tcp://{host}:{port}", backend)
-                           for i in range(n)])
+            self.wait_all(
+                [
+                    self.submit(
+                        str(ReplicaId(g, i)),
+                        replica.join_process_group,
+                        self.run_id,
+                        i,
+                        n,
+                        f"tcp://{host}:{port}",
+                        backend,
+                    )
+                    for i in range(n)
+                ]
+            )
 
     def submit(self, name: str, fn, *args, **kwargs):
         """``fn(*args, **kwargs)`` as a task on the worker of replica ``name`` (``kwargs`` must not use
         the names of ``Client.submit``'s own parameters: ``key``, ``workers``, ``pure``...)."""
-        return self.client.submit(fn, *args, **kwargs, workers=[self.slots[name]], allow_other_workers=False, pure=False)
+        return self.client.submit(
+            fn, *args, **kwargs, workers=[self.slots[name]], allow_other_workers=False, pure=False
+        )
 
     def wait_all(self, futures: list) -> list:
         """Results of set-up tasks; a replica's worker that disappears is an error, not a hang."""
@@ -265,7 +332,9 @@ class _Run:
             return
         del self.reported[iteration]
         start = time.perf_counter()
-        per_worker = self.client.run(replica.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore")
+        per_worker = self.client.run(
+            replica.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore"
+        )
         blobs = {name: blob for got in per_worker.values() if isinstance(got, dict) for name, blob in got.items()}
         if blobs.keys() == self.slots.keys():  # else a worker died meanwhile: the last whole checkpoint stays
             self.saved = (iteration, blobs)
@@ -276,7 +345,10 @@ class _Run:
         scheduler): show them, so the bar and the curve end where the run did."""
         deadline = time.monotonic() + timeout
         try:
-            while any(progress.done[r] < n for r, n in iterations.items() if r in progress.done) and time.monotonic() < deadline:
+            while (
+                any(progress.done[r] < n for r, n in iterations.items() if r in progress.done)
+                and time.monotonic() < deadline
+            ):
                 self.show_event(events, progress)
         except KeyboardInterrupt:  # the run has ended: nothing left to stop
             pass
@@ -294,7 +366,11 @@ class _Run:
         lost = [f"replica{'s' if len(names) > 1 else ''} {', '.join(names)} on {w}" for w, names in gone.items()]
         script = self.script
         names = [n for names in gone.values() for n in names]
-        if lost and self.futures and goes_on_without(names, self.forsaken, script.groups, script.leader, script.decoupled):
+        if (
+            lost
+            and self.futures
+            and goes_on_without(names, self.forsaken, script.groups, script.leader, script.decoupled)
+        ):
             self.forsaken += [n for names in gone.values() for n in names]
             self.lost.append(f"lost the worker of {'; '.join(lost)}; the run went on with the other actors")
             print(f"fragnb: {self.lost[-1]} (the trajectory it was producing is lost)", file=sys.stderr)
@@ -304,8 +380,10 @@ class _Run:
             self.client.run(replica.forsake, self.run_id, self.forsaken, workers=survivors, on_error="ignore")
             return
         if lost:
-            reason = (f"lost the worker of {'; '.join(lost)} during the run (a worker can die when it runs out of memory); "
-                      "the state of its replicas is gone with it")
+            reason = (
+                f"lost the worker of {'; '.join(lost)} during the run (a worker can die when it runs out of memory); "
+                "the state of its replicas is gone with it"
+            )
             self.abort(reason)
             raise LostWorker(reason)
 
@@ -316,8 +394,14 @@ class _Run:
         ns, sharded = self.ns, self.payloads[group].sharded
         n = self.script.groups[group]
         components = {c: shard(ns[c], index, n) if c in sharded else ns[c] for c in self.script.components()[group]}
-        return Finals({}, components, lost=True, iterations=progress.done.get(name, 0), steps=progress.steps.get(name, 0),
-                      episodes=progress.by_replica.get(name, []))
+        return Finals(
+            {},
+            components,
+            lost=True,
+            iterations=progress.done.get(name, 0),
+            steps=progress.steps.get(name, 0),
+            episodes=progress.by_replica.get(name, []),
+        )
 
     def failure(self) -> BaseException:
         """The error that ended the run: the replica that failed first, not the peers it stopped."""

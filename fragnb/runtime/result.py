@@ -134,14 +134,22 @@ class RunResult:
         from ..ui.live import timeline
 
         end = float("inf") if end is None else end
-        shown = [(r, label, kind, max(a, start), min(b, end)) for r, label, kind, a, b in self.intervals if b > start and a < end]
+        shown = [
+            (r, label, kind, max(a, start), min(b, end))
+            for r, label, kind, a, b in self.intervals
+            if b > start and a < end
+        ]
         return timeline(shown, f"{self.graph} ({self.policy}): what each replica does")
 
     def __str__(self) -> str:
         lines = [
             f"{self.graph} under {self.policy!r}: {self.iterations} iterations, {self.env_steps} env steps "
             f"in {self.seconds:.2f} s ({self.env_steps_per_s:,.0f} steps/s); "
-            + (f"mean return of last 20 episodes {self.mean_return():.1f}" if self.curve else "no episode returns recorded")
+            + (
+                f"mean return of last 20 episodes {self.mean_return():.1f}"
+                if self.curve
+                else "no episode returns recorded"
+            )
         ]
         if self.stopped:
             lines.append(f"  stopped: {self.stopped}")
@@ -151,10 +159,12 @@ class RunResult:
             lines.append(f"  trajectories lost in flight with their actors' workers: {self.lost_trajectories}")
         if self.staleness:
             ages = [a for per in self.staleness for a in per]
-            lines.append(f"  staleness: mean {sum(ages) / len(ages):.2f}, max {max(ages)} versions over {len(ages)} trajectories; "
-                         f"{self.dropped} dropped as too stale, {self.unconsumed} unconsumed at the end; "
-                         f"{sum(self.queue_depth) / max(len(self.queue_depth), 1):.1f} replicas waiting per trajectory taken; "
-                         f"{self.inference_batch} environments per inference call")
+            lines.append(
+                f"  staleness: mean {sum(ages) / len(ages):.2f}, max {max(ages)} versions over {len(ages)} trajectories; "
+                f"{self.dropped} dropped as too stale, {self.unconsumed} unconsumed at the end; "
+                f"{sum(self.queue_depth) / max(len(self.queue_depth), 1):.1f} replicas waiting per trajectory taken; "
+                f"{self.inference_batch} environments per inference call"
+            )
         total = sum(self.fragment_seconds.values()) or 1.0
         for name, sec in sorted(self.fragment_seconds.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {name:<14} {sec:8.3f} s  {100 * sec / total:5.1f} %")
@@ -164,30 +174,42 @@ class RunResult:
         p.text(str(self))
 
     @classmethod
-    def of_replicas(cls, graph: str, policy: str, finals: dict[str, Finals], start: float, leader: str, decoupled: bool,
-                    **measured) -> RunResult:
+    def of_replicas(
+        cls, graph: str, policy: str, finals: dict[str, Finals], start: float, leader: str, decoupled: bool, **measured
+    ) -> RunResult:
         """The run as its replicas recorded it (``finals``: what each sent back, by name). Times are
         the wall-clock times the replicas took (comparable across machines), relative to ``start``;
         ``measured`` adds what the notebook measured itself (client bytes, safety net, checkpoints)."""
-        episodes = sorted((e for f in finals.values() for e in f.episodes), key=arrival_order if decoupled else plain_order)
+        episodes = sorted(
+            (e for f in finals.values() for e in f.episodes), key=arrival_order if decoupled else plain_order
+        )
         lead = finals[leader]
         iterations = lead.iterations
         ticks = [start] + [max(f.ticks[k] for f in finals.values() if len(f.ticks) > k) for k in range(iterations)]
         end = max([ticks[-1]] + [b for f in finals.values() for *_, b in f.intervals])
         fragments = sorted({name for f in finals.values() for name in f.seconds})
         return cls(
-            graph, policy, iterations, end - start,
+            graph,
+            policy,
+            iterations,
+            end - start,
             env_steps=sum(f.steps for f in finals.values()),
             fragment_seconds={name: max(f.seconds.get(name, 0.0) for f in finals.values()) for name in fragments},
             curve=[(steps, ret, t - start) for t, _, steps, ret in episodes],
             transfer_bytes=sum(f.bytes_sent for f in finals.values()),
             iteration_seconds=[b - a for a, b in zip(ticks, ticks[1:])],
-            intervals=[(name, label, kind, a - start, b - start) for name, f in finals.items() for label, kind, a, b in f.intervals],
+            intervals=[
+                (name, label, kind, a - start, b - start)
+                for name, f in finals.items()
+                for label, kind, a, b in f.intervals
+            ],
             messages=sum(f.messages_sent for f in finals.values()),
             stopped=lead.stopped,
             staleness=lead.staleness,
             dropped=lead.dropped,
-            unconsumed=sum(finals[peer].iterations - taken for peer, taken in lead.taken.items() if not finals[peer].lost),
+            unconsumed=sum(
+                finals[peer].iterations - taken for peer, taken in lead.taken.items() if not finals[peer].lost
+            ),
             lost_trajectories=sum(1 for f in finals.values() if f.lost),
             queue_depth=lead.depth,
             **measured,

@@ -12,7 +12,9 @@ from ..plan.script import ReplicaId
 __all__ = ["task_counts", "tasks", "slots", "goes_on_without"]
 
 
-def task_counts(groups: dict[str, int], colocated: dict[str, int], collectives: bool, capacity: int | None) -> dict[str, int]:
+def task_counts(
+    groups: dict[str, int], colocated: dict[str, int], collectives: bool, capacity: int | None
+) -> dict[str, int]:
     """How many long-lived tasks each group's replicas run in: one per replica (or per ring of
     ``colocated`` replicas, srl), unless that exceeds ``capacity`` worker threads; then replicated
     groups share what the others leave, in proportion to their replicas. A process group's members
@@ -29,7 +31,9 @@ def task_counts(groups: dict[str, int], colocated: dict[str, int], collectives: 
     return counts
 
 
-def tasks(groups: dict[str, int], colocated: dict[str, int], collectives: bool, capacity: int | None = None) -> list[list[str]]:
+def tasks(
+    groups: dict[str, int], colocated: dict[str, int], collectives: bool, capacity: int | None = None
+) -> list[list[str]]:
     """The replicas each long-lived task runs: one, or several that share a worker process as threads
     (srl's ring; or, where the cluster has fewer than ``capacity`` worker threads for one task per
     replica, replica i of a group with task i mod tasks, so the shares stay even)."""
@@ -39,8 +43,9 @@ def tasks(groups: dict[str, int], colocated: dict[str, int], collectives: bool, 
     return out
 
 
-def slots(groups: dict[str, int], colocated: dict[str, int], collectives: bool,
-          threads: dict[str, int]) -> tuple[list[list[str]], dict[str, str]]:
+def slots(
+    groups: dict[str, int], colocated: dict[str, int], collectives: bool, threads: dict[str, int]
+) -> tuple[list[list[str]], dict[str, str]]:
     """The tasks, and a worker thread for each, spread over the workers (``threads``: worker -> its
     threads): a replica's program holds its thread for the whole run, so two on a one-thread worker
     would wait for each other forever. Returns the tasks and each replica's worker."""
@@ -52,13 +57,17 @@ def slots(groups: dict[str, int], colocated: dict[str, int], collectives: bool,
     free = [w for k in range(max(threads.values())) for w, n in threads.items() if n > k]
     planned = tasks(groups, colocated, collectives, len(free))
     if len(planned) > len(free):
-        raise ClusterError(f"{len(planned)} replica programs each need a worker thread of their own for the whole run, and the "
-                           f"cluster has {len(free)}{' (one per process: the process group needs it)' if collectives else ''}; "
-                           "add workers or ask for fewer replicas")
+        raise ClusterError(
+            f"{len(planned)} replica programs each need a worker thread of their own for the whole run, and the "
+            f"cluster has {len(free)}{' (one per process: the process group needs it)' if collectives else ''}; "
+            "add workers or ask for fewer replicas"
+        )
     return planned, {name: worker for task, worker in zip(planned, free) for name in task}
 
 
-def goes_on_without(names: list[str], forsaken: list[str], groups: dict[str, int], leader: str, decoupled: bool) -> bool:
+def goes_on_without(
+    names: list[str], forsaken: list[str], groups: dict[str, int], leader: str, decoupled: bool
+) -> bool:
     """Whether a run can go on without the replicas ``names`` (their worker died; ``forsaken`` it has
     already lost): under ``async`` the learner takes whole trajectories from whichever actors deliver
     them, so it can lose actors, but not all of them. (srl's actor and policy workers wait for each

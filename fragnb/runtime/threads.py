@@ -12,10 +12,10 @@ import time
 import uuid
 
 from ..plan.script import ReplicaId
-from .worker import replica
-from .net.channels import QueueChannels, root_cause
 from .merge import merge
+from .net.channels import QueueChannels, root_cause
 from .result import RunResult
+from .worker import replica
 from .worker.travel import refuse_unreturnable
 
 __all__ = ["InThreads"]
@@ -58,5 +58,6 @@ class InThreads:
             raise root_cause(list(errors.values()))
         refuse_unreturnable(finals, script.program.origin)
         merge(job.namespace, script, finals)
-        return RunResult.of_replicas(placement.graph.name, placement.policy.name, finals, start, script.leader, script.decoupled)
-
+        return RunResult.of_replicas(
+            placement.graph.name, placement.policy.name, finals, start, script.leader, script.decoupled
+        )

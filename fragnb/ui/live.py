@@ -25,7 +25,9 @@ def in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
-def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: int = 20, staleness: Sequence[float] = ()):
+def learning_curve(
+    curve: Sequence[tuple[int, float]], title: str = "", window: int = 20, staleness: Sequence[float] = ()
+):
     """A matplotlib ``Figure`` of episode returns against environment steps, with a rolling mean; and
     below it, for decoupled policies, the mean staleness of what the learner trained on per iteration."""
     fig = _figure_class()(figsize=(6, 4.4 if staleness else 3.2), layout="constrained")
@@ -33,8 +35,14 @@ def learning_curve(curve: Sequence[tuple[int, float]], title: str = "", window: 
     return fig
 
 
-def dashboard(curve: Sequence[tuple[int, float]], title: str = "", rates: Sequence[tuple[float, float]] = (),
-              seconds: dict[str, float] | None = None, staleness: Sequence[float] = (), window: int = 20):
+def dashboard(
+    curve: Sequence[tuple[int, float]],
+    title: str = "",
+    rates: Sequence[tuple[float, float]] = (),
+    seconds: dict[str, float] | None = None,
+    staleness: Sequence[float] = (),
+    window: int = 20,
+):
     """What a run shows while it lasts: the learning curve (and staleness) on the left; on the right,
     env steps/s over time (``rates``: seconds since the start, steps/s) and each fragment's share of
     the time so far (``seconds``: fragment to seconds, summed over replicas)."""
@@ -53,14 +61,20 @@ def dashboard(curve: Sequence[tuple[int, float]], title: str = "", rates: Sequen
 
         names = sorted(seconds, key=seconds.get)
         total = sum(seconds.values()) or 1.0
-        split.barh(names, [100 * seconds[n] / total for n in names], color=[ROLE_COLORS.get(n.split("@")[0], "#cccccc") for n in names])
+        split.barh(
+            names,
+            [100 * seconds[n] / total for n in names],
+            color=[ROLE_COLORS.get(n.split("@")[0], "#cccccc") for n in names],
+        )
         split.tick_params(axis="y", labelsize=7)
     split.set_xlabel("% of fragment time")
     split.set_xlim(0, 100)
     return fig
 
 
-def _returns_panel(fig, curve: Sequence[tuple[int, float]], title: str, window: int, staleness: Sequence[float]) -> None:
+def _returns_panel(
+    fig, curve: Sequence[tuple[int, float]], title: str, window: int, staleness: Sequence[float]
+) -> None:
     if staleness:
         ax, below = fig.subplots(2, 1, height_ratios=(3, 1))
         below.step(range(1, len(staleness) + 1), staleness, where="mid", color="#8172b3", lw=1.2)
@@ -104,7 +118,9 @@ def timeline(intervals: Sequence[tuple[str, str, str, float, float]], title: str
                 spans.append((a, b - a))
         for (label, kind), spans in bars.items():
             if kind == "wait":
-                ax.broken_barh(spans, (y - 0.3, 0.6), facecolors="#f4f4f4", edgecolors="#bdbdbd", hatch="///", linewidth=0)
+                ax.broken_barh(
+                    spans, (y - 0.3, 0.6), facecolors="#f4f4f4", edgecolors="#bdbdbd", hatch="///", linewidth=0
+                )
             else:
                 role = label.split("@")[0]
                 roles.add(role)
@@ -158,7 +174,14 @@ class LiveProgress:
     :meth:`show_figure` and :meth:`show_link`; a run takes one through ``fragnb.run(..., progress=...)``.
     """
 
-    def __init__(self, total: int | None = None, title: str = "", progress: bool = True, plot: bool = True, plot_every: float = 1.0):
+    def __init__(
+        self,
+        total: int | None = None,
+        title: str = "",
+        progress: bool = True,
+        plot: bool = True,
+        plot_every: float = 1.0,
+    ):
         self.total, self.title, self.plot_every = total, title, plot_every
         self.bar = None
         if progress:
@@ -181,8 +204,13 @@ class LiveProgress:
         self.start, self._steps, self.rates = time.perf_counter(), [(0.0, 0)], []  # the loop starts now
         return self
 
-    def update(self, curve: Sequence[tuple[int, float]], env_steps: int, staleness: Sequence[float] = (),
-               seconds: dict[str, float] | None = None) -> None:
+    def update(
+        self,
+        curve: Sequence[tuple[int, float]],
+        env_steps: int,
+        staleness: Sequence[float] = (),
+        seconds: dict[str, float] | None = None,
+    ) -> None:
         """After an iteration: the episodes so far, env steps, (decoupled policies) the mean staleness
         of each learner iteration so far, and the seconds each fragment has taken so far."""
         self.iterations += 1

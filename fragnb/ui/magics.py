@@ -22,30 +22,70 @@ class FragmentMagics(Magics):
     @magic_arguments()
     @argument("name", help="variable that receives the FragmentGraph")
     @argument("--policy", "-p", default="single", help="distribution policy (default: single, one process)")
-    @argument("--actors", type=int, help="replicas of the data-collecting fragments (coarse, async: actors; fine: env workers; srl: actor workers)")
+    @argument(
+        "--actors",
+        type=int,
+        help="replicas of the data-collecting fragments (coarse, async: actors; fine: env workers; srl: actor workers)",
+    )
     @argument("--learners", type=int, help="learner replicas (multi_learner, gpu_only)")
     @argument("--policy-workers", type=int, help="srl: batched inference workers")
     @argument("--ring", type=int, help="srl: environment groups each actor worker steps in turn")
-    @argument("--max-staleness", type=int, help="async, srl: most versions a trajectory's weights may lag the learner's")
+    @argument(
+        "--max-staleness", type=int, help="async, srl: most versions a trajectory's weights may lag the learner's"
+    )
     @argument("--device", choices=("auto", "cpu", "cuda"), help="where GPU-capable groups run (default auto)")
-    @argument("--cluster", help="'local' (default), 'cuda', a scheduler address tcp://host:port or tls://host:port, "
-                                 "or the name of a distributed.Client variable")
+    @argument(
+        "--cluster",
+        help="'local' (default), 'cuda', a scheduler address tcp://host:port or tls://host:port, "
+        "or the name of a distributed.Client variable",
+    )
     @argument("--run", action="store_true", help="also execute the loop under the policy")
-    @argument("--explore", action="store_true", help="show the policy explorer (choose, compare and run policies) instead of the drawing")
+    @argument(
+        "--explore",
+        action="store_true",
+        help="show the policy explorer (choose, compare and run policies) instead of the drawing",
+    )
     @argument("--no-progress", action="store_true", help="no progress bar during --run")
     @argument("--no-plot", action="store_true", help="no live dashboard during --run")
-    @argument("--restarts", type=int, default=2, metavar="N",
-              help="synchronous policies: start again from the last checkpoint up to N times when a worker is lost (default 2)")
-    @argument("--checkpoint-every", type=int, default=CHECKPOINT_EVERY, metavar="K",
-              help=f"synchronous policies: keep the replicas' state in the notebook every K iterations (0: never; default {CHECKPOINT_EVERY})")
-    @argument("--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run")
+    @argument(
+        "--restarts",
+        type=int,
+        default=2,
+        metavar="N",
+        help="synchronous policies: start again from the last checkpoint up to N times when a worker is lost (default 2)",
+    )
+    @argument(
+        "--checkpoint-every",
+        type=int,
+        default=CHECKPOINT_EVERY,
+        metavar="K",
+        help=f"synchronous policies: keep the replicas' state in the notebook every K iterations (0: never; default {CHECKPOINT_EVERY})",
+    )
+    @argument(
+        "--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run"
+    )
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
-    @argument("--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)")
-    @argument("--exact", action="store_true", help="refuse a run that could only be statistical (global random draws in replicated statements)")
-    @argument("--role", action="append", default=[], metavar="NAME=ROLE",
-              help="give the object NAME this role instead of what its type says (env, actor, learner, buffer); repeatable")
-    @argument("--until-return", type=float, metavar="R",
-              help="with --run: stop after the first iteration where the mean return of the last 20 episodes reaches R")
+    @argument(
+        "--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)"
+    )
+    @argument(
+        "--exact",
+        action="store_true",
+        help="refuse a run that could only be statistical (global random draws in replicated statements)",
+    )
+    @argument(
+        "--role",
+        action="append",
+        default=[],
+        metavar="NAME=ROLE",
+        help="give the object NAME this role instead of what its type says (env, actor, learner, buffer); repeatable",
+    )
+    @argument(
+        "--until-return",
+        type=float,
+        metavar="R",
+        help="with --run: stop after the first iteration where the mean return of the last 20 episodes reaches R",
+    )
     @cell_magic
     def fragment(self, line: str, cell: str):
         """Capture the cell's training loop as a fragment graph bound to NAME, and display it.
@@ -80,8 +120,10 @@ class FragmentMagics(Magics):
         ns = self.shell.user_ns
         cluster = _cluster(args.cluster, ns)
         if args.name in ns and not isinstance(ns[args.name], FragmentGraph):
-            raise UsageError(f"%%fragment {args.name}: `{args.name}` already holds your {type(ns[args.name]).__name__}, "
-                             "which the graph would replace; give the graph another name")
+            raise UsageError(
+                f"%%fragment {args.name}: `{args.name}` already holds your {type(ns[args.name]).__name__}, "
+                "which the graph would replace; give the graph another name"
+            )
         # A blank first line stands for the %%fragment line: errors then name the lines Jupyter numbers.
         roles = dict(r.split("=", 1) for r in args.role if "=" in r)
         if len(roles) != len(args.role):
@@ -108,9 +150,20 @@ class FragmentMagics(Magics):
             display(graph if policy.name == "single" else placement)
         if args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
-            print(run_placement(placement, cluster, progress=not args.no_progress, plot=not args.no_plot, check=not args.no_check,
-                                until=until, dashboard=not args.no_dashboard, restarts=args.restarts,
-                                checkpoint_every=args.checkpoint_every, exact=args.exact))
+            print(
+                run_placement(
+                    placement,
+                    cluster,
+                    progress=not args.no_progress,
+                    plot=not args.no_plot,
+                    check=not args.no_check,
+                    until=until,
+                    dashboard=not args.no_dashboard,
+                    restarts=args.restarts,
+                    checkpoint_every=args.checkpoint_every,
+                    exact=args.exact,
+                )
+            )
 
 
 def _cluster(name: str | None, ns: dict):

@@ -37,7 +37,16 @@ FIT = "9,12"
 
 def render_graph(graph: FragmentGraph) -> graphviz.Digraph:
     """Draw fragments as boxes coloured by role, loops as nested clusters, edges labelled with variables."""
-    dot = graphviz.Digraph(name=graph.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "label": f"%%fragment {graph.name}", "labelloc": "t", "size": FIT})
+    dot = graphviz.Digraph(
+        name=graph.name,
+        graph_attr={
+            "rankdir": "TB",
+            "fontname": "Helvetica",
+            "label": f"%%fragment {graph.name}",
+            "labelloc": "t",
+            "size": FIT,
+        },
+    )
     dot.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="11")
     dot.attr("edge", fontname="Helvetica", fontsize="9")
 
@@ -65,23 +74,36 @@ def render_placement(placement: Placement) -> graphviz.Digraph:
     """Draw one cluster per worker group (replicas x device), fragments inside, edges as operators."""
     graph = placement.graph
     title = f"{graph.name} under {placement.policy.name!r}"
-    dot = graphviz.Digraph(name=f"{graph.name}_{placement.policy.name}", graph_attr={"fontname": "Helvetica", "label": title, "labelloc": "t", "size": FIT})
+    dot = graphviz.Digraph(
+        name=f"{graph.name}_{placement.policy.name}",
+        graph_attr={"fontname": "Helvetica", "label": title, "labelloc": "t", "size": FIT},
+    )
     dot.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="11")
     dot.attr("edge", fontname="Helvetica", fontsize="9")
     for group, (replicas, device) in placement.groups.items():
         with dot.subgraph(name=f"cluster_{group}") as sub:
             ring = placement.colocated.get(group)
             count = f"{workers(replicas // ring)} x ring {ring}" if ring else f"x{replicas}"
-            sub.attr(label=f"{group}  {count}  ({device})", style="rounded" + (",bold" if replicas > 1 else ""), fontname="Helvetica", fontsize="10")
+            sub.attr(
+                label=f"{group}  {count}  ({device})",
+                style="rounded" + (",bold" if replicas > 1 else ""),
+                fontname="Helvetica",
+                fontsize="10",
+            )
             for frag in graph.fragments:
                 if placement.fragments[frag.name].group == group:
                     sub.node(frag.name, frag.name, fillcolor=ROLE_COLORS.get(frag.role, "#ffffff"))
     for edge in placement.edges:
         crossing = edge.operator != "local"
         names = _variables(graph, edge.variables)
-        dot.edge(edge.src, edge.dst, label=edge.labelled(names) if crossing else names,
-                 style="dashed" if edge.kind == "state" else "solid", penwidth="2" if crossing else "1",
-                 color="#b2182b" if crossing else "#7f7f7f")
+        dot.edge(
+            edge.src,
+            edge.dst,
+            label=edge.labelled(names) if crossing else names,
+            style="dashed" if edge.kind == "state" else "solid",
+            penwidth="2" if crossing else "1",
+            color="#b2182b" if crossing else "#7f7f7f",
+        )
     for i, note in enumerate([*placement.policy.collectives, *placement.notes]):
         dot.node(f"note_{i}", note, shape="note", style="", fontsize="9")
     return dot
@@ -102,7 +124,7 @@ def svg(dot: graphviz.Digraph) -> str | None:
         drawn = dot.pipe(format="svg", encoding="utf-8")
     except graphviz.ExecutableNotFound:
         return None
-    return drawn[drawn.index("<svg"):]
+    return drawn[drawn.index("<svg") :]
 
 
 def mimebundle(dot: graphviz.Digraph, include=None, exclude=None) -> dict:

@@ -58,7 +58,9 @@ def assert_same(plain: Any, other: Any, path: str = "", _seen: set | None = None
             _fail(path, str(e).splitlines()[0] + " " + " ".join(str(e).splitlines()[1:4]))
         return
     if isinstance(plain, np.ndarray):
-        assert_same(torch.from_numpy(np.ascontiguousarray(plain)), torch.from_numpy(np.ascontiguousarray(other)), path, seen)
+        assert_same(
+            torch.from_numpy(np.ascontiguousarray(plain)), torch.from_numpy(np.ascontiguousarray(other)), path, seen
+        )
         return
     if isinstance(plain, torch.Generator):
         if not torch.equal(plain.get_state(), other.get_state()):
@@ -83,8 +85,11 @@ def assert_same(plain: Any, other: Any, path: str = "", _seen: set | None = None
         return
     if isinstance(plain, dict):
         if set(plain) != set(other):
-            _fail(path, f"keys differ: only in plain {sorted(map(repr, set(plain) - set(other)))}, "
-                        f"only in other {sorted(map(repr, set(other) - set(plain)))}")
+            _fail(
+                path,
+                f"keys differ: only in plain {sorted(map(repr, set(plain) - set(other)))}, "
+                f"only in other {sorted(map(repr, set(other) - set(plain)))}",
+            )
         for key in plain:
             if key in _WALL_CLOCK or (key == "t" and path.endswith("['episode']")):
                 continue
@@ -102,7 +107,11 @@ def assert_same(plain: Any, other: Any, path: str = "", _seen: set | None = None
         ):
             _fail(path, f"{plain!r} != {other!r}")
         return
-    if isinstance(plain, Component) or dataclasses.is_dataclass(plain) or (type(plain).__eq__ is object.__eq__ and hasattr(plain, "__dict__")):
+    if (
+        isinstance(plain, Component)
+        or dataclasses.is_dataclass(plain)
+        or (type(plain).__eq__ is object.__eq__ and hasattr(plain, "__dict__"))
+    ):
         # Components (and objects without their own equality, e.g. Gymnasium environments and
         # wrappers): compare attribute by attribute.
         if id(plain) in seen:

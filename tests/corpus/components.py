@@ -36,7 +36,9 @@ __all__ = [
 
 def mlp(n_in: int, n_out: int, hidden: int = 32) -> nn.Sequential:
     """A two-layer tanh MLP."""
-    return nn.Sequential(nn.Linear(n_in, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, n_out))
+    return nn.Sequential(
+        nn.Linear(n_in, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, n_out)
+    )
 
 
 def _normal(u: torch.Tensor) -> torch.Tensor:
@@ -59,7 +61,7 @@ class Pendulum(Env):
     per_env = Env.per_env + ("state", "elapsed")
     obs_shape = (3,)
     num_actions = 0  # continuous
-    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
+    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0  # noqa: E741 (the pole's length, as the physics writes it)
 
     def __init__(self, num_envs: int, seed: int = 0, max_episode_steps: int = 200):
         super().__init__(num_envs, seed)
@@ -264,8 +266,13 @@ class ReplayBuffer(Buffer):
         if self.size == 0:
             raise RuntimeError("cannot sample an empty replay buffer")
         idx = torch.randint(self.size, (batch_size,), generator=self.generator)
-        return {"obs": self.obs[idx], "actions": self.actions[idx], "rewards": self.rewards[idx],
-                "next_obs": self.next_obs[idx], "dones": self.dones[idx]}
+        return {
+            "obs": self.obs[idx],
+            "actions": self.actions[idx],
+            "rewards": self.rewards[idx],
+            "next_obs": self.next_obs[idx],
+            "dones": self.dones[idx],
+        }
 
 
 class DQNLearner(Learner):
@@ -295,6 +302,7 @@ class DQNLearner(Learner):
 
 # -- REINFORCE as usually written: the actor's log-probabilities keep their autograd graph ------
 
+
 class GraphActor(CategoricalActor):
     """Samples as :class:`CategoricalActor` does, but returns the log-probability *with* its graph."""
 
@@ -321,6 +329,7 @@ class LogProbLearner(Learner):
 
 
 # -- sampling as the field writes it: torch's global generator ------------------------------------
+
 
 class GlobalSamplingActor(CategoricalActor):
     """Samples with ``Categorical(logits).sample()``: torch's global generator, not the streams."""

@@ -581,7 +581,9 @@ LOOPS: list[CorpusLoop] = [
     # The environments reset at the start of every iteration (episodes cut at the rollout length).
     _loop(
         "reset_every_iteration",
-        PG_SETUP.replace("{vf_coef}", "0.0").replace("num_envs, num_steps, iterations, gamma = 4, 16, 3", "num_envs, num_steps, iterations, gamma = 8, 8, 3"),
+        PG_SETUP.replace("{vf_coef}", "0.0").replace(
+            "num_envs, num_steps, iterations, gamma = 4, 16, 3", "num_envs, num_steps, iterations, gamma = 8, 8, 3"
+        ),
         """
         totals = []
         for it in range(iterations):

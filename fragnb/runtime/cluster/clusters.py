@@ -16,14 +16,24 @@ import time
 
 import torch
 from distributed import Client, LocalCluster
-from distributed.security import Security
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol import dask_deserialize, dask_serialize
+from distributed.security import Security
 
 from ...errors import ClusterError
 from .probe import ProbeError, check_scheduler
 
-__all__ = ["ClusterError", "connect", "local_workers", "shutdown", "workers", "named", "dashboard", "remote_addresses", "register_torch_serializer"]
+__all__ = [
+    "ClusterError",
+    "connect",
+    "local_workers",
+    "shutdown",
+    "workers",
+    "named",
+    "dashboard",
+    "remote_addresses",
+    "register_torch_serializer",
+]
 
 
 def register_torch_serializer() -> None:
@@ -36,14 +46,22 @@ def register_torch_serializer() -> None:
     @dask_serialize.register(torch.Tensor)
     def _serialize(t: torch.Tensor):
         cpu = t.detach().to("cpu").contiguous()
-        header = {"device": str(t.device), "dtype": str(cpu.dtype).removeprefix("torch."), "shape": list(cpu.shape),
-                  "requires_grad": t.requires_grad}
+        header = {
+            "device": str(t.device),
+            "dtype": str(cpu.dtype).removeprefix("torch."),
+            "shape": list(cpu.shape),
+            "requires_grad": t.requires_grad,
+        }
         return header, [cpu.view(-1).view(torch.uint8).numpy().tobytes() if cpu.numel() else b""]
 
     @dask_deserialize.register(torch.Tensor)
     def _deserialize(header, frames):
         dtype = getattr(torch, header["dtype"])
-        t = torch.frombuffer(bytearray(frames[0]), dtype=torch.uint8).view(dtype) if frames[0] else torch.empty(0, dtype=dtype)
+        t = (
+            torch.frombuffer(bytearray(frames[0]), dtype=torch.uint8).view(dtype)
+            if frames[0]
+            else torch.empty(0, dtype=dtype)
+        )
         t = t.reshape(header["shape"])
         device = header["device"]
         if device.startswith("cuda") and torch.cuda.is_available():
@@ -99,10 +117,12 @@ def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Cli
             return client, False  # one client per scheduler for the kernel's life, not one per run
         security = Security()  # tls://: the certificates in Dask's configuration (distributed.comm.tls.*)
         if cluster.startswith("tls://") and not (security.tls_ca_file and security.tls_client_cert):
-            raise ClusterError(f"{cluster} speaks TLS, and Dask's configuration names no certificates: set "
-                               "distributed.comm.tls.ca-file, .client.cert and .client.key (e.g. with dask.config.set), "
-                               "or connect a distributed.Client with a distributed.Security yourself and pass it "
-                               "(cluster=client, or --cluster NAME of that variable)")
+            raise ClusterError(
+                f"{cluster} speaks TLS, and Dask's configuration names no certificates: set "
+                "distributed.comm.tls.ca-file, .client.cert and .client.key (e.g. with dask.config.set), "
+                "or connect a distributed.Client with a distributed.Security yourself and pass it "
+                "(cluster=client, or --cluster NAME of that variable)"
+            )
         context = security.get_connection_args("client").get("ssl_context") if cluster.startswith("tls://") else None
         try:
             check_scheduler(cluster, context=context)  # a Client would wait forever at, say, a Jupyter server's port
@@ -111,13 +131,17 @@ def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Cli
         try:
             client = Client(cluster, timeout="10s", set_as_default=False, security=security)
         except OSError as e:
-            raise ClusterError(f"could not reach a Dask scheduler at {cluster} within 10 s ({e}); "
-                               "start one with `dask scheduler`, or use cluster='local'") from e
+            raise ClusterError(
+                f"could not reach a Dask scheduler at {cluster} within 10 s ({e}); "
+                "start one with `dask scheduler`, or use cluster='local'"
+            ) from e
         _prepare(client)
         _REMOTE[cluster] = client
         return client, False
-    raise ClusterError(f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' or 'tls://host:port' "
-                       "scheduler address, or a distributed.Client)")
+    raise ClusterError(
+        f"unknown cluster: {cluster!r} (must be None, 'local', 'cuda', a 'tcp://host:port' or 'tls://host:port' "
+        "scheduler address, or a distributed.Client)"
+    )
 
 
 def remote_addresses() -> list[str]:
@@ -132,8 +156,10 @@ def named(value: str | None, namespace: dict):
         return value
     held = namespace.get(value)
     if not isinstance(held, Client):
-        raise ClusterError(f"--cluster {value}: no variable of that name holds a distributed.Client; use local, cuda, "
-                           "tcp://host:port, tls://host:port or the name of a Client")
+        raise ClusterError(
+            f"--cluster {value}: no variable of that name holds a distributed.Client; use local, cuda, "
+            "tcp://host:port, tls://host:port or the name of a Client"
+        )
     return held
 
 
@@ -192,7 +218,11 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
     # otherwise: a free loopback port, with the bokeh dashboard only when asked for. Mutual TLS with
     # temporary certificates: another user of the machine cannot reach the scheduler, which runs code
     # in this kernel (`run_on_scheduler`), nor the workers.
-    opts = {"dashboard_address": "127.0.0.1:0", "scheduler_kwargs": {"dashboard": with_dashboard}, "security": Security.temporary()}
+    opts = {
+        "dashboard_address": "127.0.0.1:0",
+        "scheduler_kwargs": {"dashboard": with_dashboard},
+        "security": Security.temporary(),
+    }
     if kind == "cuda":
         cluster = _cuda_cluster(count, opts)
     else:
@@ -201,8 +231,9 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
         # rather than a main thread, made a learner update 2x slower here, not faster.
         # Dask's dashboard (bokeh) on a free loopback port: a second kernel does not collide on Dask's
         # default 8787, and nothing listens beyond this machine.
-        cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               silence_logs=logging.CRITICAL, **opts)
+        cluster = LocalCluster(
+            n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1", silence_logs=logging.CRITICAL, **opts
+        )
     client = Client(cluster, set_as_default=False)
     if kind == "local":
         _grow(cluster, client, count)
@@ -221,11 +252,18 @@ def _grow(cluster, client: Client, count: int, timeout: float = 120.0) -> None:
     while (up := len(workers(client))) < count:
         waited = time.monotonic() - start
         if waited > timeout:
-            raise ClusterError(f"only {up} of {count} Dask workers started within {timeout:.0f} s (memory? see the workers' logs); "
-                               "ask for fewer replicas")
+            raise ClusterError(
+                f"only {up} of {count} Dask workers started within {timeout:.0f} s (memory? see the workers' logs); "
+                "ask for fewer replicas"
+            )
         if waited > 1.0 and (up, int(waited)) != shown:  # a line a second at most: a notebook keeps every one
             bar = "#" * (20 * up // count)
-            print(f"\rfragnb: starting Dask workers [{bar:<20}] {up}/{count} ({waited:.0f} s)", end="", file=sys.stderr, flush=True)
+            print(
+                f"\rfragnb: starting Dask workers [{bar:<20}] {up}/{count} ({waited:.0f} s)",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
             shown = (up, int(waited))
         time.sleep(0.1)
     if shown:
@@ -235,7 +273,9 @@ def _grow(cluster, client: Client, count: int, timeout: float = 120.0) -> None:
 
 def _cuda_cluster(count: int, opts: dict):
     if not torch.cuda.is_available():
-        raise ClusterError("cluster='cuda' needs a CUDA GPU, and torch sees none here; use cluster='local' (CPU workers)")
+        raise ClusterError(
+            "cluster='cuda' needs a CUDA GPU, and torch sees none here; use cluster='local' (CPU workers)"
+        )
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError as e:

@@ -40,26 +40,37 @@ def check_scheduler(address: str, timeout: float = 8.0, context: ssl.SSLContext 
             raise ProbeError(f"a Dask listener answers at {address} in plain TCP, not TLS: use tcp://{location}")
         return _is_scheduler(address, None, deadline)
     if first:
-        raise ProbeError(f"something answers at {address}, and not as a Dask scheduler does (it first sent {first[:24]!r})")
+        raise ProbeError(
+            f"something answers at {address}, and not as a Dask scheduler does (it first sent {first[:24]!r})"
+        )
     tls = _tls(host, port, deadline, context if scheme == "tls" else None)
     if tls == "dask" and scheme == "tls":
         return _is_scheduler(address, context, deadline)
     if tls and scheme == "tcp":
-        raise ProbeError(f"a TLS server answers at {address}: if it is a Dask scheduler started with certificates, "
-                         f"use tls://{location} with them (distributed.comm.tls.* in Dask's configuration)")
+        raise ProbeError(
+            f"a TLS server answers at {address}: if it is a Dask scheduler started with certificates, "
+            f"use tls://{location} with them (distributed.comm.tls.* in Dask's configuration)"
+        )
     if tls and tls != "tls":
-        raise ProbeError(f"a TLS server answers at {address} and refuses the handshake ({tls}): are "
-                         "distributed.comm.tls.ca-file, .client.cert and .client.key the scheduler's?")
+        raise ProbeError(
+            f"a TLS server answers at {address} and refuses the handshake ({tls}): are "
+            "distributed.comm.tls.ca-file, .client.cert and .client.key the scheduler's?"
+        )
     status = _http_status(host, port, deadline)
     if status:
-        raise ProbeError(f"an HTTP server answers at {address} ({status!r}), not a Dask scheduler: a Jupyter server or "
-                         "a Dask dashboard? A scheduler's address is the one `dask scheduler` prints as "
-                         "'Scheduler at: tcp://...' (port 8786 by default)")
+        raise ProbeError(
+            f"an HTTP server answers at {address} ({status!r}), not a Dask scheduler: a Jupyter server or "
+            "a Dask dashboard? A scheduler's address is the one `dask scheduler` prints as "
+            "'Scheduler at: tcp://...' (port 8786 by default)"
+        )
     if tls:
-        raise ProbeError(f"a TLS server answers at {address} and says nothing a Dask scheduler says to the certificates "
-                         "offered (distributed.comm.tls.*): a scheduler that expects other certificates, or not a scheduler")
-    raise ProbeError(f"something listens at {address} and answers neither as a Dask scheduler, a TLS server nor an "
-                     "HTTP server does")
+        raise ProbeError(
+            f"a TLS server answers at {address} and says nothing a Dask scheduler says to the certificates "
+            "offered (distributed.comm.tls.*): a scheduler that expects other certificates, or not a scheduler"
+        )
+    raise ProbeError(
+        f"something listens at {address} and answers neither as a Dask scheduler, a TLS server nor an HTTP server does"
+    )
 
 
 def _is_scheduler(address: str, context: ssl.SSLContext | None, deadline: float) -> None:
@@ -68,14 +79,18 @@ def _is_scheduler(address: str, context: ssl.SSLContext | None, deadline: float)
     from distributed.core import rpc
 
     async def identity():
-        async with rpc(address, timeout=_left(deadline), connection_args={"ssl_context": context} if context else {}) as remote:
+        async with rpc(
+            address, timeout=_left(deadline), connection_args={"ssl_context": context} if context else {}
+        ) as remote:
             return await remote.identity()
 
     with ThreadPoolExecutor(1) as pool:  # its own event loop: a notebook's thread already runs one
         try:
             found = pool.submit(asyncio.run, identity()).result(_left(deadline) + 1)
         except Exception as e:
-            raise ProbeError(f"a Dask listener answers at {address} and does not say what it is ({type(e).__name__}: {e})") from None
+            raise ProbeError(
+                f"a Dask listener answers at {address} and does not say what it is ({type(e).__name__}: {e})"
+            ) from None
     kind = found.get("type")
     if kind != "Scheduler":
         at = f": its scheduler is {found['scheduler']}" if found.get("scheduler") else ""
@@ -99,9 +114,11 @@ def _connect(host: str, port: int, address: str, deadline: float) -> socket.sock
     except socket.gaierror as e:
         raise ProbeError(f"{address}: no host named {host!r} is known here ({e.strerror})") from None
     except ConnectionRefusedError:
-        raise ProbeError(f"nothing listens at {address} (connection refused): is the scheduler running, and on "
-                         "this port? `dask scheduler` prints its address as 'Scheduler at: tcp://...'") from None
-    except (socket.timeout, TimeoutError):
+        raise ProbeError(
+            f"nothing listens at {address} (connection refused): is the scheduler running, and on "
+            "this port? `dask scheduler` prints its address as 'Scheduler at: tcp://...'"
+        ) from None
+    except TimeoutError:
         raise ProbeError(f"nothing answers at {address} within 3 s (a host that is down, or a firewall)") from None
     except OSError as e:
         raise ProbeError(f"cannot reach {address}: {e.strerror or e}") from None
@@ -120,7 +137,7 @@ def _read(sock: socket.socket, seconds: float) -> bytes:
             if _is_dask(data):
                 break
             sock.settimeout(max(0.05, end - time.monotonic()))
-    except (socket.timeout, TimeoutError, OSError):
+    except (TimeoutError, OSError):
         pass
     return data
 
@@ -130,11 +147,11 @@ def _is_dask(data: bytes) -> bool:
     if len(data) < 8:
         return False
     (length,) = struct.unpack("<Q", data[:8])
-    return 0 < length < 1 << 20 and HANDSHAKE_KEY in data[8:8 + length]
+    return 0 < length < 1 << 20 and HANDSHAKE_KEY in data[8 : 8 + length]
 
 
 def _tls(host: str, port: int, deadline: float, context: ssl.SSLContext | None) -> str:
-    """"dask" if a Dask listener answers over TLS with ``context``; "tls" if a TLS server completes the
+    """ "dask" if a Dask listener answers over TLS with ``context``; "tls" if a TLS server completes the
     handshake (without ``context``: no certificate is offered or checked) and says nothing Dask says;
     the reason a TLS server refused the handshake; "" if nothing speaks TLS there."""
     if context is None:

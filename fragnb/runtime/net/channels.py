@@ -66,7 +66,12 @@ def root_cause(errors: list[BaseException]) -> BaseException:
 
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
-        if type(obj) is torch.Tensor and obj.device.type == "cpu" and not obj.requires_grad and obj.dtype != torch.bfloat16:
+        if (
+            type(obj) is torch.Tensor
+            and obj.device.type == "cpu"
+            and not obj.requires_grad
+            and obj.dtype != torch.bfloat16
+        ):
             return torch.from_numpy, (obj.numpy(),)
         if isinstance(obj, (type, types.FunctionType)) and obj.__module__ == "__main__":
             # a notebook's class (a `Transition` namedtuple) or function: no worker can import it by name
@@ -251,7 +256,7 @@ class ZmqChannels(Channels):
         while self.inbox.getsockopt(self.zmq.RCVMORE):
             big.append(self.inbox.recv(copy=False).buffer)
         size = int.from_bytes(first[:2], "big")
-        header, signature, pickled = first[2:2 + size], first[2 + size:18 + size], memoryview(first)[18 + size:]
+        header, signature, pickled = first[2 : 2 + size], first[2 + size : 18 + size], memoryview(first)[18 + size :]
         # Anyone on this machine can reach the inbox: only a message signed with the run's key, which
         # only the notebook and the run's replicas know, is unpickled. Others are dropped unread.
         if len(first) < 18 + size or not hmac.compare_digest(signature, self._sign(header, pickled)):
@@ -299,4 +304,3 @@ class QueueChannels(Channels):
             return self.boxes[self.me].get(timeout=timeout) if timeout else self.boxes[self.me].get_nowait()
         except queue.Empty:
             return None
-

@@ -15,8 +15,15 @@ __all__ = ["join", "leave", "average"]
 _JOINED: set[str] = set()
 
 
-def join(run_id: str, rank: int, world: int, address: str, backend: str, modules: list[torch.nn.Module],
-         timeout_s: float = 60.0) -> int:
+def join(
+    run_id: str,
+    rank: int,
+    world: int,
+    address: str,
+    backend: str,
+    modules: list[torch.nn.Module],
+    timeout_s: float = 60.0,
+) -> int:
     """Join the run's process group, then average the gradients of ``modules`` (the learners' networks) across it."""
     if dist.is_initialized():  # a previous run on this worker did not leave (e.g. it was interrupted)
         dist.destroy_process_group()

@@ -41,8 +41,12 @@ def gather(parts: list, kind: str = "sharded", strict: bool = True, full: tuple 
             return torch.cat(parts, env_axis([p.shape for p in parts], full, axis))
         if isinstance(first, np.ndarray) and first.ndim > 0:  # a Gymnasium-style loop's arrays
             return np.concatenate(parts, env_axis([p.shape for p in parts], full, axis))
-        if isinstance(first, list) and first and all(isinstance(x, torch.Tensor) and x.dim() > 0 for x in first) \
-                and all(isinstance(p, list) and len(p) == len(first) for p in parts):
+        if (
+            isinstance(first, list)
+            and first
+            and all(isinstance(x, torch.Tensor) and x.dim() > 0 for x in first)
+            and all(isinstance(p, list) and len(p) == len(first) for p in parts)
+        ):
             return [torch.cat(xs) for xs in zip(*parts)]  # e.g. per-step tensors: each step's environments joined
         if isinstance(first, list):
             return [x for p in parts for x in p]
@@ -54,14 +58,18 @@ def gather(parts: list, kind: str = "sharded", strict: bool = True, full: tuple 
         if all(vector_info(p) for p in parts):
             return _join_infos(parts)
     if strict and not all(_equal(first, p) for p in parts[1:]):
-        raise Mismatch(f"replicas hold different values ({_short(first)} vs {_short(next(p for p in parts if not _equal(first, p)))})")
+        raise Mismatch(
+            f"replicas hold different values ({_short(first)} vs {_short(next(p for p in parts if not _equal(first, p)))})"
+        )
     return first
 
 
 def vector_info(value) -> bool:
     """Whether ``value`` looks like a Gymnasium vector env's ``infos``: a dict of per-environment
     arrays (and dicts of them), where a key appears only once some environment reported it."""
-    return isinstance(value, dict) and all(isinstance(v, np.ndarray) and v.ndim == 1 or vector_info(v) for v in value.values())
+    return isinstance(value, dict) and all(
+        isinstance(v, np.ndarray) and v.ndim == 1 or vector_info(v) for v in value.values()
+    )
 
 
 def _join_infos(parts: list[dict]) -> dict:
@@ -108,9 +116,19 @@ def env_axis(shapes: list, full: tuple | None, axis: int = 0) -> int:
 
 def _equal(a, b) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and bool(torch.equal(a, b))
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and bool(torch.equal(a, b))
+        )
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and bool(np.array_equal(a, b))
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.shape == b.shape
+            and bool(np.array_equal(a, b))
+        )
     try:
         return bool(a == b)
     except Exception:  # e.g. numpy arrays, objects without equality: same object only
@@ -141,8 +159,19 @@ def scatter(value: Any, index: int, count: int, num_envs: int | None, axis: int 
     return value
 
 
-def combine(var: str, parts: list, *, index: int = 0, count: int = 1, num_envs: int | None = None, kind: str = "sharded",
-            origin: str = "", strict: bool = True, full: tuple | None = None, axis: int = 0) -> Any:
+def combine(
+    var: str,
+    parts: list,
+    *,
+    index: int = 0,
+    count: int = 1,
+    num_envs: int | None = None,
+    kind: str = "sharded",
+    origin: str = "",
+    strict: bool = True,
+    full: tuple | None = None,
+    axis: int = 0,
+) -> Any:
     """What replica ``index`` of ``count`` (of ``num_envs`` environments) receives of ``var`` from the
     senders' ``parts``, combined as its ``kind`` says (``origin``: the line that assigns it, for errors;
     ``full``: its shape in plain Python, if known; ``axis``: its environment axis, as the dataflow says).
@@ -154,7 +183,8 @@ def combine(var: str, parts: list, *, index: int = 0, count: int = 1, num_envs: 
             f"`{var}` ({origin}) is computed on each of {len(parts)} replicas from their own environments and "
             f"{e}: it is a per-replica value (a mean or count over one replica's environments, say) that no "
             "operator turns into the plain-Python value. Compute it from values the single-replica side "
-            "receives, e.g. after the rollout loop in a statement that uses no component") from None
+            "receives, e.g. after the rollout loop in a statement that uses no component"
+        ) from None
     return scatter(value, index, count, num_envs, axis)
 
 
@@ -181,7 +211,8 @@ def refuse_autograd(out: dict, origin: dict[str, str], sender: str, receiver: st
                 f"learner's backward() would not reach the network and its weights would never change. Recompute it on "
                 f"the learner's side from what the rollout stores (observations and actions: PPO recomputes its "
                 f"log-probabilities), or `.detach()` it where no gradient should flow",
-                origin.get(var, ""))
+                origin.get(var, ""),
+            )
 
 
 def _graph_in(value: Any, path: str, depth: int = 0) -> str | None:

@@ -40,8 +40,20 @@ from typing import Any
 
 from ...plan.program import DrivenLoop
 from ...plan.script import ReplicaId, peers
-from .machine import (Arrival, in_replica_order, is_news, is_segment, iteration_of, may_act, news_tag, next_trajectory, pace,
-                      round_is_fresh, stamped, version_of)
+from .machine import (
+    Arrival,
+    in_replica_order,
+    is_news,
+    is_segment,
+    iteration_of,
+    may_act,
+    news_tag,
+    next_trajectory,
+    pace,
+    round_is_fresh,
+    stamped,
+    version_of,
+)
 from .report import Finals
 from .stops import learner_ended
 from .timing import note
@@ -67,8 +79,12 @@ class FreeWalker(Walker):
         self.free = self.rep.group != self.home
         self.looping = False  # inside the iteration loop: exchanges are tagged by iteration
         self.version = 0  # free: the version of the weights it acts with
-        self.cursor = {p: 0 for g, n in script.groups.items() if g != self.home for p in peers(g, n)}  # leader: next iteration per replica
-        self.slots: dict[str, list[tuple[str, int, int]]] = {}  # leader: this iteration's (replica, its iteration, version) per group
+        self.cursor = {
+            p: 0 for g, n in script.groups.items() if g != self.home for p in peers(g, n)
+        }  # leader: next iteration per replica
+        self.slots: dict[
+            str, list[tuple[str, int, int]]
+        ] = {}  # leader: this iteration's (replica, its iteration, version) per group
         self.considered: list[tuple[str, int, bool]] = []  # leader: (replica, iteration, consumed) whose news is due
         self.staleness: list[list[int]] = []  # leader: per iteration, the staleness of each trajectory consumed
         self.ages: list[int] = []  # leader: this iteration's
@@ -116,7 +132,7 @@ class FreeWalker(Walker):
         for peer, it, consumed in self.considered:
             reports.append(self.wait(peer, news_tag(it).__eq__))
             if not consumed:  # every message of that iteration has arrived before its news: discard them
-                while self.ch.find(peer, lambda t: is_segment(t) and iteration_of(t) == it):
+                while self.ch.find(peer, lambda t, it=it: is_segment(t) and iteration_of(t) == it):
                     pass
         self.considered = []
         self.slots = {}
@@ -129,7 +145,11 @@ class FreeWalker(Walker):
     def halt(self, reason: str) -> None:
         if not self.halted:
             self.halted = True
-            others = [p for p in self.script.replicas() if p != self.name and (not self.free or ReplicaId.parse(p).group not in (self.rep.group, self.home))]
+            others = [
+                p
+                for p in self.script.replicas()
+                if p != self.name and (not self.free or ReplicaId.parse(p).group not in (self.rep.group, self.home))
+            ]
             self.ch.send(others, HALT, reason)
 
     def check_halt(self) -> bool:
@@ -152,13 +172,20 @@ class FreeWalker(Walker):
             return [self.ch.take(peer, tag) for peer in self.partners(group, keys)]
         if self.free and group == self.home:
             return self.pull(tag)
-        if self.free:  # another free group, in step with this one; what it sends was computed with weights of its version
-            got = [self.wait(peer, lambda t: t.startswith(stamped(tag, self.iterations) + "/"), tagged=True) for peer in self.partners(group, keys)]
+        if (
+            self.free
+        ):  # another free group, in step with this one; what it sends was computed with weights of its version
+            got = [
+                self.wait(peer, lambda t: t.startswith(stamped(tag, self.iterations) + "/"), tagged=True)
+                for peer in self.partners(group, keys)
+            ]
             # srl: actor workers learn the version their policy workers act with (never older than their own)
             self.version = max([self.version] + [version_of(t) for t, _ in got])
             return [value for _, value in got]
         # A replica's version may grow within an iteration (a learner that updates every step): match any.
-        return [self.wait(peer, lambda t, a=a: t.startswith(stamped(tag, a) + "/")) for peer, a, _ in self.assign(group)]
+        return [
+            self.wait(peer, lambda t, a=a: t.startswith(stamped(tag, a) + "/")) for peer, a, _ in self.assign(group)
+        ]
 
     def pull(self, tag: str) -> list[dict]:
         """The newest weights the learner has sent for this segment; waits while they are more than
@@ -226,12 +253,17 @@ class FreeWalker(Walker):
             self.considered += [(peer, a, usable) for peer in free]
             if usable:
                 self.round = a
-                self.depth.append(min(len({iteration_of(t) for _, t in self.ch.arrived(p) if is_segment(t)}) for p in free))
+                self.depth.append(
+                    min(len({iteration_of(t) for _, t in self.ch.arrived(p) if is_segment(t)}) for p in free)
+                )
             else:
                 self.dropped += len(versions)
         for peer in free:
             self.cursor[peer] = self.next_round
-        return [(peer, self.round, self.arrived_version(peer, self.round)) for peer in peers(group, self.script.groups[group])]
+        return [
+            (peer, self.round, self.arrived_version(peer, self.round))
+            for peer in peers(group, self.script.groups[group])
+        ]
 
     def arrival(self, peer: str, it: int, whole: bool = False) -> tuple[int | None, int | None]:
         """(arrival number, version) of the first message ``peer`` sent this replica in its iteration ``it``,
@@ -239,7 +271,9 @@ class FreeWalker(Walker):
         arrived = self.ch.arrived(peer)
         if whole and not any(t == news_tag(it) for _, t in arrived):
             return None, None
-        return next(((seq, version_of(t)) for seq, t in arrived if is_segment(t) and iteration_of(t) == it), (None, None))
+        return next(
+            ((seq, version_of(t)) for seq, t in arrived if is_segment(t) and iteration_of(t) == it), (None, None)
+        )
 
     def produced(self) -> dict[str, int]:
         """Leader: how many whole trajectories each free replica has delivered (taken, dropped or waiting)."""
@@ -269,7 +303,13 @@ class FreeWalker(Walker):
             raise _Halted
         start = time.perf_counter()
         self.ch.poll(_POLL_S)
-        note(self.rep.intervals, f"waits for {whom if whom in self.script.groups else ReplicaId.parse(whom).group}", "wait", start, time.perf_counter())
+        note(
+            self.rep.intervals,
+            f"waits for {whom if whom in self.script.groups else ReplicaId.parse(whom).group}",
+            "wait",
+            start,
+            time.perf_counter(),
+        )
 
     def recv(self, peer: str, tag: str) -> Any:
         return self.wait(peer, tag.__eq__)  # peers' messages interleave differently from run to run
@@ -289,7 +329,9 @@ class FreeWalker(Walker):
     def finals(self, components: list[str]) -> Finals:
         out = super().finals(components)
         streams = {p for g in self.streams for p in peers(g, self.script.groups[g])}
-        out.taken = {p: n for p, n in self.cursor.items() if p in streams}  # trajectories it consumed or dropped, per replica
+        out.taken = {
+            p: n for p, n in self.cursor.items() if p in streams
+        }  # trajectories it consumed or dropped, per replica
         out.staleness, out.dropped, out.depth = self.staleness, self.dropped, self.depth
         out.produced = self.produced() if not self.free else {}
         return out

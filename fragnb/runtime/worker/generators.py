@@ -10,7 +10,18 @@ import zlib
 import numpy as np
 import torch
 
-__all__ = ["GENERATORS", "NAMES", "states", "restore", "generators", "moved", "seed_replica", "seeded", "Own", "own_random"]
+__all__ = [
+    "GENERATORS",
+    "NAMES",
+    "states",
+    "restore",
+    "generators",
+    "moved",
+    "seed_replica",
+    "seeded",
+    "Own",
+    "own_random",
+]
 
 #: The global generators a loop may draw from, by the name messages give them.
 GENERATORS = ("torch", "numpy", "random")
@@ -100,9 +111,32 @@ class Own:
 # a generator of the replicas' own when called from a replica's thread, and from the global one else.
 _REPLICA_THREADS: set[int] = set()
 _REPLICA_RANDOM = random.Random()
-_FUNCTIONS = ("seed", "random", "uniform", "triangular", "randint", "choice", "randrange", "sample", "shuffle", "choices",
-              "normalvariate", "lognormvariate", "expovariate", "vonmisesvariate", "gammavariate", "gauss", "betavariate",
-              "paretovariate", "weibullvariate", "getstate", "setstate", "getrandbits", "randbytes", "binomialvariate")
+_FUNCTIONS = (
+    "seed",
+    "random",
+    "uniform",
+    "triangular",
+    "randint",
+    "choice",
+    "randrange",
+    "sample",
+    "shuffle",
+    "choices",
+    "normalvariate",
+    "lognormvariate",
+    "expovariate",
+    "vonmisesvariate",
+    "gammavariate",
+    "gauss",
+    "betavariate",
+    "paretovariate",
+    "weibullvariate",
+    "getstate",
+    "setstate",
+    "getrandbits",
+    "randbytes",
+    "binomialvariate",
+)
 
 
 def _dispatch(name: str):

@@ -19,16 +19,42 @@ from typing import NamedTuple
 
 from ...plan.keys import kind_of
 
-__all__ = ["overlap", "routed", "partners", "share", "is_variable", "Weight", "segment_inputs", "Arrival", "earliest", "fresh",
-           "Take", "next_trajectory", "round_is_fresh", "pace", "may_act", "in_replica_order", "segment_tag", "news_tag",
-           "stamped", "iteration_of", "version_of", "is_segment", "is_news"]
+__all__ = [
+    "overlap",
+    "routed",
+    "partners",
+    "share",
+    "is_variable",
+    "Weight",
+    "segment_inputs",
+    "Arrival",
+    "earliest",
+    "fresh",
+    "Take",
+    "next_trajectory",
+    "round_is_fresh",
+    "pace",
+    "may_act",
+    "in_replica_order",
+    "segment_tag",
+    "news_tag",
+    "stamped",
+    "iteration_of",
+    "version_of",
+    "is_segment",
+    "is_news",
+]
 
 
 # -- routing --------------------------------------------------------------------------------------
 def overlap(index: int, count: int, other: int) -> list[int]:
     """The replicas of an ``other``-replica group whose environments overlap those of replica
     ``index`` of ``count`` (one count divides the other; shares are contiguous and even)."""
-    return list(range(index * (other // count), (index + 1) * (other // count))) if count <= other else [index // (count // other)]
+    return (
+        list(range(index * (other // count), (index + 1) * (other // count)))
+        if count <= other
+        else [index // (count // other)]
+    )
 
 
 def is_variable(key: str) -> bool:
@@ -40,8 +66,13 @@ def routed(senders: int, receivers: int, keys: list[str], kinds: dict[str, str],
     """Whether values go only between replicas that hold the same environments: both groups are
     replicated, one count divides the other, and every value is split along the environments.
     (Else every replica sends all of its share to every replica, which takes its slice.)"""
-    return (senders > 1 and receivers > 1 and (senders % receivers == 0 or receivers % senders == 0) and num_envs is not None
-            and all(is_variable(k) and kinds.get(k, "sharded") == "sharded" for k in keys))
+    return (
+        senders > 1
+        and receivers > 1
+        and (senders % receivers == 0 or receivers % senders == 0)
+        and num_envs is not None
+        and all(is_variable(k) and kinds.get(k, "sharded") == "sharded" for k in keys)
+    )
 
 
 class Weight(NamedTuple):
@@ -57,9 +88,16 @@ class Weight(NamedTuple):
 Versions = dict  # exported key -> (group that wrote it last, version)
 
 
-def segment_inputs(group: str, reads: set[str], components: set[str], replays: set[str], weights: list[Weight],
-                   latest: Versions, received: dict[tuple[str, str], tuple[str, int]],
-                   loaded: dict[tuple[str, str], int]) -> tuple[list[tuple[str, str, str]], dict, dict]:
+def segment_inputs(
+    group: str,
+    reads: set[str],
+    components: set[str],
+    replays: set[str],
+    weights: list[Weight],
+    latest: Versions,
+    received: dict[tuple[str, str], tuple[str, int]],
+    loaded: dict[tuple[str, str], int],
+) -> tuple[list[tuple[str, str, str]], dict, dict]:
     """What a segment of ``group`` receives before it runs, from the versions every replica agrees on.
 
     ``latest`` says which group wrote each exported key last and how often; ``received`` and
@@ -82,8 +120,15 @@ def segment_inputs(group: str, reads: set[str], components: set[str], replays: s
     return out, got, load
 
 
-def partners(index: int, count: int, other: int, keys: list[str], kinds: dict[str, str], num_envs: int | None,
-             same_group: bool = False) -> list[int]:
+def partners(
+    index: int,
+    count: int,
+    other: int,
+    keys: list[str],
+    kinds: dict[str, str],
+    num_envs: int | None,
+    same_group: bool = False,
+) -> list[int]:
     """The replicas of an ``other``-replica group that replica ``index`` of ``count`` exchanges ``keys``
     with (either way): those holding its environments when the values are routed, else all."""
     if not same_group and (routed(count, other, keys, kinds, num_envs) or routed(other, count, keys, kinds, num_envs)):
@@ -91,8 +136,9 @@ def partners(index: int, count: int, other: int, keys: list[str], kinds: dict[st
     return list(range(other))
 
 
-def share(index: int, count: int, senders: int, keys: list[str], kinds: dict[str, str],
-          num_envs: int | None) -> tuple[int, int, int | None]:
+def share(
+    index: int, count: int, senders: int, keys: list[str], kinds: dict[str, str], num_envs: int | None
+) -> tuple[int, int, int | None]:
     """(index, count, environments) that cut replica ``index`` of ``count``'s share out of what its
     partners among ``senders`` replicas sent: the arguments :func:`fragnb.runtime.worker.edges.combine` takes."""
     if not routed(senders, count, keys, kinds, num_envs):

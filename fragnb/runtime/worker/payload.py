@@ -33,7 +33,9 @@ class Payload(NamedTuple):
 def pack(graph, ns: dict, script, group: str) -> Payload:
     """``group``'s payload from the objects in ``ns``; what cannot be pickled raises FragmentError."""
     segs = [s for s in script.program.segments if s.group == group]
-    names = {v for s in segs for v in s.reads | s.components if v in ns} | {v for v in header_names(script.program.items) if v in ns}
+    names = {v for s in segs for v in s.reads | s.components if v in ns} | {
+        v for v in header_names(script.program.items) if v in ns
+    }
     n = script.groups[group]
     sharded = sorted(v for v in names if n > 1 and splits(ns[v]))
     scattered = {v: axis for v in sorted(names) if n > 1 and (axis := _env_axis(ns[v], v, script)) is not None}
@@ -52,7 +54,11 @@ def _env_axis(value, name: str, script) -> int | None:
     earlier cell, the first observations) holds its environments, if it does: each replica starts
     from its share."""
     program = script.program
-    if program.kinds.get(name) != "sharded" or not isinstance(value, (torch.Tensor, np.ndarray)) or script.num_envs is None:
+    if (
+        program.kinds.get(name) != "sharded"
+        or not isinstance(value, (torch.Tensor, np.ndarray))
+        or script.num_envs is None
+    ):
         return None
     axis = program.axes.get(name, 0)
     return axis if value.ndim > axis and value.shape[axis] == script.num_envs else None
@@ -68,5 +74,9 @@ def _cannot_travel(graph, objects: dict, group: str) -> FragmentError:
                 f"`{name}` ({type(value).__name__}) cannot be sent to the workers of group {group!r}: {described(found)}. "
                 "What a distributed policy ships must pickle (cloudpickle): keep locks, open files, sockets and threads "
                 "out of its attributes (create them lazily, or drop them in __getstate__), or run it under 'single'",
-                line, graph.source)
-    return FragmentError(f"the objects of group {group!r} cannot be sent to its workers (they pickle one by one, not together)")
+                line,
+                graph.source,
+            )
+    return FragmentError(
+        f"the objects of group {group!r} cannot be sent to its workers (they pickle one by one, not together)"
+    )

@@ -25,11 +25,11 @@ from ...plan.instrument import remember_source
 from ...plan.script import ReplicaId
 from ...shards import shard
 from ...streams import serving
-from ..net import collectives
 from ..cluster import dask_profiler
+from ..net import collectives
 from ..net.channels import ChannelError, ZmqChannels, root_cause
-from .free import FreeWalker
 from .edges import scatter
+from .free import FreeWalker
 from .generators import Own, own_random, restore, seeded, states
 from .payload import Payload
 from .report import Finals
@@ -41,8 +41,21 @@ if TYPE_CHECKING:
     from ...plan.script import Script
     from ..net.channels import Channels
 
-__all__ = ["Replica", "init_replica", "open_replica", "forward_print", "play", "run_program", "join_process_group", "checkpoint_of", "forsake",
-           "held", "request_stop", "abort_run", "drop_run"]
+__all__ = [
+    "Replica",
+    "init_replica",
+    "open_replica",
+    "forward_print",
+    "play",
+    "run_program",
+    "join_process_group",
+    "checkpoint_of",
+    "forsake",
+    "held",
+    "request_stop",
+    "abort_run",
+    "drop_run",
+]
 
 _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica index) -> this worker's replicas
 
@@ -65,11 +78,15 @@ class Replica:
     streams: list[str] = field(default_factory=list)  # EnvStreams its networks' methods draw from (Payload.streams)
     timers: dict[str, Timer] = field(default_factory=dict)
     channels: Channels | None = None  # its inbox and its peers' (a Dask run)
-    stop: threading.Event = field(default_factory=threading.Event)  # the user asked the run to stop (read by the deciding replica, Script.leader)
+    stop: threading.Event = field(
+        default_factory=threading.Event
+    )  # the user asked the run to stop (read by the deciding replica, Script.leader)
     intervals: list = field(default_factory=list)  # its timeline: (fragment or wait, "busy"/"wait", start, end)
     records: dict[str, list] = field(default_factory=dict)  # key -> values recorded for another group, step by step
     replays: dict[str, list] = field(default_factory=dict)  # key -> another group's recorded values, to replay
-    checkpoints: dict[int, bytes] = field(default_factory=dict)  # iteration -> its state then, until the notebook has it
+    checkpoints: dict[int, bytes] = field(
+        default_factory=dict
+    )  # iteration -> its state then, until the notebook has it
     resumed: dict | None = None  # the walker's bookkeeping at the checkpoint this replica started from
     gone: set[str] = field(default_factory=set)  # peers whose worker died, that the run goes on without (async)
     own: Own | None = None  # its global generators' states, when it shares its process with other replicas
@@ -149,8 +166,17 @@ def _snapshot(value):
     return type(value)(value) if type(value) in (list, dict, set) else value
 
 
-def init_replica(run_id: str, group: str, index: int, count: int, device: str, payload: Payload, source: tuple[str, str],
-                 fused: bool = False, resume: bytes | None = None) -> Replica:
+def init_replica(
+    run_id: str,
+    group: str,
+    index: int,
+    count: int,
+    device: str,
+    payload: Payload,
+    source: tuple[str, str],
+    fused: bool = False,
+    resume: bytes | None = None,
+) -> Replica:
     """Unpickle the notebook's objects, shard the components the payload names, move them to ``device``
     (environments too if ``fused``), and keep them here; or take them as they were at the checkpoint
     ``resume``."""
@@ -165,7 +191,9 @@ def init_replica(run_id: str, group: str, index: int, count: int, device: str, p
             ns[name] = shard(ns[name], index, count)
         for name, axis in payload.scattered.items():
             ns[name] = scatter(ns[name], index, count, ns[name].shape[axis], axis)
-        if device != "cpu":  # environments stay on the CPU (actors answer them there) unless fused with them on the device
+        if (
+            device != "cpu"
+        ):  # environments stay on the CPU (actors answer them there) unless fused with them on the device
             for comp in (v for v in ns.values() if isinstance(v, Component) and (fused or not isinstance(v, Env))):
                 comp.to(device)
         rep = Replica(group, index, count, device, ns, compiled, streams=payload.streams)
@@ -198,8 +226,19 @@ def forward_print(*args, sep: str | None = " ", end: str | None = "\n", file=Non
     worker.log_event("print", msg)
 
 
-def open_replica(run_id: str, group: str, index: int, count: int, device: str, payload: Payload, source: tuple[str, str],
-                 host: str, secret: bytes, fused: bool = False, resume: bytes | None = None) -> dict:
+def open_replica(
+    run_id: str,
+    group: str,
+    index: int,
+    count: int,
+    device: str,
+    payload: Payload,
+    source: tuple[str, str],
+    host: str,
+    secret: bytes,
+    fused: bool = False,
+    resume: bytes | None = None,
+) -> dict:
     """On a worker: :func:`init_replica`, then open the replica's channel inbox on ``host`` (taking
     messages signed with ``secret``); returns its address."""
     rep = init_replica(run_id, group, index, count, device, payload, source, fused, resume)
@@ -223,8 +262,15 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
             raise
 
 
-def run_program(run_id: str, names: list[str], addresses: dict[str, dict], script: bytes, components: dict[str, list[str]],
-                topic: str, shared: bool = False) -> dict[str, Finals]:
+def run_program(
+    run_id: str,
+    names: list[str],
+    addresses: dict[str, dict],
+    script: bytes,
+    components: dict[str, list[str]],
+    topic: str,
+    shared: bool = False,
+) -> dict[str, Finals]:
     """The long-lived task of one or more replicas of this worker (several: threads, as ``srl``'s
     ring or a group with more replicas than the cluster has workers): connect their channels, walk
     the program, report progress under ``topic`` (small events, no tensors). Returns what each
@@ -243,8 +289,15 @@ def run_program(run_id: str, names: list[str], addresses: dict[str, dict], scrip
         return _play_all(run_id, names, addresses, plan, components, topic, worker)
 
 
-def _play_all(run_id: str, names: list[str], addresses: dict[str, dict], plan, components: dict[str, list[str]], topic: str,
-              worker) -> dict[str, Finals]:
+def _play_all(
+    run_id: str,
+    names: list[str],
+    addresses: dict[str, dict],
+    plan,
+    components: dict[str, list[str]],
+    topic: str,
+    worker,
+) -> dict[str, Finals]:
 
     def one(name: str) -> Finals:
         group, index = ReplicaId.parse(name)
@@ -289,7 +342,9 @@ def join_process_group(run_id: str, rank: int, world: int, address: str, backend
     networks then average their gradients across the group."""
     rep = next(r for (rid, _, i), r in _REPLICAS.items() if rid == run_id and i == rank)
     learners = [v for v in rep.ns.values() if isinstance(v, Learner)]
-    return collectives.join(run_id, rank, world, address, backend, [m for learner in learners for m in modules_of(learner).values()])
+    return collectives.join(
+        run_id, rank, world, address, backend, [m for learner in learners for m in modules_of(learner).values()]
+    )
 
 
 def checkpoint_of(run_id: str, iteration: int) -> dict[str, bytes]:
@@ -349,4 +404,3 @@ def drop_run(run_id: str) -> int:
                 rep.channels.close()
     collectives.leave(run_id)
     return len(keys)
-

@@ -9,7 +9,8 @@ the part that fails on its own, so an error can say ``learner.log.lock`` or
 from __future__ import annotations
 
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import cloudpickle
 
@@ -58,7 +59,11 @@ def _parts(value, path):
     if isinstance(value, types.MethodType):
         return [(f"{path}.__self__", value.__self__), (f"{path}.__func__", value.__func__)]
     if isinstance(value, types.FunctionType):
-        named = [(f"{path}.__globals__[{n!r}]", value.__globals__[n]) for n in value.__code__.co_names if n in value.__globals__]
+        named = [
+            (f"{path}.__globals__[{n!r}]", value.__globals__[n])
+            for n in value.__code__.co_names
+            if n in value.__globals__
+        ]
         cells = [(f"{path}.{n}", c.cell_contents) for n, c in zip(value.__code__.co_freevars, value.__closure__ or ())]
         return named + cells
     if isinstance(value, type):
@@ -69,12 +74,18 @@ def _parts(value, path):
     return []
 
 
-def unsendable(out: dict, dumps: Callable[[Any], Any], origin: dict[str, str], sender: str, receiver: str) -> FragmentError:
+def unsendable(
+    out: dict, dumps: Callable[[Any], Any], origin: dict[str, str], sender: str, receiver: str
+) -> FragmentError:
     """The error for a segment's values (``out``: key -> value) that do not pickle: the variable, the
     line that assigns it and the part of it that blocks."""
     # a split loop's records are per-step dicts of the variables a later group replays
-    named = [(v, x) for key, value in out.items() for step in (value if isinstance(key, RecordKey) else [{key: value}])
-             for v, x in step.items()]
+    named = [
+        (v, x)
+        for key, value in out.items()
+        for step in (value if isinstance(key, RecordKey) else [{key: value}])
+        for v, x in step.items()
+    ]
     for var, value in named:
         found = blocker(value, dumps, var)
         if found:
@@ -82,7 +93,8 @@ def unsendable(out: dict, dumps: Callable[[Any], Any], origin: dict[str, str], s
                 f"`{var}` cannot travel from group {sender!r} to {receiver!r}: {described(found)}. Values that flow between "
                 "roles must pickle: keep locks, open files, generators, sockets and modules out of them (send the "
                 "numbers or tensors the other side reads), or run under 'single'",
-                origin.get(var, ""))
+                origin.get(var, ""),
+            )
     return FragmentError(f"the values group {sender!r} sends to {receiver!r} do not pickle together ({sorted(out)})")
 
 
@@ -98,4 +110,5 @@ def refuse_unreturnable(finals: dict[str, Finals], origin: dict[str, str]) -> No
                     f"`{var}` cannot come back from {name} to the notebook: {described(found)}. What the cell leaves "
                     "in its variables must pickle under a distributed policy: keep locks, open files, generators and "
                     "sockets out of them, or run under 'single'",
-                    origin.get(var, ""))
+                    origin.get(var, ""),
+                )

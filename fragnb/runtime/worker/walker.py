@@ -18,13 +18,14 @@ import ast
 import itertools
 import linecache
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
 from ...plan.instrument import DRIVER
-from ...plan.program import DrivenLoop, Segment
 from ...plan.keys import RecordKey, WeightsKey
+from ...plan.program import DrivenLoop, Segment
 from ...plan.script import ReplicaId, Script, peers
 from ...shards import network, to_cpu
 from ..net.channels import Unsendable, dumps
@@ -54,7 +55,9 @@ class Walker:
         self.name = str(ReplicaId(rep.group, rep.index))
         self.latest: dict[str, tuple[str, int]] = {}  # exported key -> (group that wrote it last, version)
         self.loaded: dict[tuple[str, str], int] = {}  # (group, weights target) -> version it holds
-        self.received: dict[tuple[str, str], tuple[str, int]] = {}  # (group, variable) -> the version it holds from another group
+        self.received: dict[
+            tuple[str, str], tuple[str, int]
+        ] = {}  # (group, variable) -> the version it holds from another group
         self.last_writer: dict[str, str] = {}
         self.scalars: dict[str, Any] = {}  # variables of the loops every replica iterates
         self.iterations = 0
@@ -88,7 +91,9 @@ class Walker:
 
     def iterate(self, loop: DrivenLoop, iterable) -> None:
         """The iteration loop: after each iteration, report progress and decide whether to go on."""
-        iterable = itertools.islice(iterable, self.at[1], self.script.limit)  # a resumed run skips what its checkpoint holds
+        iterable = itertools.islice(
+            iterable, self.at[1], self.script.limit
+        )  # a resumed run skips what its checkpoint holds
         for value in iterable:
             if self.flagged():
                 break
@@ -103,7 +108,18 @@ class Walker:
 
     # -- checkpoints ----------------------------------------------------------------------------
     #: The bookkeeping a run resumed from a checkpoint needs to walk on as if it had never stopped.
-    _STATE = ("latest", "loaded", "received", "last_writer", "scalars", "iterations", "episodes", "ticks", "everyone", "at")
+    _STATE = (
+        "latest",
+        "loaded",
+        "received",
+        "last_writer",
+        "scalars",
+        "iterations",
+        "episodes",
+        "ticks",
+        "everyone",
+        "at",
+    )
 
     def get_state(self) -> dict:
         """This walker's bookkeeping and its replica's global generators, for a checkpoint."""
@@ -184,8 +200,13 @@ class Walker:
             self.ch.send([p for p in self.script.replicas() if p != self.name], tag, mine)
         parts = [mine if peer == self.name else self.recv(peer, tag) for peer in senders]
         program = self.script.program
-        return combine(name, parts, kind=program.kinds.get(name, "replicated"), origin=program.origin.get(name, ""),
-                       strict=self.script.strict)
+        return combine(
+            name,
+            parts,
+            kind=program.kinds.get(name, "replicated"),
+            origin=program.origin.get(name, ""),
+            strict=self.script.strict,
+        )
 
     def segment(self, seg: Segment) -> None:
         group = seg.group
@@ -205,7 +226,9 @@ class Walker:
                 if parts:
                     self.combine_into(key, into, parts, self.share(sender, keys[sender]))
             self.execute(seg)
-        exports = seg.exports | {w.source for w in self.script.weights if w.owner == group and w.owner_comp in seg.components}
+        exports = seg.exports | {
+            w.source for w in self.script.weights if w.owner == group and w.owner_comp in seg.components
+        }
         for key in exports:
             self.latest[key] = (group, self.latest.get(key, ("", 0))[1] + 1)
         for var in seg.writes:
@@ -215,8 +238,9 @@ class Walker:
         """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group
         (decided by :func:`~.machine.segment_inputs`; this applies what it says this group now holds)."""
         weights = [Weight(w.source, w.target, w.group, w.target_comp) for w in self.script.weights]
-        out, received, loaded = segment_inputs(seg.group, seg.reads, seg.components, seg.replays, weights, self.latest,
-                                               self.received, self.loaded)
+        out, received, loaded = segment_inputs(
+            seg.group, seg.reads, seg.components, seg.replays, weights, self.latest, self.received, self.loaded
+        )
         self.received.update(received)
         self.loaded.update(loaded)
         return out
@@ -236,13 +260,27 @@ class Walker:
     def partners(self, group: str, keys: list[str]) -> list[str]:
         """The replicas of ``group`` this replica exchanges ``keys`` with."""
         script = self.script
-        chosen = partners(self.rep.index, script.groups[self.rep.group], script.groups[group], keys, script.program.kinds,
-                          script.num_envs, same_group=group == self.rep.group)
+        chosen = partners(
+            self.rep.index,
+            script.groups[self.rep.group],
+            script.groups[group],
+            keys,
+            script.program.kinds,
+            script.num_envs,
+            same_group=group == self.rep.group,
+        )
         return [str(ReplicaId(group, j)) for j in chosen]
 
     def share(self, sender: str, keys: list[str]) -> tuple[int, int, int | None]:
         """(index, count, environments) that cut this replica's share out of what ``sender``'s partners sent."""
-        return share(self.rep.index, self.rep.count, self.script.groups[sender], keys, self.script.program.kinds, self.script.num_envs)
+        return share(
+            self.rep.index,
+            self.rep.count,
+            self.script.groups[sender],
+            keys,
+            self.script.program.kinds,
+            self.script.num_envs,
+        )
 
     def recv(self, peer: str, tag: str) -> Any:
         start = time.perf_counter()
@@ -267,13 +305,24 @@ class Walker:
         index, count, num_envs = cut
 
         def share(var: str, values: list):
-            value = combine(var, values, index=index, count=count, num_envs=num_envs, kind=kinds.get(var, "sharded"),
-                            origin=origin.get(var, ""), strict=script.strict, full=script.shapes.get(var),
-                            axis=program.axes.get(var, 0))
+            value = combine(
+                var,
+                values,
+                index=index,
+                count=count,
+                num_envs=num_envs,
+                kind=kinds.get(var, "sharded"),
+                origin=origin.get(var, ""),
+                strict=script.strict,
+                full=script.shapes.get(var),
+                axis=program.axes.get(var, 0),
+            )
             return to_device(value, rep.device)
 
         if isinstance(key, WeightsKey):  # whole on every replica, never split along the environments
-            weights = combine(key, parts, kind="replicated", origin=f"the weights of {key.component}", strict=script.strict)
+            weights = combine(
+                key, parts, kind="replicated", origin=f"the weights of {key.component}", strict=script.strict
+            )
             network(rep.ns[into.component], into.attribute).load_state_dict(to_device(weights, rep.device))
         elif isinstance(key, RecordKey):
             rep.replays[key] = [{v: share(v, [p[v] for p in steps]) for v in steps[0]} for steps in zip(*parts)][::-1]
@@ -293,10 +342,12 @@ class Walker:
             e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
             if rep.count > 1 and self.script.num_envs and _shape_error(e):
                 share = self.script.num_envs // rep.count
-                e.add_note(f"This replica steps {share} of the {self.script.num_envs} environments: a tensor sized from the "
-                           f"whole batch in the loop (`torch.zeros(num_envs)`) does not fit its share. Size it from what the "
-                           f"replica holds (`torch.zeros_like(reward)`, `len(next_obs)`), or allocate it in an earlier cell, "
-                           f"where fragnb splits it along its environments")
+                e.add_note(
+                    f"This replica steps {share} of the {self.script.num_envs} environments: a tensor sized from the "
+                    f"whole batch in the loop (`torch.zeros(num_envs)`) does not fit its share. Size it from what the "
+                    f"replica holds (`torch.zeros_like(reward)`, `len(next_obs)`), or allocate it in an earlier cell, "
+                    f"where fragnb splits it along its environments"
+                )
             raise
         finally:
             ns.pop(DRIVER, None)
@@ -313,7 +364,9 @@ class Walker:
         new, steps = self.collect()
         self.ticks.append(time.perf_counter() + self.clock)
         if self.events is not None:
-            self.events(Progress(self.name, self.iterations, new, steps, dict(self.rep.seconds), self.staleness_now()).wire())
+            self.events(
+                Progress(self.name, self.iterations, new, steps, dict(self.rep.seconds), self.staleness_now()).wire()
+            )
         return new, steps
 
     def staleness_now(self) -> list[int]:
@@ -325,7 +378,8 @@ class Walker:
         rep = self.rep
         variables, comps = holdings(self.script, rep.group, rep.ns, components)
         return Finals(
-            variables, comps,
+            variables,
+            comps,
             scalars=dict(self.scalars),
             last_writer=dict(self.last_writer),
             streams={name: rep.ns[name].counters for name in rep.streams},
@@ -345,8 +399,10 @@ class Walker:
 def holdings(script: Script, group: str, ns: dict, components: list[str]) -> tuple[dict, dict]:
     """A replica's part of what the notebook merges: the variables its group assigned last, and its components."""
     written = {v for s in script.program.segments if s.group == group for v in s.writes}
-    return (to_device({v: ns[v] for v in script.variables if v in written and v in ns}, "cpu"),
-            {c: to_cpu(ns[c]) for c in components if c in ns})  # the notebook may have no GPU
+    return (
+        to_device({v: ns[v] for v in script.variables if v in written and v in ns}, "cpu"),
+        {c: to_cpu(ns[c]) for c in components if c in ns},
+    )  # the notebook may have no GPU
 
 
 def where(error: BaseException, replica: str) -> str:
@@ -366,7 +422,8 @@ def where(error: BaseException, replica: str) -> str:
 def _shape_error(e: BaseException) -> bool:
     text = str(e)
     return isinstance(e, (RuntimeError, ValueError, IndexError)) and any(
-        w in text for w in ("size of tensor", "shape", "must match", "out of bounds", "broadcast"))
+        w in text for w in ("size of tensor", "shape", "must match", "out of bounds", "broadcast")
+    )
 
 
 class _Missing:
