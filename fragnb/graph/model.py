@@ -135,6 +135,9 @@ class FragmentGraph:
     #: What plain Python runs but a distributed policy cannot split, in cell order: placing the graph
     #: under any policy but ``single`` raises the first (each names its line and the way out).
     limits: list = field(default_factory=list, repr=False, compare=False)
+    #: The limits that hold even where each replica runs the whole cell (``data_parallel``): no loop to
+    #: iterate, a function defined in the loop; not those of splitting it across groups.
+    whole_limits: list = field(default_factory=list, repr=False, compare=False)
     #: Names the cell reads before it assigns them: what it takes from the notebook.
     inputs: frozenset = field(default_factory=frozenset, repr=False, compare=False)
 
@@ -157,6 +160,11 @@ class FragmentGraph:
 
     def fragment_of(self, statement: Statement) -> Fragment:
         return self._fragment_of[statement.index]
+
+    def first_use(self, name: str) -> int | None:
+        """The cell line of the first statement that reads ``name`` or calls it as a component, for
+        errors about an object the notebook holds."""
+        return next((s.lineno for s in self.statements if name in s.reads or name in s.components), None)
 
     def owners(self) -> dict[int, str]:
         """The fragment of each statement, by the id of its AST node (what instrumented code times)."""

@@ -19,10 +19,12 @@ import types
 import torch
 
 from ..components import Env
+from ..errors import FragmentError
 from ..plan.instrument import DRIVER, compile_cell, instrument, plain_env_steps
 from .result import RunResult
 from .worker.stops import Interrupts, condition_held, interrupted, own_condition
 from .worker.timing import Timer
+from .worker.travel import blocker, described
 
 __all__ = ["InNotebook", "exec_cell", "copies", "run_plain", "Dry"]
 
@@ -48,7 +50,8 @@ def exec_cell(graph, ns: dict, driver, trace: bool = False, count_steps: bool = 
 
 def copies(graph) -> dict:
     """Deep copies (sharing preserved) of the namespace values the cell reads; modules, classes and
-    functions are shared as they are."""
+    functions are shared as they are. What cannot be copied (a lock, an open file) is refused by
+    name, with the part of it that blocks and the line that first uses it."""
     keep = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
     values = {
         n: graph.namespace[n] for n in graph.inputs if n in graph.namespace
@@ -56,7 +59,27 @@ def copies(graph) -> dict:
     memo = {id(v): v for v in values.values() if isinstance(v, keep)}
     for t in _tensors_with_graphs(values):  # deepcopy refuses them; the copy needs their values, not their history
         memo[id(t)] = t.detach().clone()
-    return {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
+    kept = dict(memo)  # a failed deepcopy leaves its half-made copies in the memo it was given
+    try:
+        return {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
+    except Exception as e:
+        raise _cannot_copy(graph, values, kept) or e from None
+
+
+def _cannot_copy(graph, values: dict, memo: dict) -> FragmentError | None:
+    """The error for a value the dry runs cannot copy: which one, the part that blocks, the line."""
+    for name, value in values.items():
+        found = blocker(value, lambda v: copy.deepcopy(v, dict(memo)), name)
+        if found:
+            return FragmentError.in_source(
+                f"`{name}` ({type(value).__name__}) cannot be copied: {described(found)}. A distributed policy first runs "
+                "the cell's first iteration on copies of its objects, to size the edges and check the run before any "
+                "worker starts; keep locks, open files, sockets and threads out of its attributes (create them lazily, "
+                "or drop them in __getstate__), or run it under 'single'",
+                graph.first_use(name),
+                graph.source,
+            )
+    return None
 
 
 def _tensors_with_graphs(values: dict) -> list:

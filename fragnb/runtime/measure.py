@@ -100,15 +100,22 @@ class _DrySizes(Dry):
     def totals(self) -> dict:
         for e in self.graph.edges:
             if e.kind == "state":  # what moving that state once an iteration would carry
-                self.data[(e.src, e.dst, e.kind)] = sum(self.state_bytes(label) for label in e.variables)
+                sizes = [self.state_bytes(label) for label in e.variables]
+                if None in sizes:  # left unlabelled ("not measured") rather than guessed
+                    del self.data[(e.src, e.dst, e.kind)]
+                else:
+                    self.data[(e.src, e.dst, e.kind)] = sum(sizes)
         return self.data
 
-    def state_bytes(self, label: str) -> int:
+    def state_bytes(self, label: str) -> int | None:
+        """Bytes of the state an edge label names, or None where it has no ``state_dict`` to size (a
+        Gymnasium vector env, a plain object): its size is unknown, not zero."""
         name, _, kind = label.rpartition(" ")
         if kind == "weights":  # "policy weights": a network held as attribute `policy`
             for comp in self.graph.components:
-                module = vars(self.ns[comp]).get(name)
+                module = vars(self.ns[comp]).get(name) if hasattr(self.ns.get(comp), "__dict__") else None
                 if isinstance(module, torch.nn.Module):
                     return nbytes(module.state_dict())
-            return 0
-        return nbytes(self.ns[name].state_dict())  # "buffer state": a component's own state
+            return None
+        state_dict = getattr(self.ns.get(name), "state_dict", None)  # "buffer state": a component's own state
+        return nbytes(state_dict()) if callable(state_dict) else None
