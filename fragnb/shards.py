@@ -27,6 +27,8 @@ import torch
 from .components import Component, modules_of, shard_slice
 
 __all__ = [
+    "reseed",
+    "SEED_STRIDE",
     "num_envs",
     "splits",
     "shard",
@@ -158,11 +160,79 @@ def unsupported(obj: Any) -> str | None:
     gymnasium = sys.modules.get("gymnasium")
     if gymnasium is not None and isinstance(obj, gymnasium.Env):
         return (
-            "it is one environment, stepped episode by episode: make a vector env of several "
+            "it is one environment, stepped episode by episode: use policy 'data_parallel', which runs the whole loop "
+            "in each replica on a copy of its own, or make a vector env of several "
             "(gym.vector.SyncVectorEnv([make_env(...) for _ in range(num_envs)])) and step them together for a fixed "
             "number of steps, so that replicas can split them"
         )
     return "fragnb does not know how to split or send it"
+
+
+#: What replica ``i`` of a whole-cell policy adds to every integer seed its Gymnasium environments
+#: are reset with, times ``i``: a loop that seeds episode ``k`` with ``seed + k`` meets no other
+#: replica's episodes within a million of them.
+SEED_STRIDE = 1_000_000
+
+
+def reseed(objects: dict[str, Any], index: int, seed: int) -> None:
+    """Make replica ``index``'s whole copies of ``objects`` (the cell's, as the notebook holds them)
+    draw other random numbers than replica 0's, in place; replica 0 keeps the notebook's.
+
+    - fragnb components with per-environment streams (environments, actors) serve environment
+      ``j + index * num_envs`` for their ``j``: N replicas draw what one batch N times as large would;
+    - Gymnasium environments, vector environments and their wrappers add ``index * SEED_STRIDE`` to
+      every integer seed ``reset`` gets, and their generators and spaces (``action_space.sample()``)
+      start from ``(seed, index)`` for the resets and draws that get none.
+    """
+    if index == 0:
+        return
+    from .streams import EnvStreams
+
+    seen: set[int] = set()
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, index])
+    for obj in objects.values():
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, EnvStreams):
+            obj.relabel(index * len(obj))
+        elif isinstance(obj, Component) and "env_ids" in vars(obj):
+            offset = index * len(obj.env_ids)
+            obj.env_ids = obj.env_ids + offset
+            for value in vars(obj).values():
+                if isinstance(value, EnvStreams) and id(value) not in seen:
+                    seen.add(id(value))
+                    value.relabel(offset)
+        elif _gymnasium_env(obj):
+            obj.reset = _OffsetSeed(obj, index * SEED_STRIDE)  # on the object the loop calls: its wrappers stay
+            base = obj.unwrapped
+            for env in getattr(base, "envs", [base]):  # a vector env's sub-environments, or the env itself
+                env.unwrapped.np_random = np.random.default_rng(rng.integers(2**63))
+                for space in (env.action_space, env.observation_space):
+                    space.seed(int(rng.integers(2**31)))
+            for name in ("action_space", "observation_space", "single_action_space", "single_observation_space"):
+                if getattr(obj, name, None) is not None:
+                    getattr(obj, name).seed(int(rng.integers(2**31)))
+
+
+def _gymnasium_env(obj: Any) -> bool:
+    gymnasium = sys.modules.get("gymnasium")
+    return gymnasium is not None and isinstance(obj, (gymnasium.Env, gymnasium.vector.VectorEnv))
+
+
+class _OffsetSeed:
+    """A whole copy's ``reset``: an integer seed moves ``offset`` on (a vector env then seeds its
+    sub-environment ``i`` with ``seed + offset + i``, as its own ``reset`` does)."""
+
+    def __init__(self, env, offset: int):
+        self.env, self.offset = env, offset
+
+    def __call__(self, *, seed=None, options=None):
+        if isinstance(seed, int):
+            seed += self.offset
+        elif isinstance(seed, list):
+            seed = [s + self.offset if isinstance(s, int) else s for s in seed]
+        return type(self.env).reset(self.env, seed=seed, options=options)
 
 
 def _shard_vector_env(env, index: int, count: int):

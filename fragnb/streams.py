@@ -92,6 +92,13 @@ class EnvStreams:
         whole.counters = torch.cat([p.counters for p in parts])
         return whole
 
+    def relabel(self, offset: int) -> None:
+        """Serve environments ``offset`` further on, in place: the streams of ``env_ids + offset``, at
+        the draws these had reached (a whole copy of a batch standing for the next batch of a larger one)."""
+        counters = self.counters
+        self.__init__(self.seed, self.env_ids + offset, self.domain)
+        self.counters = counters
+
     def uniform(self, n: int = 1, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Next ``n`` numbers in [0, 1) of each stream (of the masked streams only, if ``mask``).
 

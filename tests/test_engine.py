@@ -354,3 +354,15 @@ def test_draws_not_looked_for_give_the_notebook_generators_to_the_driver_s_group
 
     assert notebook_group({"actors": 4, "learner": 1}, None, "learner") == "learner"
     assert notebook_group({"replicas": 2}, None, "replicas") is None  # multi_learner: no replica is plain Python's
+
+
+def test_a_checkpoint_waits_for_its_iterations_and_by_default_for_time_enough_to_cost_at_most_its_share():
+    from fragnb.runtime.worker.machine import checkpoint_due
+
+    assert not checkpoint_due(1, (0, 0.0, 0.0), 2, None, 100.0)  # 1 of 2 iterations
+    assert checkpoint_due(2, (0, 0.0, 5.0), 2, None, 0.1)  # exactly every 2, whatever it costs
+    assert not checkpoint_due(10, (0, 0.0, 5.0), 0, None, 100.0)  # 0: never
+    kept = (10, 100.0, 0.1)  # the last: after iteration 10, ending at t=100 s, 0.1 s to keep
+    assert not checkpoint_due(20, kept, 10, 0.05, 101.9)  # 10 iterations, but 0.1 s is more than 5 % of 1.9 s
+    assert checkpoint_due(20, kept, 10, 0.05, 102.0)  # 5 % of 2 s
+    assert not checkpoint_due(19, kept, 10, 0.05, 500.0)  # time enough, iterations not

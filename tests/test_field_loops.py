@@ -3,6 +3,7 @@ and capture finds the roles from the ecosystem's types."""
 
 import pytest
 import torch
+from IPython.core.error import UsageError
 
 import fragnb
 from corpus.compare import compare_namespaces
@@ -280,3 +281,43 @@ def test_values_read_from_a_clock_are_no_difference_to_the_safety_net():
     result = fragnb.run(fragnb.capture(cell, ns, name=loop.name), "fine", actors=2, progress=False, plot=False)
     assert result.guarantee == "exact"
     assert [step for tag, _, step in ns["writer"] if tag == "charts/SPS"] == [64, 128, 192]
+
+
+# -- one path: the magic places, measures, checks and runs a field loop as fragnb.run does ------------------
+@pytest.mark.parametrize(
+    "name,policy,expect",
+    [
+        ("cleanrl_ppo", "coarse", "statistical"),  # measuring sizes every edge first, as the drawing shows them
+        ("ppo_continuous", "fine", "exact"),
+        ("dqn_tutorial", "coarse", "one environment, stepped episode by episode: use policy 'data_parallel'"),
+    ],
+)
+def test_the_magic_runs_or_refuses_a_field_loop_as_fragnb_run_does(shell, name, policy, expect, capsys):
+    loop = FIELD_BY_NAME[name]
+    shell.run_cell(loop.setup, store_history=False).raise_error()
+    line = f"{name} --policy {policy} --actors 2 --run --no-progress --no-plot --no-dashboard"
+    if expect not in ("exact", "statistical"):
+        with pytest.raises(UsageError, match=expect):
+            shell.run_cell_magic("fragment", line, loop.cell)
+        return
+    shell.run_cell_magic("fragment", line, loop.cell)  # draws the placement (its edges measured), then runs
+    assert shell.user_ns[name].last_run.guarantee == expect
+    assert f"Placement of '{name}' under '{policy}'" in capsys.readouterr().out
+
+
+def test_what_cannot_be_copied_for_the_dry_run_is_refused_by_name_through_the_magic(shell):
+    loop = FIELD_BY_NAME["vector_reinforce"]
+    shell.run_cell(loop.setup, store_history=False).raise_error()
+    shell.run_cell("import threading\npolicy.lock = threading.Lock()", store_history=False).raise_error()
+    with pytest.raises(fragnb.FragmentError, match=r"`policy` \(Sequential\) cannot be copied: `policy.lock`") as e:
+        shell.run_cell_magic("fragment", "loop --policy coarse --actors 2", loop.cell)
+    assert e.value.lineno is not None  # the line that first uses it
+
+
+def test_measure_sizes_what_it_can_and_leaves_a_gymnasium_envs_state_unmeasured():
+    loop = FIELD_BY_NAME["dqn_tutorial"]
+    graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
+    sizes = fragnb.measure(graph)  # the env's state has no state_dict: unmeasured, not a crash
+    state = [(e.src, e.dst, e.kind) for e in graph.edges if e.kind == "state" and "env" in " ".join(e.variables)]
+    assert state and all(key not in sizes for key in state)
+    assert any(n > 0 for n in sizes.values())

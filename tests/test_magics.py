@@ -60,7 +60,7 @@ def test_unknown_policy_is_a_usage_error_listing_the_known_ones(shell, canonical
     _setup(shell, canonical)
     with pytest.raises(
         UsageError,
-        match=r"unknown distribution policy: 'coarser' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
+        match=r"unknown distribution policy: 'coarser' \(must be one of \['async', 'coarse', 'data_parallel', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
     ):
         shell.run_cell_magic("fragment", "ppo --policy coarser", canonical.body)
     assert "ppo" not in shell.user_ns

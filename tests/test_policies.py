@@ -61,7 +61,7 @@ def test_placement_renders_one_cluster_per_group_with_operators(graph):
             "coarse",
             {"actors": 3},
             ValueError,
-            r"`env` has num_envs=32, which 3 replicas .* choose one of \[1, 2, 4, 8, 16, 32\]",
+            r"`env` has num_envs=32, which 3 replicas .* ask for 1, 2, 4, 8, 16 or 32 replicas, or use policy .data_parallel.",
         ),
         ("fine", {"learners": 2}, TypeError, r"policy 'fine' takes \['actors', 'device'\], got \['learners'\]"),
         ("coarse", {"device": "tpu"}, ValueError, "unknown device: 'tpu'"),
@@ -69,7 +69,7 @@ def test_placement_renders_one_cluster_per_group_with_operators(graph):
             "nope",
             {},
             ValueError,
-            r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
+            r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'data_parallel', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
         ),
     ],
 )

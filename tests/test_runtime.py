@@ -95,7 +95,7 @@ def test_unknown_policy_lists_the_known_ones_before_anything_runs(canonical, ppo
     g = capture(canonical.body, ns)
     with pytest.raises(
         ValueError,
-        match=r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
+        match=r"unknown distribution policy: 'nope' \(must be one of \['async', 'coarse', 'data_parallel', 'fine', 'gpu_only', 'multi_learner', 'single', 'srl'\]\)",
     ):
         run(g, "nope")
     assert "returns" not in ns

@@ -37,6 +37,10 @@ __all__ = ["capture"]
 
 # Constructs a distributed policy cannot split, and why: fragments run in separate processes.
 # (``single`` runs them as plain Python does.)
+#: Constructs refused only because they would span worker groups, or run a number of times replicas cannot
+#: know in advance (a whole-cell policy keeps them inside one replica).
+SPANS = (ast.Try, ast.TryStar, ast.With, ast.While)
+
 UNSUPPORTED = {
     ast.FunctionDef: ("a function definition", "define functions in an earlier cell and call them here"),
     ast.AsyncFunctionDef: ("an async function definition", "define functions in an earlier cell"),
@@ -350,12 +354,17 @@ class _Capture:
         return FragmentError.in_source(message, lineno, self.source)
 
     # -- pipeline -----------------------------------------------------------------------------
-    def limit(self, message: str, node: ast.AST | int | None = None) -> None:
-        """Record what a distributed policy cannot split; ``single`` runs it as plain Python does."""
+    def limit(self, message: str, node: ast.AST | int | None = None, *, whole: bool = True) -> None:
+        """Record what a distributed policy cannot split; ``single`` runs it as plain Python does.
+        ``whole=False``: a limit of splitting the cell across groups only, which a policy that runs
+        the whole cell in each replica (``data_parallel``) does not meet."""
         self.limits.append(self.error(message, node))
+        if whole:
+            self.whole_limits.append(self.limits[-1])
 
     def graph(self) -> FragmentGraph:
         self.limits: list[FragmentError] = []
+        self.whole_limits: list[FragmentError] = []
         tree = self.parse()
         self.native = any(role_of(self.namespace.get(n.id)) for n in ast.walk(tree) if isinstance(n, ast.Name))
         normalizer = Normalizer(reentrant=lambda expr: reentrant_context(expr, self.namespace))
@@ -399,6 +408,7 @@ class _Capture:
             reach=self.reach,
             stop_flags=normalizer.stop_flags,
             limits=sorted(self.limits, key=lambda e: e.lineno or 0),
+            whole_limits=sorted(self.whole_limits, key=lambda e: e.lineno or 0),
             inputs=frozenset(_names(tree)[0]),
         )
 
@@ -432,7 +442,8 @@ class _Capture:
                 continue  # a mode context: entered around each statement it holds, in every fragment
             if type(node) in UNSUPPORTED:
                 what, why = UNSUPPORTED[type(node)]
-                self.limit(f"{what} is not supported in a %%fragment cell: {why}", node)
+                # a handler or a context inside one segment is fine: only spanning groups is not
+                self.limit(f"{what} is not supported in a %%fragment cell: {why}", node, whole=type(node) not in SPANS)
             if isinstance(node, ast.For) and node.orelse:
                 self.limit("`for ... else` is not supported in a %%fragment cell: loops always run to the end", node)
             if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
@@ -572,6 +583,7 @@ class _Capture:
                 "blocks itself, but not this one: split it into one statement per role, assigning the intermediate "
                 "value to a variable, so each can run where its role is placed",
                 node,
+                whole=False,
             )
         if called:
             return (
@@ -727,6 +739,7 @@ class _Capture:
                     f"the loop calls `{c}` ({_type_name(self.namespace[c])}), which a distributed policy cannot "
                     f"move: {why}",
                     first.lineno,
+                    whole=False,  # copied whole, it need not split (what cannot travel the payload refuses by name)
                 )
                 return
 

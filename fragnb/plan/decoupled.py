@@ -40,7 +40,7 @@ def refuse(placement, program: Program) -> None:
         raise error(
             f"policy {policy!r} runs the actors free of the learner: a loop that ends on its own condition (`break`, "
             "`while`) would need every actor to wait for it each iteration. Use a stop condition instead "
-            "(fragnb.run(..., until=...) or --until-return), or a synchronous policy such as 'coarse'",
+            "(fragnb.run(..., until=...) or --until-return), or a synchronous policy such as 'coarse' or 'data_parallel'",
             loop.node.lineno,
         )
     home = placement.home
@@ -62,7 +62,8 @@ def refuse(placement, program: Program) -> None:
                 f"under {policy!r} the {seg.group} run free of the learner, but this line reads `{name}`, which the "
                 f"learner's side assigns inside the loop ({written[name].group!r}, line {written[name].nodes[0].lineno}): "
                 "they would have to wait for it every iteration. Only the weights travel that way; compute "
-                f"`{name}` on the {seg.group}' side, or use a synchronous policy such as 'coarse'",
+                f"`{name}` on the {seg.group}' side, or use a synchronous policy: 'coarse', or 'data_parallel', "
+                "which runs any loop with an optimiser whole in each replica",
                 line,
             )
     after = program.items[program.items.index(loop) + 1 :]

@@ -187,8 +187,11 @@ def _leaves_of_body(loop: ast.For):
 
 
 def _own_nodes(node: ast.AST):
-    """``node``'s nodes, not descending into loops nested in it (their jumps are theirs)."""
+    """``node``'s nodes, not descending into loops nested in it (their jumps are theirs), nor into
+    ``node`` itself where it is a loop (an inner ``while`` a whole-cell policy keeps in one segment)."""
     yield node
+    if isinstance(node, (ast.For, ast.While)):
+        return
     for child in ast.iter_child_nodes(node):
         if not isinstance(child, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             yield from _own_nodes(child)

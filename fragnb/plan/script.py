@@ -54,6 +54,17 @@ class Weights:
     target_comp: str
 
 
+#: Iterations between checkpoints of synchronous distributed runs. Keeping and fetching one costs 17 ms
+#: for notebook 01's loop under coarse (0.4 MB, a third of an iteration; DQN's replay buffer: 30 ms,
+#: 3.3 MB; benchmarks/checkpoints.py): every 10 iterations costs about 3 %, and a lost worker at most
+#: 10 iterations' work. By default (``checkpoint_every=None``) that is the most often a run keeps one:
+#: a loop whose iteration is one environment step (CleanRL's dqn.py) would otherwise spend 90 % of its
+#: time on them (benchmarks/data_parallel.py), so checkpoints also wait until they would take at most
+#: CHECKPOINT_SHARE of the time since the last.
+CHECKPOINT_EVERY = 10
+CHECKPOINT_SHARE = 0.05
+
+
 @dataclass(frozen=True)
 class RandomStart:
     """Where each replica's global random generators start (:mod:`fragnb.runtime.draws`), and what the
@@ -107,6 +118,10 @@ class Script:
     #: Synchronous Dask runs: every replica keeps its state after every this many iterations, for the
     #: notebook to fetch; a run that loses a worker resumes from the last one all replicas kept (0: never).
     checkpoint_every: int = 0
+    #: The most share of the run's time checkpoints may take: one waits, past ``checkpoint_every``
+    #: iterations, until the time since the last is that many times what the last cost (the leader
+    #: decides, every replica keeps the same iteration). None: after every ``checkpoint_every`` exactly.
+    checkpoint_share: float | None = None
     #: Global random generators (fragnb.runtime.draws): the one-replica group that starts from the
     #: notebook's generator states ``rng`` and so draws what plain Python draws; every other replica
     #: seeds its own from ``seed`` and its name.
@@ -119,6 +134,13 @@ class Script:
     #: Shapes of the cell's tensor variables in plain Python, as the safety net saw them: which axis
     #: replicas' parts of one join along (fragnb.runtime.worker.edges.env_axis). Empty with --no-check.
     shapes: dict[str, tuple] = field(default_factory=dict)
+    #: Whole-cell policies (``data_parallel``): each replica runs the whole cell on whole copies of its
+    #: objects, re-seeded (:func:`fragnb.shards.reseed`); the notebook takes replica 0's namespace.
+    whole: bool = False
+    #: Whole-cell policies: the notebook globals that functions the cell calls reach (the DQN tutorial's
+    #: ``optimize_model`` steps ``optimizer``, ``select_action`` counts ``steps_done``): they travel, the
+    #: functions run on the replica's namespace, and they come back as plain Python leaves them.
+    function_globals: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -127,7 +149,7 @@ class Script:
         *,
         limit: int | None = None,
         until: Callable[[list, int, int], bool] | None = None,
-        checkpoint_every: int = 0,
+        checkpoint_every: int | None = 0,
         shapes: dict[str, tuple] | None = None,
         start: RandomStart = RandomStart(),
     ) -> Script:
@@ -138,7 +160,8 @@ class Script:
         placement : Placement
             The placed graph.
         limit, until, checkpoint_every
-            As the attributes of the same names (a decoupled policy keeps no checkpoints).
+            As the attributes of the same names (a decoupled policy keeps no checkpoints); a
+            ``checkpoint_every`` of None is every 10 iterations at the most, within 5 % of the time.
         shapes : dict, optional
             Plain Python's shapes of the cell's tensor variables, from the safety net.
         start : RandomStart
@@ -147,7 +170,8 @@ class Script:
         graph = placement.graph
         program = plan(placement)
         envs = [shards.num_envs(graph.namespace[c]) for c, r in graph.components.items() if r == "env"]
-        num_envs = next((n for n in envs if n is not None), None)
+        whole = placement.policy.whole
+        num_envs = None if whole else next((n for n in envs if n is not None), None)  # whole copies: none split
         loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
         last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
         decoupled = placement.policy.decoupled
@@ -170,12 +194,15 @@ class Script:
             leader=str(ReplicaId(last, 0)),
             decoupled=decoupled,
             max_staleness=placement.params.get("max_staleness", 0),
-            checkpoint_every=0 if decoupled else checkpoint_every,
+            checkpoint_every=0 if decoupled else CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every,
+            checkpoint_share=CHECKPOINT_SHARE if checkpoint_every is None else None,
             seed=start.seed,
             rng_group=start.group,
             rng=start.states,
             drawing=drawing,
             shapes=dict(shapes or {}),
+            whole=whole,
+            function_globals=function_globals(graph) if whole else (),
         )
 
     @property
@@ -191,6 +218,28 @@ class Script:
         return {
             g: sorted({c for s in self.program.segments if s.group == g for c in s.components}) for g in self.groups
         }
+
+
+def function_globals(graph) -> tuple[str, ...]:
+    """The names of the notebook's namespace that the cell's functions (defined in the notebook, and
+    those they call in turn) read or rebind, in a stable order; not the cell's own names."""
+    import types
+
+    ns, found, todo = graph.namespace, {}, [n for n in sorted(graph.inputs) if n in graph.namespace]
+    while todo:
+        fn = ns.get(todo.pop())
+        if not isinstance(fn, types.FunctionType) or fn.__globals__ is not ns:
+            continue
+        codes, names = [fn.__code__], []
+        while codes:  # comprehensions and nested functions hold code objects of their own
+            code = codes.pop()
+            names += code.co_names
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        for name in names:
+            if name in ns and name not in found:
+                found[name] = True
+                todo.append(name)
+    return tuple(sorted(set(found) - set(graph.inputs)))
 
 
 def peers(group: str, count: int) -> list[str]:

@@ -1,5 +1,5 @@
-"""The built-in distribution policies (``single``, ``coarse``, ``fine``, ``multi_learner``, ``async``, ``srl``,
-``gpu_only``), registered on import; each names the systems whose layout it mirrors."""
+"""The built-in distribution policies (``single``, ``coarse``, ``fine``, ``multi_learner``, ``data_parallel``,
+``async``, ``srl``, ``gpu_only``), registered on import; each names the systems whose layout it mirrors."""
 
 from .policy import ROLES, DistributionPolicy, register
 
@@ -49,6 +49,19 @@ register(
         collectives=("gradients all-reduced (torch.distributed: gloo on CPU, NCCL on GPU)",),
         required_roles=("learner",),
         tradeoff="N full copies share the work and exchange only gradients; each update waits for the slowest copy's all-reduce",
+    )
+)
+register(
+    DistributionPolicy(
+        "data_parallel",
+        "PyTorch DistributedDataParallel; DD-PPO; MSRL's fourth family (the whole loop replicated)",
+        "the whole cell x N, each on its own re-seeded copies of every object; gradients averaged at every optimizer.step()",
+        groups=dict.fromkeys(ROLES, "replicas"),
+        replicas={"replicas": "replicas"},
+        gpu_groups=("replicas",),
+        collectives=("gradients averaged at every optimizer.step() (torch.distributed: gloo on CPU, NCCL on GPU)",),
+        whole=True,
+        tradeoff="any loop with a torch optimiser runs as written, and each update sees N times the data; every replica steps its own copy of the environments, so N replicas cost N times the environment work",
     )
 )
 register(

@@ -192,8 +192,9 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         (``"auto"``: a GPU for the policy's GPU groups when one is present; ``"cpu"``; ``"cuda"``).
     """
     policy = resolve(policy)
-    if policy.name != "single" and graph.limits:
-        first = graph.limits[0]
+    limits = graph.whole_limits if policy.whole else graph.limits
+    if policy.name != "single" and limits:
+        first = limits[0]
         raise FragmentError(
             f"policy {policy.name!r} cannot split this cell: {first.problem} (`single` runs it as plain Python)",
             first.lineno,
@@ -240,10 +241,11 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         fragments[frag.name] = FragmentPlacement(
             frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu"
         )
-    _check_divisible(graph, fragments, policy)
-    _check_one_group_per_component(graph, fragments)
-    _check_no_bare_parameters_shared(graph, fragments)
-    _check_plain_learners(graph, fragments, policy)
+    if not policy.whole:  # a whole-cell policy splits nothing: every replica holds whole copies
+        _check_divisible(graph, fragments, policy)
+        _check_one_group_per_component(graph, fragments)
+        _check_no_bare_parameters_shared(graph, fragments)
+        _check_plain_learners(graph, fragments, policy)
     home = policy.groups["driver"] if policy.decoupled else None
     edges = [_operator(e, fragments[e.src], fragments[e.dst], home) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated)
@@ -413,8 +415,9 @@ def _check_plain_learners(
                 raise FragmentError.in_source(
                     f"policy {policy.name!r} runs {fragments[frag.name].replicas} learners, which average the gradients of "
                     f"fragnb Learners' networks; `{plain[0]}` ({type(graph.namespace[plain[0]]).__name__}) is trained by the "
-                    "loop itself, so each learner would train on its own share alone. Use one learner (coarse, fine, async, "
-                    "srl), or wrap the update in a fragnb.components.Learner",
+                    "loop itself, so each learner would train on its own share alone. Use 'data_parallel', which averages the "
+                    "gradients of any optimiser, one learner (coarse, fine, async, srl), or wrap the update in a "
+                    "fragnb.components.Learner",
                     s.lineno,
                     graph.source,
                 )
@@ -470,10 +473,27 @@ def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacemen
             num_envs = getattr(graph.namespace.get(comp), "num_envs", None)
             if n > 1 and isinstance(num_envs, int) and num_envs % n:
                 divisors = [d for d in range(1, num_envs + 1) if num_envs % d == 0]
+                setting = _num_envs_setting(graph, comp)
                 raise ValueError(
                     f"`{comp}` has num_envs={num_envs}, which {n} replicas of {frag.name!r} under "
-                    f"{policy.name!r} cannot split evenly; choose one of {divisors}"
+                    f"{policy.name!r} cannot split evenly: make num_envs a multiple of {n} "
+                    f"({'`' + setting + '`, which the loop reads, ' if setting else ''}in the cell that makes `{comp}`), "
+                    f"ask for {_one_of(divisors)} replica{'s' if divisors != [1] else ''}, or use policy "
+                    "'data_parallel', which runs the whole loop in each replica on its own copy of the environments"
                 )
+
+
+def _one_of(values: list) -> str:
+    return " or ".join(filter(None, [", ".join(map(str, values[:-1])), str(values[-1])]))
+
+
+def _num_envs_setting(graph: FragmentGraph, comp: str) -> str | None:
+    """The setting the cell reads the number of environments from, other than ``comp`` itself
+    (CleanRL's ``args.num_envs``), if it reads one."""
+    for node in ast.walk(graph.tree):
+        if isinstance(node, ast.Attribute) and node.attr == "num_envs" and ast.unparse(node.value) != comp:
+            return ast.unparse(node)
+    return None
 
 
 def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, home: str | None) -> EdgePlacement:

@@ -44,6 +44,10 @@ class DistributionPolicy:
         what they produce to the driver's group and pull its weights by version (:mod:`fragnb.runtime.worker.free`).
     fused : bool
         Whether environments run on the group's device too (``gpu_only``): with a GPU nothing leaves it.
+    whole : bool
+        Whether each replica runs the whole cell on whole copies of every object it uses, re-seeded
+        (``data_parallel``), instead of a share of the environments: nothing is split, so any loop
+        plain Python runs can be replicated; ``collectives`` keep the replicas' networks equal.
 
     Examples
     --------
@@ -69,6 +73,7 @@ class DistributionPolicy:
     options: dict[str, Any] = field(default_factory=dict)
     decoupled: bool = False
     fused: bool = False
+    whole: bool = False
     tradeoff: str = ""
 
     def __post_init__(self):
@@ -81,6 +86,10 @@ class DistributionPolicy:
         unknown = sorted(set(self.groups) - set(ROLES))
         if unknown:
             raise ValueError(f"policy {self.name!r}: {unknown} are not roles (roles: {list(ROLES)})")
+        if self.whole and len(set(self.groups.values())) != 1:
+            raise ValueError(
+                f"policy {self.name!r}: whole=True runs the whole cell in each replica: one group for every role"
+            )
         uncounted = sorted(set(self.groups.values()) - set(self.replicas))
         if uncounted:
             raise ValueError(

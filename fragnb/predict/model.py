@@ -247,6 +247,8 @@ class _Model:
         if replicas is not None and replicated:
             self.scale = replicas / max(self.count[g] for g in replicated)
             self.count.update({g: max(1, round(self.count[g] * self.scale)) for g in replicated})
+        if placement.policy.whole:  # data_parallel: each replica steps a whole batch of its own, none shared
+            self.scale *= max(self.count.values())
         per_fragment: dict[str, int] = {}
         self.fragment = {}
         for s in graph.statements:

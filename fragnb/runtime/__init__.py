@@ -9,7 +9,7 @@ distributed policy runs.
 """
 
 from .measure import measure
-from .pipeline import CHECKPOINT_EVERY, run, run_placement
+from .pipeline import CHECKPOINT_EVERY, CHECKPOINT_SHARE, run, run_placement
 from .result import RunResult, first_solved
 
-__all__ = ["run", "run_placement", "RunResult", "first_solved", "measure", "CHECKPOINT_EVERY"]
+__all__ = ["run", "run_placement", "RunResult", "first_solved", "measure", "CHECKPOINT_EVERY", "CHECKPOINT_SHARE"]

@@ -22,7 +22,7 @@ import io
 from dataclasses import dataclass, field
 
 from ..errors import FragmentError
-from ..shards import networks
+from ..shards import SEED_STRIDE, networks
 from .local import Dry, copies, exec_cell
 from .worker.generators import GENERATORS, NAMES, generators, moved, states
 
@@ -245,4 +245,18 @@ def announcement(placement, draws: Draws) -> str | None:
         "from the run's seed and its name: the run is plain Python's algorithm with other random numbers, not its values "
         "(the safety net checked what does not depend on them). For the exact guarantee draw from per-environment "
         "streams (`streams.sample(dist)`); --exact (run(exact=True)) refuses instead"
+    )
+
+
+def whole_copies(placement) -> str:
+    """What a whole-cell run (``data_parallel``) says once, before it starts: how its replicas differ
+    from plain Python and what the notebook gets back."""
+    n = placement.groups[placement.home][0]
+    return (
+        f"data-parallel run: each of the {n} replicas runs the whole cell on its own copies of every object; replica i "
+        f"adds i x {SEED_STRIDE:,} to the seeds its Gymnasium environments are reset with (fragnb environments serve "
+        f"environments i x num_envs on), and draws its own global random numbers. Every optimizer.step() applies the "
+        f"gradients averaged over the {n} replicas, so each update sees {n} times the data and the networks stay equal: "
+        "plain Python's algorithm with a larger batch, not its values. The notebook gets replica 0's namespace; "
+        "result.replica_values holds what every replica's cell assigned"
     )

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import pickle
+import warnings
+from dataclasses import replace
+
+import torch
 
 from .. import shards
 from ..components import role_of
@@ -17,7 +21,13 @@ __all__ = ["merge", "checkpoint_finals"]
 
 def merge(ns: dict, script, finals: dict[str, Finals]) -> None:
     """Variables from the group that assigned them last (gathered over its replicas); components
-    merged from their shards and loaded in place, learners last so their networks win."""
+    merged from their shards and loaded in place, learners last so their networks win. Under a
+    whole-cell policy every replica ran the whole cell on its own copies: the notebook takes replica
+    0's, as plain Python would have left them (the networks are every replica's)."""
+    if script.whole:
+        _check_networks_agree(finals)
+        script = replace(script, groups=dict.fromkeys(script.groups, 1))
+        finals = {script.leader: finals[script.leader]}
     first = finals[script.leader]  # under a decoupled policy, actors count iterations of their own
     last_writer, scalars = first.last_writer, first.scalars
     program = script.program
@@ -46,6 +56,9 @@ def merge(ns: dict, script, finals: dict[str, Finals]) -> None:
             ns[var] = scalars[var]
     for name in {n for f in finals.values() for n in f.streams}:  # each replica drew its environments' share
         ns[name].counters = advanced(ns[name].counters, [f.streams[name] for f in finals.values() if name in f.streams])
+    for name in script.function_globals:  # whole cell: what the notebook's functions rebound (`global steps_done`)
+        if name in first.variables:
+            ns[name] = first.variables[name]
     comps = [(c, g) for g in script.groups for c in of_group(g)[0].components]
     owners = {w.owner_comp: w.owner for w in script.weights}
     # learners last, and a network's owner after the groups that only received its weights: theirs win
@@ -64,3 +77,28 @@ def checkpoint_finals(script, blobs: dict[str, bytes]) -> dict[str, Finals]:
         walker = state["walker"]
         finals[name] = Finals(variables, components, scalars=walker["scalars"], last_writer=walker["last_writer"])
     return finals
+
+
+def _check_networks_agree(finals: dict[str, Finals]) -> None:
+    """Whole-cell replicas step every optimiser with the same averaged gradients, so their networks
+    end equal; say so loudly if they do not (a network trained without a torch optimiser, say)."""
+    kept = [(name, f) for name, f in finals.items() if not f.lost]
+    if len(kept) < 2:
+        return
+    (first, lead), others = kept[0], kept[1:]
+    for comp, value in lead.components.items():
+        for attr, net in shards.networks(value).items():
+            for name, f in others:
+                other = shards.network(f.components[comp], attr) if comp in f.components else None
+                if other is None:
+                    continue
+                for key, tensor in net.state_dict().items():
+                    if not torch.equal(tensor, other.state_dict()[key]):
+                        warnings.warn(
+                            f"`{comp}{'.' + attr if attr else ''}` differs between {first} and {name} at the end of the "
+                            f"run ({key}): its training is not averaged across replicas (data_parallel averages what "
+                            "torch optimisers step); the notebook holds replica 0's",
+                            RuntimeWarning,
+                            stacklevel=2,
+                        )
+                        return

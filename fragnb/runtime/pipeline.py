@@ -15,21 +15,15 @@ from collections.abc import Callable
 import torch
 
 from ..graph import FragmentGraph
-from ..plan.script import RandomStart, Script
+from ..plan.script import CHECKPOINT_EVERY, CHECKPOINT_SHARE, RandomStart, Script
 from ..policies import Placement
-from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact
+from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact, whole_copies
 from .job import Job
 from .local import InNotebook
 from .result import RunResult
 from .worker.generators import states
 
-__all__ = ["run", "run_placement", "CHECKPOINT_EVERY"]
-
-#: Iterations between checkpoints of synchronous distributed runs. Keeping and fetching one costs 17 ms
-#: for notebook 01's loop under coarse (0.4 MB, a third of an iteration; DQN's replay buffer: 30 ms,
-#: 3.3 MB; benchmarks/checkpoints.py): every 10 iterations costs about 3 %, and a lost worker at most
-#: 10 iterations' work.
-CHECKPOINT_EVERY = 10
+__all__ = ["run", "run_placement", "CHECKPOINT_EVERY", "CHECKPOINT_SHARE"]
 
 
 def run(
@@ -45,7 +39,7 @@ def run(
     threads: int | None = 1,
     dashboard: bool = True,
     restarts: int = 2,
-    checkpoint_every: int = CHECKPOINT_EVERY,
+    checkpoint_every: int | None = None,
     exact: bool = False,
     **params,
 ) -> RunResult:
@@ -85,7 +79,9 @@ def run(
         iteration, as ``until`` and a first Ctrl-C do.
     restarts, checkpoint_every : int
         Synchronous distributed policies keep every replica's state in this process after every
-        ``checkpoint_every`` iterations (0: never; ``RunResult.checkpoint_seconds`` is what it cost). A
+        ``checkpoint_every`` iterations (0: never; ``RunResult.checkpoint_seconds`` is what it cost); by
+        default (None) every 10 at the most, and no more often than keeps them under 5 % of the run's
+        time (one replica times them and tells the others, so that all keep the same iteration). A
         run that loses a worker (killed, out of memory) starts again on fresh workers from the last
         checkpoint, up to ``restarts`` times; every random draw is counter-based, so the result is the
         uninterrupted run's, weight for weight, and ``RunResult.lost_workers`` says what was lost. When
@@ -155,10 +151,12 @@ def run_placement(
     threads: int | None = 1,
     dashboard: bool = True,
     restarts: int = 2,
-    checkpoint_every: int = CHECKPOINT_EVERY,
+    checkpoint_every: int | None = None,
     exact: bool = False,
 ) -> RunResult:
     """:func:`run` for a graph already placed (the magic and the explorer place it to draw it first)."""
+    if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 0):
+        raise ValueError(f"checkpoint_every={checkpoint_every!r}: give a number of iterations (0: never), or None")
     graph, policy = placement.graph, placement.policy
     on_curve = _on_curve(until, graph.name, policy.name)
     with _torch_threads(threads):
@@ -211,7 +209,8 @@ def _distributed(
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event())
     job.payloads  # noqa: B018 -- what cannot travel fails here, before the safety net and any worker
     checked, draws, shapes = 0.0, None, {}  # draws None: not looked for (--no-check)
-    if placement.exact and not policy.collectives:  # data-parallel replicas each draw their own numbers anyway
+    # data-parallel replicas each draw their own numbers anyway; one whole-cell replica is plain Python
+    if placement.exact and (policy.whole or not policy.collectives):
         if check:
             from .check import check as safety_net
 
@@ -231,10 +230,14 @@ def _distributed(
     )
     if draws is not None and (note := announcement(placement, draws)) is not None:
         print(f"fragnb: {note}", file=sys.stderr)
+    if policy.whole and not placement.exact:
+        print(f"fragnb: {whole_copies(placement)}", file=sys.stderr)
     result = OnDask(cluster, dashboard, restarts).execute(job)
     result.check_seconds = checked
     if draws is None:
-        result.guarantee = "unchecked" if placement.exact and not policy.collectives else "data-parallel"
+        result.guarantee = (
+            "unchecked" if placement.exact and (policy.whole or not policy.collectives) else "data-parallel"
+        )
     else:
         result.guarantee, result.draws = (
             ("exact", []) if draws.exact(placement) else ("statistical", draws.lines(placement))

@@ -130,6 +130,7 @@ class OnDask:
             checkpoint_every=script.checkpoint_every,
             checkpoint_bytes=kept,
             checkpoint_seconds=max(f.checkpoint_seconds for f in finals.values()) + fetch_seconds + run.fetch_seconds,
+            replica_values={name: f.variables for name, f in finals.items()} if script.whole else {},
         )
 
 
@@ -248,6 +249,7 @@ class _Run:
                         n,
                         f"tcp://{host}:{port}",
                         backend,
+                        self.script.whole,
                     )
                     for i in range(n)
                 ]

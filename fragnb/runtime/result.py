@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .worker.report import Finals, arrival_order, plain_order
 
@@ -85,6 +86,9 @@ class RunResult:
     #: ``"data-parallel"``: every replica runs the whole loop on its own numbers (``multi_learner``).
     guarantee: str = "exact"
     draws: list[str] = field(default_factory=list, repr=False)
+    #: Whole-cell policies (``data_parallel``): what each replica's cell assigned, by replica (the
+    #: notebook holds replica 0's): each replica's own lists of returns or losses, say.
+    replica_values: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def env_steps_per_s(self) -> float:

@@ -10,7 +10,7 @@ from IPython.display import display
 from .. import policies
 from ..errors import FragmentError
 from ..graph import FragmentGraph, capture
-from ..runtime import CHECKPOINT_EVERY, measure, run_placement
+from ..runtime import CHECKPOINT_EVERY, CHECKPOINT_SHARE, measure, run_placement
 
 __all__ = ["FragmentMagics"]
 
@@ -28,6 +28,7 @@ class FragmentMagics(Magics):
         help="replicas of the data-collecting fragments (coarse, async: actors; fine: env workers; srl: actor workers)",
     )
     @argument("--learners", type=int, help="learner replicas (multi_learner, gpu_only)")
+    @argument("--replicas", type=int, help="data_parallel: copies of the whole loop, gradients averaged")
     @argument("--policy-workers", type=int, help="srl: batched inference workers")
     @argument("--ring", type=int, help="srl: environment groups each actor worker steps in turn")
     @argument(
@@ -57,9 +58,10 @@ class FragmentMagics(Magics):
     @argument(
         "--checkpoint-every",
         type=int,
-        default=CHECKPOINT_EVERY,
+        default=None,
         metavar="K",
-        help=f"synchronous policies: keep the replicas' state in the notebook every K iterations (0: never; default {CHECKPOINT_EVERY})",
+        help=f"synchronous policies: keep the replicas' state in the notebook every K iterations (0: never; default: "
+        f"every {CHECKPOINT_EVERY} at most, within {CHECKPOINT_SHARE * 100:.0f} percent of the run's time)",
     )
     @argument(
         "--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run"

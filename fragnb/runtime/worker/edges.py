@@ -7,6 +7,7 @@ mismatch into an error naming the variable. Pure: tensors and Python values in, 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -191,8 +192,11 @@ def combine(
 def to_device(value: Any, device: str) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device)
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
+    if isinstance(value, dict):  # a state_dict is an OrderedDict: the copy keeps the type it had
+        moved = copy.copy(value)
+        for k, v in value.items():
+            moved[k] = to_device(v, device)
+        return moved
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(to_device(v, device) for v in value)
     return value
@@ -210,7 +214,8 @@ def refuse_autograd(out: dict, origin: dict[str, str], sender: str, receiver: st
                 f"`{path}` carries an autograd graph from group {sender!r} to {receiver!r}: gradients cannot follow it to another process, so the "
                 f"learner's backward() would not reach the network and its weights would never change. Recompute it on "
                 f"the learner's side from what the rollout stores (observations and actions: PPO recomputes its "
-                f"log-probabilities), or `.detach()` it where no gradient should flow",
+                f"log-probabilities), `.detach()` it where no gradient should flow, or run the loop under a policy "
+                f"that keeps it in one process ('fine', or 'data_parallel': the whole loop in each replica)",
                 origin.get(var, ""),
             )
 

@@ -116,18 +116,19 @@ class FreeWalker(Walker):
                     bind(loop.node.target, value, self.scalars)
                     self.walk(loop.body)
                     self.iterations += 1
-                    if self.decide(self.progress()):
+                    if self.decide(self.progress())[0]:
                         break
             except _Halted:
                 pass
         finally:
             self.looping = False
 
-    def decide(self, news: tuple[list, int]) -> bool:
+    def decide(self, news: tuple[list, int]) -> tuple[bool, bool]:
+        """As :meth:`Walker.decide`; a decoupled run keeps no checkpoints."""
         if self.free:
             self.ch.send([self.script.leader], news_tag(self.iterations - 1), news)
             self.ch.poll()
-            return self.check_halt()
+            return self.check_halt(), False
         reports = [news]
         for peer, it, consumed in self.considered:
             reports.append(self.wait(peer, news_tag(it).__eq__))
@@ -140,7 +141,7 @@ class FreeWalker(Walker):
         self.staleness.append(self.ages)
         self.ages = []
         self.stopped = self.judge(reports)
-        return bool(self.stopped)
+        return bool(self.stopped), False
 
     def halt(self, reason: str) -> None:
         if not self.halted:

@@ -28,6 +28,8 @@ class Payload(NamedTuple):
     sharded: list[str]
     scattered: dict[str, int]
     streams: list[str]  # EnvStreams its classes' methods draw from by name: they come back at the end
+    reseed: int | None = None  # whole copies (data_parallel): the run's seed, which replicas 1.. re-seed them from
+    rebound: tuple[str, ...] = ()  # whole copies: the notebook's functions, to run on the replica's namespace
 
 
 def pack(graph, ns: dict, script, group: str) -> Payload:
@@ -36,7 +38,8 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
     names = {v for s in segs for v in s.reads | s.components if v in ns} | {
         v for v in header_names(script.program.items) if v in ns
     }
-    n = script.groups[group]
+    names |= {v for v in script.function_globals if v in ns}
+    n = 1 if script.whole else script.groups[group]  # whole copies: nothing is split
     sharded = sorted(v for v in names if n > 1 and splits(ns[v]))
     scattered = {v: axis for v in sorted(names) if n > 1 and (axis := _env_axis(ns[v], v, script)) is not None}
     objects = {v: ns[v] for v in sorted(names)}
@@ -46,7 +49,10 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
         blob = cloudpickle.dumps(objects)
     except Exception as e:
         raise _cannot_travel(graph, objects, group) from e
-    return Payload(blob, pickle.dumps({s.index: s.module for s in segs}), sharded, scattered, sorted(streams))
+    reseed = script.seed if script.whole else None
+    rebound = tuple(v for v in sorted(names) if script.whole and getattr(ns[v], "__globals__", None) is ns)
+    codes = pickle.dumps({s.index: s.module for s in segs})
+    return Payload(blob, codes, sharded, scattered, sorted(streams), reseed, rebound)
 
 
 def _env_axis(value, name: str, script) -> int | None:
@@ -69,12 +75,11 @@ def _cannot_travel(graph, objects: dict, group: str) -> FragmentError:
     for name, value in objects.items():
         found = blocker(value, cloudpickle.dumps, name)
         if found:
-            line = next((s.lineno for s in graph.statements if name in s.reads or name in s.components), None)
             return FragmentError.in_source(
                 f"`{name}` ({type(value).__name__}) cannot be sent to the workers of group {group!r}: {described(found)}. "
                 "What a distributed policy ships must pickle (cloudpickle): keep locks, open files, sockets and threads "
                 "out of its attributes (create them lazily, or drop them in __getstate__), or run it under 'single'",
-                line,
+                graph.first_use(name),
                 graph.source,
             )
     return FragmentError(

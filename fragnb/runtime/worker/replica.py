@@ -15,6 +15,7 @@ import contextlib
 import pickle
 import sys
 import threading
+import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ import distributed
 from ...components import Component, Env, Learner, modules_of
 from ...plan.instrument import remember_source
 from ...plan.script import ReplicaId
-from ...shards import shard
+from ...shards import reseed, shard
 from ...streams import serving
 from ..cluster import dask_profiler
 from ..net import collectives
@@ -161,6 +162,14 @@ class Replica:
         return episodes, sum(env.env_steps - self.steps0[name] for name, env in self.envs().items()) + self.plain_steps
 
 
+def _bound_to(fn: types.FunctionType, ns: dict) -> types.FunctionType:
+    """``fn`` with ``ns`` as its globals (cloudpickle gives a notebook function a dict of its own)."""
+    bound = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
+    bound.__kwdefaults__, bound.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    bound.__dict__.update(fn.__dict__)
+    return bound
+
+
 def _snapshot(value):
     # Containers the recording group may still append to are copied; tensors crossing an edge are immutable.
     return type(value)(value) if type(value) in (list, dict, set) else value
@@ -191,6 +200,10 @@ def init_replica(
             ns[name] = shard(ns[name], index, count)
         for name, axis in payload.scattered.items():
             ns[name] = scatter(ns[name], index, count, ns[name].shape[axis], axis)
+        if payload.reseed is not None:  # whole copies: replica i's environments draw other numbers than replica 0's
+            reseed(ns, index, payload.reseed)
+        for name in payload.rebound:  # `global steps_done` in the notebook's function counts in this namespace
+            ns[name] = _bound_to(ns[name], ns)
         if (
             device != "cpu"
         ):  # environments stay on the CPU (actors answer them there) unless fused with them on the device
@@ -203,7 +216,8 @@ def init_replica(
         state = pickle.loads(resume)
         rep = Replica(group, index, count, device, {}, compiled, resumed=state["walker"], streams=payload.streams)
         rep.set_state(state["replica"])
-    rep.ns["print"] = forward_print  # the cell's prints reach the notebook, once
+    # the cell's prints reach the notebook, once: a whole-cell policy's other replicas print what replica 0 does
+    rep.ns["print"] = forward_print if payload.reseed is None or index == 0 else quiet_print
     _REPLICAS[(run_id, group, index)] = rep
     return rep
 
@@ -224,6 +238,13 @@ def forward_print(*args, sep: str | None = " ", end: str | None = "\n", file=Non
     if file is sys.stderr:
         msg["file"] = 2
     worker.log_event("print", msg)
+
+
+def quiet_print(*args, file=None, **kwargs) -> None:
+    """``print`` for replicas 1.. of a whole-cell policy: to the screen, nothing (replica 0 says it);
+    to a file of the cell's own, the builtin."""
+    if file not in (None, sys.stdout, sys.stderr):
+        builtins.print(*args, file=file, **kwargs)
 
 
 def open_replica(
@@ -337,14 +358,48 @@ def _play_all(
     return results
 
 
-def join_process_group(run_id: str, rank: int, world: int, address: str, backend: str) -> int:
+def join_process_group(run_id: str, rank: int, world: int, address: str, backend: str, whole: bool = False) -> int:
     """Join the run's torch.distributed group as replica ``rank`` of this worker; every learner's
-    networks then average their gradients across the group."""
+    networks then average their gradients across the group (``whole``: every optimiser the cell
+    steps averages the gradients it applies, whoever holds it)."""
     rep = next(r for (rid, _, i), r in _REPLICAS.items() if rid == run_id and i == rank)
+    if whole:
+        optimizers, followers = stepped_and_followed(rep.ns)
+        return collectives.join(run_id, rank, world, address, backend, [], optimizers, followers)
     learners = [v for v in rep.ns.values() if isinstance(v, Learner)]
     return collectives.join(
         run_id, rank, world, address, backend, [m for learner in learners for m in modules_of(learner).values()]
     )
+
+
+def stepped_and_followed(ns: dict) -> tuple[list, list]:
+    """What a whole-cell replica keeps equal to the others, in the same order on every replica: the
+    torch optimisers its cell can step (averaged at each step), and the tensors no optimiser steps
+    (a target network's weights, running statistics), which follow replica 0's after every iteration.
+    Found among the namespace's values, its components' attributes and what its functions reach
+    (``optimize_model()`` from an earlier cell, stepping the optimiser among its globals)."""
+    import torch
+
+    found: dict[int, Any] = {}
+    for value in ns.values():
+        if isinstance(value, Component):
+            held = list(vars(value).values())
+        elif isinstance(value, types.FunctionType):
+            held = [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
+            held += [c.cell_contents for c in value.__closure__ or () if c.cell_contents is not None]
+        else:
+            held = []
+        for v in (value, *held):
+            if isinstance(v, (torch.optim.Optimizer, torch.nn.Module)):
+                found.setdefault(id(v), v)
+    optimizers = [v for v in found.values() if isinstance(v, torch.optim.Optimizer)]
+    stepped = {id(p) for opt in optimizers for group in opt.param_groups for p in group["params"]}
+    followed: dict[int, torch.Tensor] = {}
+    for module in (v for v in found.values() if isinstance(v, torch.nn.Module)):
+        for t in [*module.parameters(), *module.buffers()]:
+            if id(t) not in stepped:
+                followed.setdefault(id(t), t)
+    return optimizers, list(followed.values())
 
 
 def checkpoint_of(run_id: str, iteration: int) -> dict[str, bytes]:

@@ -18,19 +18,23 @@ import ast
 import itertools
 import linecache
 import time
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import cloudpickle
+import torch
 
+from ...components import Component
 from ...plan.instrument import DRIVER
 from ...plan.keys import RecordKey, WeightsKey
 from ...plan.program import DrivenLoop, Segment
 from ...plan.script import ReplicaId, Script, peers
 from ...shards import network, to_cpu
+from ..net import collectives
 from ..net.channels import Unsendable, dumps
 from .edges import combine, refuse_autograd, to_device
-from .machine import Weight, partners, segment_inputs, segment_tag, share
+from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_tag, share
 from .report import Checkpointed, Finals, Progress, arrival_order, plain_order
 from .stops import condition_held, interrupted, own_condition
 from .timing import note
@@ -94,16 +98,20 @@ class Walker:
         iterable = itertools.islice(
             iterable, self.at[1], self.script.limit
         )  # a resumed run skips what its checkpoint holds
+        self.kept = (self.iterations, time.perf_counter(), 0.0)  # the last checkpoint: iteration, when, its cost
         for value in iterable:
             if self.flagged():
                 break
             bind(loop.node.target, value, self.scalars)
             self.walk(loop.body)
+            if self.script.whole:  # replicas whose episodes were shorter take part in the others' last steps
+                collectives.settle()
             self.iterations += 1
             self.at = (self.at[0], self.at[1] + 1)
-            if self.decide(self.progress()):
+            stop, keep = self.decide(self.progress())
+            if stop:
                 break
-            if self.script.checkpoint_every and self.iterations % self.script.checkpoint_every == 0 and self.events:
+            if keep:
                 self.checkpoint()
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -139,7 +147,9 @@ class Walker:
         start = time.perf_counter()
         blob = cloudpickle.dumps({"replica": self.rep.get_state(), "walker": self.get_state()})
         self.rep.keep(self.iterations, blob)
-        self.checkpoint_seconds += time.perf_counter() - start
+        took = time.perf_counter() - start
+        self.checkpoint_seconds += took
+        self.kept = (self.iterations, time.perf_counter(), took)
         self.events(Checkpointed(self.name, self.iterations, len(blob)).wire())
 
     def iterable(self, loop: ast.For):
@@ -162,20 +172,29 @@ class Walker:
             return True
         return False
 
-    def decide(self, news: tuple[list, int]) -> bool:
-        """Whether the run ends after this iteration: its stop condition holds, or the user asked it to
-        stop (Ctrl-C in the notebook). One replica (Script.leader) gathers every replica's new episodes,
-        decides, and tells the others, so that all stop after the same iteration."""
+    def decide(self, news: tuple[list, int]) -> tuple[bool, bool]:
+        """Whether the run ends after this iteration (its stop condition holds, or the user asked it
+        to stop: Ctrl-C in the notebook), and whether every replica keeps a checkpoint now. One replica
+        (Script.leader) gathers every replica's new episodes, decides both, and tells the others, so
+        that all stop after the same iteration and keep the same ones."""
         leader = self.script.leader
         others = [r for r in self.script.replicas() if r != leader]
         tag = "control:stop"
         if self.name != leader:
             self.ch.send([leader], tag, news if self.script.until else ([], 0))
-            self.stopped = self.recv(leader, tag)
-            return bool(self.stopped)
+            self.stopped, keep = self.recv(leader, tag)
+            return bool(self.stopped), keep
         self.stopped = self.judge([news] + [self.recv(peer, tag) for peer in others])
-        self.ch.send(others, tag, self.stopped)
-        return bool(self.stopped)
+        keep = not self.stopped and self.checkpoint_due()
+        self.ch.send(others, tag, (self.stopped, keep))
+        return bool(self.stopped), keep
+
+    def checkpoint_due(self) -> bool:
+        """The leader's call (:func:`~fragnb.runtime.worker.machine.checkpoint_due`); none without a notebook to fetch it."""
+        script = self.script
+        return bool(self.events) and checkpoint_due(
+            self.iterations, self.kept, script.checkpoint_every, script.checkpoint_share, time.perf_counter()
+        )
 
     def judge(self, reports: list[tuple[list, int]]) -> str:
         """Why the run ends after this iteration ("" if it goes on), given every replica's news."""
@@ -399,10 +418,15 @@ class Walker:
 def holdings(script: Script, group: str, ns: dict, components: list[str]) -> tuple[dict, dict]:
     """A replica's part of what the notebook merges: the variables its group assigned last, and its components."""
     written = {v for s in script.program.segments if s.group == group for v in s.writes}
-    return (
-        to_device({v: ns[v] for v in script.variables if v in written and v in ns}, "cpu"),
-        {c: to_cpu(ns[c]) for c in components if c in ns},
-    )  # the notebook may have no GPU
+    variables = {v: ns[v] for v in script.variables if v in written and v in ns}
+    comps = {c: to_cpu(ns[c]) for c in components if c in ns}
+    for name in (n for n in script.function_globals if n in ns):  # whole cell: what the functions changed
+        value = ns[name]
+        if isinstance(value, (torch.nn.Module, torch.optim.Optimizer, Component)):
+            comps[name] = to_cpu(value)
+        elif not isinstance(value, (type, types.FunctionType, types.ModuleType)):
+            variables[name] = value
+    return to_device(variables, "cpu"), comps  # the notebook may have no GPU
 
 
 def where(error: BaseException, replica: str) -> str:

@@ -1,0 +1,265 @@
+"""``data_parallel``: any loop with a torch optimiser, replicated whole, gradients averaged at every step.
+
+The field's loops (tests/corpus/field.py: CleanRL's PPO and DQN, the PyTorch DQN tutorial and
+REINFORCE, episode loops that ``break``, one environment or a vector of them) run as written in
+each replica; the networks stay equal because every ``optimizer.step()`` applies the gradients
+averaged over the replicas. One replica is plain Python, value for value.
+"""
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import fragnb
+from conftest import kill_a_worker_when_shown
+from corpus.compare import compare_namespaces
+from corpus.field import FIELD, FIELD_BY_NAME
+from fragnb.envs import CartPole
+from fragnb.plan.script import Script
+from fragnb.runtime.cluster import clusters
+from fragnb.shards import SEED_STRIDE, reseed
+
+#: The network each field loop trains.
+NETWORK = {
+    "cleanrl_ppo": "agent",
+    "ppo_continuous": "agent",
+    "dqn_tutorial": "policy_net",
+    "reinforce": "policy",
+    "a2c": "net",
+    "cleanrl_dqn": "q_network",
+    "vector_reinforce": "policy",
+}
+
+CHECKSUM = (
+    "def checksum(net):\n    return torch.cat([p.detach().flatten() for p in net.parameters()]).double().sum().item()\n"
+)
+
+
+def _plain(loop):
+    ns = loop.namespace()
+    exec(compile(loop.cell, "<cell>", "exec"), ns)
+    return ns
+
+
+def _with_checksums(loop):
+    """The loop's namespace and cell, the cell recording its network's checksum as each iteration
+    starts: after the previous one's last step on every replica."""
+    ns = loop.namespace()
+    exec(CHECKSUM, ns)
+    ns["sums"] = []
+    head, _, body = loop.cell.partition("\n")
+    return ns, f"{head}\n    sums.append(checksum({NETWORK[loop.name]}))\n{body}"
+
+
+# -- placing: nothing is split, so nothing of splitting is refused ------------------------------------------
+@pytest.mark.parametrize("loop", FIELD, ids=[loop.name for loop in FIELD])
+def test_every_field_loop_places_under_data_parallel(loop):
+    graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
+    placement = graph.place("data_parallel", replicas=3)
+    assert {f.group for f in placement.fragments.values()} == {"replicas"} and not placement.exact
+
+
+def test_one_environment_is_still_refused_where_a_policy_splits_it_and_the_refusal_names_data_parallel():
+    loop = FIELD_BY_NAME["dqn_tutorial"]
+    graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
+    with pytest.raises(fragnb.FragmentError, match="one environment, stepped episode by episode.*data_parallel"):
+        graph.place("coarse", actors=2)
+
+
+SPLITTING = {"coarse": "actors", "fine": "actors", "multi_learner": "learners", "async": "actors", "srl": "actors"}
+
+
+@pytest.mark.parametrize("loop", FIELD, ids=[loop.name for loop in FIELD])
+def test_every_refusal_of_a_field_loop_before_running_names_data_parallel_which_runs_it(loop):
+    graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
+    refused = 0
+    for policy, count in SPLITTING.items():
+        try:
+            Script.of(graph.place(policy, **{count: 2}))
+        except ValueError as e:  # FragmentError is one
+            refused += 1
+            assert "data_parallel" in str(e), (policy, str(e))
+    assert refused  # each field loop is refused by some policy that splits it; data_parallel runs them all (below)
+
+
+# -- re-seeding whole copies (no cluster) -------------------------------------------------------------------
+def test_a_replicas_gymnasium_env_resets_with_its_seed_moved_on_and_replica_0_keeps_the_notebooks():
+    env, copy0 = gym.make("CartPole-v1"), gym.make("CartPole-v1")
+    reseed({"env": env}, 1, seed=0)
+    reseed({"env": copy0}, 0, seed=0)
+    first, _ = env.reset(seed=7)
+    assert np.array_equal(first, gym.make("CartPole-v1").reset(seed=7 + SEED_STRIDE)[0])
+    assert np.array_equal(copy0.reset(seed=7)[0], gym.make("CartPole-v1").reset(seed=7)[0])
+    unseeded = [gym.make("CartPole-v1") for _ in range(2)]
+    for e in unseeded:
+        e.reset(seed=3)
+    reseed({"env": unseeded[1]}, 1, seed=0)
+    assert not np.array_equal(unseeded[0].reset()[0], unseeded[1].reset()[0])  # a reset without a seed differs too
+
+
+def test_a_replicas_vector_env_seeds_each_sub_environment_as_the_next_batch():
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)])
+    reseed({"envs": envs}, 2, seed=0)
+    wide = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)])
+    assert np.array_equal(envs.reset(seed=5)[0], wide.reset(seed=5 + 2 * SEED_STRIDE)[0])
+
+
+def test_a_replicas_fragnb_env_serves_the_next_environments_of_a_larger_batch():
+    env = CartPole(num_envs=4, seed=0)
+    reseed({"env": env}, 1, seed=0)
+    wide = CartPole(num_envs=8, seed=0)
+    assert env.env_ids.tolist() == [4, 5, 6, 7]
+    assert torch.equal(env.reset(), wide.reset()[4:])
+
+
+# -- running: through fragnb.run and through the magic --------------------------------------------------------
+@pytest.mark.parametrize("loop", FIELD, ids=[loop.name for loop in FIELD])
+def test_field_loop_under_two_replicas_trains_with_networks_equal_after_every_iteration(loop):
+    ns, cell = _with_checksums(loop)
+    net = ns[NETWORK[loop.name]]
+    before = [p.detach().clone() for p in net.parameters()]
+    graph = fragnb.capture(cell, ns, name=loop.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # merge: the replicas' networks differ at the end
+        result = fragnb.run(graph, "data_parallel", replicas=2, progress=False, plot=False)
+    assert result.guarantee == "data-parallel" and set(result.replica_values) == {"replicas[0]", "replicas[1]"}
+    first, second = (result.replica_values[r]["sums"] for r in ("replicas[0]", "replicas[1]"))
+    assert len(first) > 1 and first == second  # the same weights on both, iteration after iteration
+    assert ns["sums"] == first  # the notebook holds replica 0's
+    assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters())), "the weights never moved"
+
+
+@pytest.mark.parametrize("name", ["cleanrl_ppo", "dqn_tutorial", "vector_reinforce"])
+def test_one_replica_is_plain_python(name):
+    loop = FIELD_BY_NAME[name]
+    plain = _plain(loop)
+    ns = loop.namespace()
+    result = fragnb.run(fragnb.capture(loop.cell, ns, name=name), "data_parallel", progress=False, plot=False)
+    assert result.guarantee == "exact"
+    compare_namespaces(plain, ns, loop.cell)
+
+
+@pytest.mark.parametrize("name", ["cleanrl_ppo", "reinforce"])
+def test_the_magic_runs_a_field_loop_under_data_parallel_as_fragnb_run_does(shell, name, capsys):
+    loop = FIELD_BY_NAME[name]
+    shell.run_cell(loop.setup, store_history=False).raise_error()
+    net = shell.user_ns[NETWORK[name]]
+    before = [p.detach().clone() for p in net.parameters()]
+    shell.run_cell_magic(
+        "fragment",
+        f"{name} --policy data_parallel --replicas 2 --run --no-progress --no-plot --no-dashboard",
+        loop.cell,
+    )
+    result = shell.user_ns[name].last_run
+    assert result.guarantee == "data-parallel" and result.iterations > 0
+    assert "data-parallel run: each of the 2 replicas" in capsys.readouterr().err
+    assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
+
+
+def test_a_lost_worker_resumes_from_the_checkpoint_with_the_replicas_still_equal(monkeypatch, capsys):
+    loop = FIELD_BY_NAME["vector_reinforce"]
+    ns, cell = _with_checksums(loop)
+    cell = cell.replace("for update in range(4):", "for update in range(8):")
+    clusters.shutdown()  # a fresh cluster has exactly the workers the run uses: the one killed holds a replica
+    killed = kill_a_worker_when_shown(monkeypatch, 5)
+    graph = fragnb.capture(cell, ns, name="vector_reinforce")
+    result = fragnb.run(graph, "data_parallel", replicas=2, checkpoint_every=2, plot=False)
+    assert killed and "starts again from the checkpoint" in capsys.readouterr().err
+    first, second = (result.replica_values[r]["sums"] for r in ("replicas[0]", "replicas[1]"))
+    assert len(first) == 8 and first == second and result.lost_workers
+
+
+#: Two loops written as tutorials write them, sized to learn CartPole a little on a small budget: a
+#: vector REINFORCE with Gymnasium's episode statistics, and an episode-by-episode REINFORCE whose
+#: episodes end in a `while True: ... break`.
+LEARNING_SETUP = """
+import gymnasium as gym
+import torch
+import torch.nn as nn
+
+torch.manual_seed(seed)
+num_envs, num_steps, gamma = 4, 32, 0.99
+envs = gym.vector.SyncVectorEnv(
+    [lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1")) for _ in range(num_envs)]
+)
+env = gym.make("CartPole-v1")
+policy = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 2))
+optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
+obs = torch.Tensor(envs.reset(seed=1)[0])
+episode_returns = []
+"""
+
+#: name -> (the seed its setup starts from, the cell)
+LEARNING = {
+    "vector_reinforce": (
+        0,
+        """
+for update in range(60):
+    logps, rewards, dones = [], [], []
+    for step in range(num_steps):
+        dist = torch.distributions.Categorical(logits=policy(obs))
+        action = dist.sample()
+        next_obs, reward, terminated, truncated, info = envs.step(action.numpy())
+        logps.append(dist.log_prob(action))
+        rewards.append(torch.as_tensor(reward, dtype=torch.float32))
+        dones.append(torch.as_tensor(terminated | truncated, dtype=torch.float32))
+        obs = torch.Tensor(next_obs)
+        if "episode" in info:
+            episode_returns += [float(r) for r in info["episode"]["r"][info["_episode"]]]
+    returns, running = [], torch.zeros(num_envs)
+    for t in reversed(range(num_steps)):
+        running = rewards[t] + gamma * running * (1.0 - dones[t])
+        returns.insert(0, running)
+    returns = torch.stack(returns)
+    returns = (returns - returns.mean()) / (returns.std() + 1e-8)
+    loss = -(torch.stack(logps) * returns).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+    ),
+    "episodic_reinforce": (
+        1,
+        """
+for episode in range(80):
+    state, _ = env.reset(seed=episode)
+    log_probs, rewards = [], []
+    while True:
+        m = torch.distributions.Categorical(logits=policy(torch.as_tensor(state, dtype=torch.float32)))
+        action = m.sample()
+        state, reward, terminated, truncated, _ = env.step(action.item())
+        log_probs.append(m.log_prob(action))
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    R, returns = 0.0, []
+    for r in reversed(rewards):
+        R = r + gamma * R
+        returns.insert(0, R)
+    returns = torch.tensor(returns)
+    returns = (returns - returns.mean()) / (returns.std() + 1e-8)
+    loss = -(torch.stack(log_probs) * returns).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    episode_returns.append(sum(rewards))
+""",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LEARNING))
+def test_two_replicas_improve_the_return_on_a_small_budget(name, one_thread):
+    """Each replica's own episodes, first twenty against last twenty: the averaged updates learn."""
+    seed, cell = LEARNING[name]
+    ns = {"seed": seed}
+    exec(LEARNING_SETUP, ns)
+    result = fragnb.run(fragnb.capture(cell, ns, name=name), "data_parallel", replicas=2, plot=False)
+    for replica, values in result.replica_values.items():
+        returns = values["episode_returns"]
+        first, last = sum(returns[:20]) / 20, sum(returns[-20:]) / 20
+        assert len(returns) >= 40 and last >= 2 * first, (replica, first, last)
