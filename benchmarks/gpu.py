@@ -13,7 +13,9 @@ a time limit (a step that hangs costs its limit, not the rest), and a summary ta
 5. a checkpoint resume with device tensors: a worker killed mid-run under `coarse` with a GPU
    learner, the run resumed from its checkpoint, the weights against the uninterrupted run's;
 6. the suite's GPU tests (`pytest -m gpu`);
-7. torch.compile on the fused step's parts (environment step, policy forward) on the device.
+7. torch.compile on the fused step's parts (environment step, policy forward) on the device;
+8. `data_parallel` on a loop as the field writes it (CleanRL-style PPO, its `device` on the GPU), 2
+   replicas: env steps/s, and whether the replicas' networks agree at the end.
 
     python benchmarks/gpu.py                          # on the GPU machine (README: On GPUs)
     python benchmarks/gpu.py --device cpu --small     # every step here, on the CPU, small: to try the script
@@ -282,7 +284,40 @@ def step_compile(args) -> list[dict]:
     ]
 
 
-STEPS = {  # name -> (function, seconds it may take on one H200): 9 minutes in all, inside one 10-minute device command
+def step_data_parallel(args) -> list[dict]:
+    from fragnb import capture, run
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from corpus.field import FIELD_BY_NAME
+
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    steps = 2048 if args.small else 65536
+    setup = loop.setup.replace('device = torch.device("cpu")', f'device = torch.device("{args.device}")')
+    setup = setup.replace("total_timesteps: int = 192", f"total_timesteps: int = {steps}")
+    ns: dict = {}
+    exec(compile(setup, "<setup>", "exec"), ns)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(
+            capture(loop.cell, ns, name="cleanrl_ppo"),
+            "data_parallel",
+            replicas=2,
+            device=args.device,
+            progress=False,
+            plot=False,
+        )
+    agree = not any("differs between" in str(w.message) for w in caught)
+    return [
+        _row(
+            "data_parallel",
+            f"CleanRL-style PPO on {args.device}, 2 replicas: env steps/s",
+            f"{result.env_steps_per_s:,.0f}",
+        ),
+        _row("data_parallel", "the replicas' networks agree at the end", "yes" if agree else "NO", agree),
+    ]
+
+
+STEPS = {  # name -> (function, seconds it may take on one H200): 9.75 minutes at most, inside one 10-minute device command
     "gpu_only": (step_gpu_only, 120),
     "cuda_cluster": (step_cuda_cluster, 90),
     "nccl": (step_nccl, 45),
@@ -290,6 +325,7 @@ STEPS = {  # name -> (function, seconds it may take on one H200): 9 minutes in a
     "resume": (step_resume, 90),
     "pytest": (step_pytest, 60),
     "compile": (step_compile, 60),
+    "data_parallel": (step_data_parallel, 45),
 }
 
 

@@ -263,3 +263,14 @@ def test_two_replicas_improve_the_return_on_a_small_budget(name, one_thread):
         returns = values["episode_returns"]
         first, last = sum(returns[:20]) / 20, sum(returns[-20:]) / 20
         assert len(returns) >= 40 and last >= 2 * first, (replica, first, last)
+
+
+def test_a_loop_that_steps_no_optimiser_is_refused_with_more_than_one_replica(canonical, ppo_ns):
+    env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)])
+    ns = {"envs": env, "np": np, "returns": []}
+    cell = "envs.reset(seed=0)\nfor it in range(3):\n    _, reward, *_ = envs.step(envs.action_space.sample())\n    returns.append(reward.sum())\n"
+    graph = fragnb.capture(cell, ns, name="random_agent")
+    with pytest.raises(fragnb.FragmentError, match="steps no torch.optim optimiser"):
+        graph.place("data_parallel", replicas=2)
+    graph.place("data_parallel", replicas=1)  # one replica is plain Python: nothing to keep equal
+    fragnb.capture(canonical.body, ppo_ns(), name="ppo").place("data_parallel", replicas=2)  # a Learner's optimiser

@@ -246,6 +246,8 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         _check_one_group_per_component(graph, fragments)
         _check_no_bare_parameters_shared(graph, fragments)
         _check_plain_learners(graph, fragments, policy)
+    elif max(counts.values()) > 1:
+        _check_an_optimiser(graph, policy)
     home = policy.groups["driver"] if policy.decoupled else None
     edges = [_operator(e, fragments[e.src], fragments[e.dst], home) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated)
@@ -421,6 +423,32 @@ def _check_plain_learners(
                     s.lineno,
                     graph.source,
                 )
+
+
+def _check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> None:
+    """A whole-cell policy keeps its replicas' networks equal by averaging what torch optimisers step:
+    a loop that steps none (tabular values, weights updated by hand) would learn N times alone."""
+    import types
+
+    import torch
+
+    seen = [graph.namespace[n] for n in graph.inputs if n in graph.namespace]
+    reached = list(seen)
+    for value in seen:
+        if isinstance(value, types.FunctionType):  # the DQN tutorial's optimize_model() steps a global
+            reached += [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
+        elif hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType)):
+            reached += list(vars(value).values())  # a Learner's optimiser
+    if not any(isinstance(v, torch.optim.Optimizer) for v in reached):
+        first = graph.loops[0].lineno if graph.loops else None
+        raise FragmentError.in_source(
+            f"policy {policy.name!r} keeps its replicas' networks equal by averaging the gradients torch optimisers "
+            "apply, and this loop steps no torch.optim optimiser (from the cell's objects, their attributes or the "
+            "functions it calls): each replica would learn alone. Use 'single', or a policy that splits the loop "
+            "('coarse': one learner)",
+            first,
+            graph.source,
+        )
 
 
 def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
