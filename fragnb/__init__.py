@@ -47,7 +47,11 @@ def shutdown() -> None:
 
 
 def load_ipython_extension(ipython):
-    """``%load_ext fragnb``: register the ``%%fragment`` magic."""
+    """``%load_ext fragnb``: register the ``%%fragment`` magic, and start the local Dask cluster in the
+    background, so that the first distributed run finds it up (``FRAGNB_WARM=0`` in the environment
+    leaves it to the first run)."""
+    from .runtime.cluster.clusters import warm
     from .ui.magics import FragmentMagics
 
     ipython.register_magics(FragmentMagics)
+    warm()

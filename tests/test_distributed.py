@@ -1,6 +1,7 @@
 """Distribution policies running for real on Dask workers (an embedded LocalCluster on 127.0.0.1)."""
 
 import contextlib
+import json
 import re
 import socket
 import subprocess
@@ -479,6 +480,24 @@ def test_timeline_shows_the_actors_waiting_while_the_learner_updates(canonical, 
     fig = result.timeline()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["actors[0]", "actors[1]", "learner[0]"]
     assert result.messages > 0 and result.transfer_bytes > 0
+    # the same timeline as a Chrome trace (Perfetto): a process per group, a thread per replica
+    trace = json.loads(json.dumps(result.trace(None)))
+    named = {(e["name"], e["args"]["name"]) for e in trace["traceEvents"] if e["ph"] == "M"}
+    assert named == {
+        ("process_name", "actors"),
+        ("process_name", "learner"),
+        ("thread_name", "actors[0]"),
+        ("thread_name", "actors[1]"),
+        ("thread_name", "learner[0]"),
+    }
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == len(result.intervals) and {e["cat"] for e in slices} == {"busy", "wait"}
+    learner = [
+        t for e in slices if e["name"] == "learner" and e["cat"] == "busy" for t in (e["ts"], e["ts"] + e["dur"])
+    ]
+    assert learner == pytest.approx([t * 1e6 for a, b in updates for t in (a, b)], abs=1.0)  # microseconds
+    assert result.idle() == pytest.approx({g: 1 - share for g, share in result.busy().items()})
+    assert 0.3 < result.idle()["actors"] < 1.0  # the actors wait for every update
 
 
 def test_prints_in_the_cell_reach_the_notebook_from_the_workers(canonical, ppo_ns, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .worker.report import Finals, arrival_order, plain_order
@@ -144,6 +145,52 @@ class RunResult:
             if b > start and a < end
         ]
         return timeline(shown, f"{self.graph} ({self.policy}): what each replica does")
+
+    def trace(self, path) -> dict:
+        """Write :attr:`intervals` as a Chrome trace (the JSON that Perfetto, ui.perfetto.dev, and
+        chrome://tracing open): a process per worker group, a thread per replica, a slice for each
+        fragment it ran and each wait for another group (category "busy" or "wait"). Returns the JSON
+        written, a dict; ``path`` None writes nothing."""
+        import json
+
+        groups = sorted({replica.rpartition("[")[0] or replica for replica, *_ in self.intervals})
+        replicas = sorted({replica for replica, *_ in self.intervals})
+        pid = {g: i + 1 for i, g in enumerate(groups)}
+        tid = {r: i + 1 for i, r in enumerate(replicas)}
+
+        def group(replica: str) -> str:
+            return replica.rpartition("[")[0] or replica
+
+        names = [{"ph": "M", "name": "process_name", "pid": pid[g], "tid": 0, "args": {"name": g}} for g in groups] + [
+            {"ph": "M", "name": "thread_name", "pid": pid[group(r)], "tid": tid[r], "args": {"name": r}}
+            for r in replicas
+        ]
+        slices = [
+            {
+                "ph": "X",
+                "name": label,
+                "cat": kind,
+                "pid": pid[group(replica)],
+                "tid": tid[replica],
+                "ts": round(a * 1e6, 3),
+                "dur": round((b - a) * 1e6, 3),
+                **({"cname": "grey"} if kind != "busy" else {}),
+            }
+            for replica, label, kind, a, b in self.intervals
+        ]
+        trace = {
+            "traceEvents": names + slices,
+            "displayTimeUnit": "ms",
+            "otherData": {"graph": self.graph, "policy": self.policy, "iterations": self.iterations},
+        }
+        if path is not None:
+            Path(path).write_text(json.dumps(trace))
+        return trace
+
+    def idle(self) -> dict[str, float]:
+        """Each worker group's share of its recorded time spent waiting for another group: 1 - :meth:`busy`
+        (verl's trainer and rollout idle ratios, which it sizes its pools by)."""
+        return {g: 1.0 - share for g, share in self.busy().items()}
 
     def __str__(self) -> str:
         lines = [

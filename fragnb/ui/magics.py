@@ -11,6 +11,7 @@ from .. import policies
 from ..errors import FragmentError
 from ..graph import FragmentGraph, capture
 from ..runtime import CHECKPOINT_EVERY, CHECKPOINT_SHARE, measure, run_placement
+from ..runtime.cluster.clusters import warm
 
 __all__ = ["FragmentMagics"]
 
@@ -141,6 +142,8 @@ class FragmentMagics(Magics):
         except (TypeError, ValueError) as e:
             raise UsageError(str(e)) from None
         ns[args.name] = graph
+        if policy.name != "single" and (args.run or args.explore):
+            warm(cluster, dashboard=not args.no_dashboard)  # starts while the placement is measured and drawn
         if args.explore:
             from ..widgets import Explorer
 

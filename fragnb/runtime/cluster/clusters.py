@@ -1,7 +1,11 @@
 """Clusters: where distributed policies run, and how torch tensors travel between workers.
 
 ``None``/``"local"`` is an embedded ``distributed.LocalCluster`` on 127.0.0.1 (processes, one thread
-and one torch thread each), reused by every run in this kernel and closed at exit; ``"cuda"`` a
+and one torch thread each), reused by every run in this kernel and closed at exit. It can start in
+the background before the first run asks for it (:func:`warm`: the magic does so when the extension
+loads and when a cell is captured for a distributed policy), its workers are forked from a process
+that has already imported torch and fragnb, and Dask's own clocks run slower in it (:data:`QUIET`);
+``"cuda"`` a
 ``dask_cuda.LocalCUDACluster`` (one worker per GPU); a ``"tcp://host:port"`` address or a
 ``distributed.Client`` an existing cluster, which fragnb never closes.
 """
@@ -9,11 +13,14 @@ and one torch thread each), reused by every run in this kernel and closed at exi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import sys
+import threading
 import time
 
+import dask
 import torch
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -26,6 +33,9 @@ from .probe import ProbeError, check_scheduler
 __all__ = [
     "ClusterError",
     "connect",
+    "warm",
+    "WARM_WORKERS",
+    "QUIET",
     "local_workers",
     "shutdown",
     "workers",
@@ -95,6 +105,80 @@ class IgnoreInterrupts(WorkerPlugin):
 
 _EMBEDDED: dict[str, tuple[LocalCluster, Client, bool]] = {}  # kind -> cluster, client, serves the dashboard
 _REMOTE: dict[str, Client] = {}  # scheduler address -> this kernel's client of it (the cluster is not ours)
+_START = threading.Lock()  # held while fragnb's own cluster starts or grows, in the background or not
+_WARMING: list[threading.Thread] = []  # the background start, while it runs
+_FORKSERVER: list[bool] = []  # whether fragnb started multiprocessing's forkserver in this process
+
+#: Dask's clocks in fragnb's own clusters. By default every Dask server ticks every 20 ms, and the
+#: scheduler and the nannies run in the kernel's process: an idle cluster of 3 workers took 19 % of
+#: a core here (the kernel 6 %, each worker 4 %), and `single` ran 1.1-1.4x slower in a kernel whose
+#: cluster was up; with these, 3 %. Work stealing moves tasks between workers, and fragnb pins every
+#: task to its replica's worker; Dask's statistical profiler samples task threads every 10 ms
+#: (:mod:`~fragnb.runtime.cluster.dask_profiler`), and fragnb's timelines say where a replica's time goes.
+QUIET = {
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.admin.system-monitor.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.scheduler.work-stealing": False,
+    "distributed.worker.profile.enabled": False,
+    # Workers are forked from one process that has imported torch and fragnb (multiprocessing's
+    # forkserver, which Dask supports), not spawned as fresh interpreters that import them again: a
+    # worker is up, torch and all, in about 0.1 s instead of 1-3 s, and shares those pages with its
+    # siblings. The forkserver itself is a fresh interpreter (never the kernel, whose threads and CUDA
+    # state a fork would copy), started once per kernel with the environment Dask gives workers.
+    "distributed.worker.multiprocessing-method": "forkserver",
+}
+#: What the workers' forkserver imports once, for every worker it forks.
+PRELOAD = [
+    "distributed",
+    "fragnb",
+    "fragnb.runtime.worker.replica",
+    "torch._dynamo",
+]  # torch.optim imports _dynamo: 3 s
+#: Workers :func:`warm` starts: enough for the course's usual two actors and a learner; a run that
+#: needs more forks them in about 0.1 s each.
+WARM_WORKERS = 3
+
+
+def warm(cluster=None, workers: int = WARM_WORKERS, dashboard: bool = True) -> None:
+    """Start (or grow to ``workers``) fragnb's own local cluster in a background thread, so that a later
+    run finds it up; returns at once. Other clusters (``"cuda"``, remote ones) are left alone, as is a
+    kernel with ``FRAGNB_WARM=0`` in its environment. A run that needs the cluster meanwhile waits for
+    this start instead of starting another; if it fails, the run starts one itself and says why."""
+    if not (cluster is None or cluster == "local") or os.environ.get("FRAGNB_WARM", "1") == "0":
+        return
+    up = _EMBEDDED.get("local")
+    if up is not None and up[2] == dashboard and len(up[1].scheduler_info().get("workers", {})) >= workers:
+        return
+    if any(t.is_alive() for t in _WARMING):
+        return
+
+    def start():
+        try:
+            with _starting("local", quiet=True):
+                _embedded("local", workers, dashboard, progress=False)
+        except Exception as e:  # the run that needs it starts it again in the foreground, and fails there if it must
+            logging.getLogger("fragnb").info("starting the local cluster in the background failed: %s", e)
+
+    thread = threading.Thread(target=start, name="fragnb-warm", daemon=True)
+    _WARMING[:] = [thread]
+    thread.start()
+
+
+@contextlib.contextmanager
+def _starting(kind: str, quiet: bool = False):
+    """Hold the start lock for ``kind``'s cluster; a caller that waits for a background start says so."""
+    if kind != "local":
+        yield
+        return
+    if not _START.acquire(blocking=False):
+        if not quiet:
+            print("fragnb: waiting for the Dask cluster starting in the background", file=sys.stderr, flush=True)
+        _START.acquire()
+    try:
+        yield
+    finally:
+        _START.release()
 
 
 def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Client, bool]:
@@ -104,10 +188,10 @@ def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Cli
 
     Returns the client and whether fragnb owns (and may close) its cluster.
     """
-    if cluster is None or cluster == "local":
-        return _embedded("local", workers, dashboard), True
-    if cluster == "cuda":
-        return _embedded("cuda", workers, dashboard), True
+    if cluster is None or cluster == "local" or cluster == "cuda":
+        kind = cluster or "local"
+        with _starting(kind):
+            return _embedded(kind, workers, dashboard), True
     if isinstance(cluster, Client):
         _prepare(cluster)
         return cluster, False
@@ -203,7 +287,7 @@ def local_workers() -> int:
     return max(2, min(WORKERS_PER_CORE * (os.cpu_count() or 1), psutil.virtual_memory().available // 2**30))
 
 
-def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
+def _embedded(kind: str, count: int, with_dashboard: bool, progress: bool = True) -> Client:
     main = sys.modules.get("__main__")
     if main is not None and not hasattr(main, "__spec__"):
         main.__spec__ = None  # IPython's `%reset` deletes it, and multiprocessing's spawn (Dask's nannies) reads it
@@ -212,7 +296,7 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
     if kind in _EMBEDDED:
         cluster, client, _ = _EMBEDDED[kind]
         if kind == "local" and len(workers(client)) < count:
-            _grow(cluster, client, count)
+            _grow(cluster, client, count, progress=progress)
         return client
     # Dask's scheduler always serves HTTP (health checks), on 8787 of every interface unless told
     # otherwise: a free loopback port, with the bokeh dashboard only when asked for. Mutual TLS with
@@ -231,23 +315,39 @@ def _embedded(kind: str, count: int, with_dashboard: bool) -> Client:
         # rather than a main thread, made a learner update 2x slower here, not faster.
         # Dask's dashboard (bokeh) on a free loopback port: a second kernel does not collide on Dask's
         # default 8787, and nothing listens beyond this machine.
-        cluster = LocalCluster(
-            n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1", silence_logs=logging.CRITICAL, **opts
-        )
+        _forkserver()
+        with dask.config.set(QUIET):  # read as the scheduler and the nannies start; nannies hand it to workers
+            cluster = LocalCluster(
+                n_workers=0,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                silence_logs=logging.CRITICAL,
+                **opts,
+            )
     client = Client(cluster, set_as_default=False)
     if kind == "local":
-        _grow(cluster, client, count)
+        _grow(cluster, client, count, progress=progress)
     _prepare(client)
     client.register_plugin(IgnoreInterrupts())
     _EMBEDDED[kind] = (cluster, client, with_dashboard)
     return client
 
 
-def _grow(cluster, client: Client, count: int, timeout: float = 120.0) -> None:
+def _grow(cluster, client: Client, count: int, timeout: float = 120.0, progress: bool = True) -> None:
     """Scale ``cluster`` to ``count`` workers, started side by side; a start that takes more than a
-    second shows how many are up (a worker process takes about a second and 390 MB here: 33 took 41 s)."""
-    cluster.scale(count)
+    second shows how many are up (unless ``progress`` is false: a background start shows nothing)."""
     start = time.monotonic()
+    with dask.config.set(QUIET):  # the new nannies read it as they start, in the cluster's event loop
+        cluster.scale(count)
+        up = _wait_for_workers(client, count, start, timeout, progress)
+    if up is not None:
+        done = f"fragnb: started {count} Dask workers in {time.monotonic() - start:.1f} s"
+        print(f"\r{done:<80}", file=sys.stderr, flush=True)  # over the whole of the last progress line
+
+
+def _wait_for_workers(client: Client, count: int, start: float, timeout: float, progress: bool):
+    """Wait until ``count`` workers are up, a progress line a second at most; the last one shown, if any."""
     shown = None  # (workers up, whole seconds waited) of the last line shown
     while (up := len(workers(client))) < count:
         waited = time.monotonic() - start
@@ -256,7 +356,7 @@ def _grow(cluster, client: Client, count: int, timeout: float = 120.0) -> None:
                 f"only {up} of {count} Dask workers started within {timeout:.0f} s (memory? see the workers' logs); "
                 "ask for fewer replicas"
             )
-        if waited > 1.0 and (up, int(waited)) != shown:  # a line a second at most: a notebook keeps every one
+        if progress and waited > 1.0 and (up, int(waited)) != shown:  # a line a second: a notebook keeps every one
             bar = "#" * (20 * up // count)
             print(
                 f"\rfragnb: starting Dask workers [{bar:<20}] {up}/{count} ({waited:.0f} s)",
@@ -265,10 +365,26 @@ def _grow(cluster, client: Client, count: int, timeout: float = 120.0) -> None:
                 flush=True,
             )
             shown = (up, int(waited))
-        time.sleep(0.1)
-    if shown:
-        done = f"fragnb: started {count} Dask workers in {time.monotonic() - start:.1f} s"
-        print(f"\r{done:<80}", file=sys.stderr, flush=True)  # over the whole of the last progress line
+        time.sleep(0.05)
+    return shown
+
+
+def _forkserver() -> None:
+    """Start the workers' forkserver now, importing :data:`PRELOAD` (about 4 s here) while this process
+    starts the scheduler. Dask names its own preload list the first time it asks for a forkserver
+    context; this one replaces it. The forkserver starts with the environment Dask's nannies give the
+    workers they start (``distributed.nanny.pre-spawn-environ``: one OpenMP thread, memory trimming),
+    which they also leave in this process's environment, as Dask's documentation says."""
+    import multiprocessing.forkserver
+
+    from distributed.utils import get_mp_context
+
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        get_mp_context()
+    multiprocessing.forkserver.set_forkserver_preload(PRELOAD)
+    _FORKSERVER[:] = [True]  # fragnb started it: shutdown() stops it
+    os.environ.update({k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()})
+    multiprocessing.forkserver.ensure_running()
 
 
 def _cuda_cluster(count: int, opts: dict):
@@ -293,6 +409,8 @@ def _prepare(client: Client) -> None:
 def shutdown(kind: str | None = None) -> None:
     """Close fragnb's embedded clusters (all, or one kind); their worker processes end. With no
     ``kind``, also close fragnb's clients of remote schedulers (their clusters keep running)."""
+    for thread in _WARMING:
+        thread.join(timeout=120)  # a background start ends before its cluster can be closed
     for k in [kind] if kind else list(_EMBEDDED):
         if k in _EMBEDDED:
             cluster, client, _ = _EMBEDDED.pop(k)
@@ -301,6 +419,11 @@ def shutdown(kind: str | None = None) -> None:
     if kind is None:
         while _REMOTE:
             _REMOTE.popitem()[1].close()
+    if _FORKSERVER and not _EMBEDDED:  # nothing is left to fork: leave no process behind
+        import multiprocessing.forkserver
+
+        multiprocessing.forkserver._forkserver._stop()  # CPython's own (tests use it); a later start starts it again
+        _FORKSERVER.clear()
 
 
 atexit.register(shutdown)

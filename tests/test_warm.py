@@ -1,0 +1,67 @@
+"""fragnb's own cluster: started before a run asks for it, its workers forked warm, quiet while idle."""
+
+import sys
+import time
+
+import dask
+import pytest
+
+import fragnb
+from conftest import wait_for_no_workers, worker_processes
+from fragnb.runtime.cluster import clusters
+
+
+@pytest.fixture
+def no_cluster():
+    clusters.shutdown()
+    wait_for_no_workers()
+    yield
+    clusters.shutdown()
+
+
+def _worker_state():
+    return (
+        "torch._dynamo" in sys.modules,  # imported by the forkserver, not by a task
+        dask.config.get("distributed.worker.profile.enabled"),
+        dask.config.get("distributed.admin.tick.interval"),
+    )
+
+
+def test_warm_starts_the_cluster_in_the_background_and_a_run_waits_for_it_instead_of_starting_another(no_cluster):
+    begin = time.perf_counter()
+    clusters.warm(workers=2)
+    assert time.perf_counter() - begin < 1.0  # it returns at once
+    assert clusters._WARMING and clusters._WARMING[0].is_alive()
+    client, owned = clusters.connect(None, 2)  # waits for that start
+    assert owned and len(clusters._EMBEDDED) == 1 and len(clusters.workers(client)) == 2
+    assert not clusters._WARMING[0].is_alive()
+    states = client.run(_worker_state)
+    assert {s[0] for s in states.values()} == {True}, states  # forked from the preloaded forkserver
+    assert {(s[1], s[2]) for s in states.values()} == {(False, "500ms")}, states  # Dask's clocks slowed
+    clusters.warm(workers=2)  # up already: nothing to do
+    assert not clusters._WARMING[0].is_alive()
+    pids = {p.pid for p in worker_processes()}
+    clusters.connect(None, 3)  # grown by one more fork, the first two kept
+    assert pids < {p.pid for p in worker_processes()}
+    clusters.shutdown()
+    wait_for_no_workers()  # the forkserver too: nothing is left behind
+
+
+def test_FRAGNB_WARM_0_leaves_the_start_to_the_first_run(no_cluster, monkeypatch):
+    monkeypatch.setenv("FRAGNB_WARM", "0")
+    clusters.warm()
+    time.sleep(0.5)
+    assert "local" not in clusters._EMBEDDED and not worker_processes()
+
+
+def test_loading_the_extension_warms_the_cluster(no_cluster, shell):
+    fragnb.load_ipython_extension(shell)  # what `%load_ext fragnb` calls (once per kernel)
+    clusters._WARMING[0].join(timeout=120)
+    assert len(clusters.workers(clusters._EMBEDDED["local"][1])) == clusters.WARM_WORKERS
+
+
+def test_a_run_whose_cluster_is_starting_in_the_background_uses_it(no_cluster, canonical, ppo_ns):
+    clusters.warm()
+    ns = ppo_ns(1)
+    result = fragnb.run(fragnb.capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+    assert result.iterations == 1 and len(clusters._EMBEDDED) == 1
