@@ -39,11 +39,12 @@ def explore(graph: FragmentGraph, policy="single", cluster=None, **params):
 
 
 def shutdown() -> None:
-    """Close the Dask clusters fragnb started in this process (done at exit anyway)."""
+    """Close the Dask clusters fragnb started in this process, and the process their workers are
+    forked from (done at exit anyway)."""
     import sys
 
     if "fragnb.runtime.cluster.clusters" in sys.modules:  # nothing to close if no distributed run ever started one
-        sys.modules["fragnb.runtime.cluster.clusters"].shutdown()
+        sys.modules["fragnb.runtime.cluster.clusters"].shutdown(forkserver=True)
 
 
 def load_ipython_extension(ipython):

@@ -71,11 +71,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 def worker_processes() -> list[psutil.Process]:
-    """This process's children, but for multiprocessing's resource tracker (one per process, not a worker)."""
+    """This process's children, but for multiprocessing's resource tracker and forkserver (one per
+    process, not workers: the forkserver forks fragnb's workers, which show its command line too, as
+    its children; fragnb.shutdown() ends it)."""
+    helpers = {
+        p.pid
+        for p in psutil.Process().children()
+        if any(helper in " ".join(p.cmdline()) for helper in ("resource_tracker", "forkserver"))
+    }
     return [
         p
         for p in psutil.Process().children(recursive=True)
-        if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())
+        if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and p.pid not in helpers
     ]
 
 

@@ -70,3 +70,27 @@ def test_figures_show_themselves_in_a_notebook_without_pyplot():
 
     for fig in (learning_curve([(10, 1.0), (20, 2.0)], "t"), timeline([("main", "env@step", "busy", 0.0, 1.0)], "t")):
         assert PNGFormatter()(fig).startswith(b"\x89PNG")
+
+
+def test_a_distributed_run_shows_each_groups_idle_share_as_it_goes(capsys):
+    from fragnb.runtime.plane import _Progress, plain_order
+    from fragnb.runtime.worker.report import Progress
+
+    shown = []
+
+    class View:
+        def update(self, curve, env_steps, staleness=(), seconds=None, idle=None):
+            shown.append(idle)
+
+    progress = _Progress(View(), ["actors[0]", "actors[1]", "learner[0]"], plain_order)
+    # actors work 1 s and wait 3 s each; the learner works 3 s and waits 1 s
+    for name, busy, waited in [("actors[0]", 1.0, 3.0), ("actors[1]", 1.0, 3.0), ("learner[0]", 3.0, 1.0)]:
+        progress.add(Progress(name, 1, [], 10, {"rollout": busy}, [], waited))
+    assert shown == [pytest.approx({"actors": 0.75, "learner": 0.25})]  # once: when every replica finished
+
+    bar = live.LiveProgress(total=1, title="t", progress=True, plot=False)
+    bar.update([], env_steps=10, idle=shown[0])
+    bar.close([])
+    assert "idle=actors 75% learner 25%" in capsys.readouterr().err
+    fig = live.dashboard([(1, 1.0)], "t", [(1.0, 10.0)], {"rollout": 1.0}, idle=shown[0])
+    assert "idle: actors 75 %, learner 25 %" in fig.axes[-1].get_xlabel()

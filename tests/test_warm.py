@@ -4,6 +4,7 @@ import sys
 import time
 
 import dask
+import psutil
 import pytest
 
 import fragnb
@@ -44,7 +45,13 @@ def test_warm_starts_the_cluster_in_the_background_and_a_run_waits_for_it_instea
     clusters.connect(None, 3)  # grown by one more fork, the first two kept
     assert pids < {p.pid for p in worker_processes()}
     clusters.shutdown()
-    wait_for_no_workers()  # the forkserver too: nothing is left behind
+    wait_for_no_workers()
+    assert [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]  # kept for the next
+    fragnb.shutdown()  # and ended with it
+    deadline = time.monotonic() + 30
+    while [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]:
+        assert time.monotonic() < deadline, "fragnb.shutdown() left the forkserver running"
+        time.sleep(0.1)
 
 
 def test_FRAGNB_WARM_0_leaves_the_start_to_the_first_run(no_cluster, monkeypatch):

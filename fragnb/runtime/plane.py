@@ -447,6 +447,7 @@ class _Progress:
         self.shown = 0
         self.staleness: list[float] = []  # decoupled policies: the learner's mean per iteration
         self.seconds: dict[str, dict[str, float]] = {}  # replica -> fragment -> seconds so far
+        self.waited: dict[str, float] = {}  # replica -> seconds it waited for other groups so far
 
     def add(self, event: Progress) -> None:
         if event.replica not in self.done:
@@ -456,12 +457,15 @@ class _Progress:
         self.by_replica.setdefault(event.replica, []).extend(event.episodes)
         self.steps[event.replica] = event.steps
         self.seconds[event.replica] = event.seconds
+        self.waited[event.replica] = event.waited
         if event.staleness:
             self.staleness.append(sum(event.staleness) / len(event.staleness))
         while min(self.done.values()) > self.shown:  # an iteration every replica has finished
             self.shown += 1
             self.episodes.sort(key=self.order)
-            self.live.update(self.curve(), sum(self.steps.values()), self.staleness, self.fragment_seconds())
+            self.live.update(
+                self.curve(), sum(self.steps.values()), self.staleness, self.fragment_seconds(), self.idle()
+            )
 
     def fragment_seconds(self) -> dict[str, float]:
         """Seconds each fragment has taken so far, summed over its replicas."""
@@ -470,6 +474,15 @@ class _Progress:
             for name, sec in per.items():
                 total[name] = total.get(name, 0.0) + sec
         return total
+
+    def idle(self) -> dict[str, float]:
+        """Each group's share of its replicas' time so far spent waiting for another group."""
+        shares: dict[str, list[float]] = {}
+        for name, waited in self.waited.items():
+            busy = sum(self.seconds.get(name, {}).values())
+            group = shares.setdefault(ReplicaId.parse(name)[0], [0.0, 0.0])
+            group[0], group[1] = group[0] + waited, group[1] + busy + waited
+        return {g: waited / total for g, (waited, total) in shares.items() if total > 0}
 
     def curve(self) -> list[tuple[int, float]]:
         return [(s, r) for _, _, s, r in self.episodes]

@@ -42,10 +42,12 @@ def dashboard(
     seconds: dict[str, float] | None = None,
     staleness: Sequence[float] = (),
     window: int = 20,
+    idle: dict[str, float] | None = None,
 ):
     """What a run shows while it lasts: the learning curve (and staleness) on the left; on the right,
     env steps/s over time (``rates``: seconds since the start, steps/s) and each fragment's share of
-    the time so far (``seconds``: fragment to seconds, summed over replicas)."""
+    the time so far (``seconds``: fragment to seconds, summed over replicas), with each group's share
+    of its time spent waiting for another (``idle``, distributed runs)."""
     fig = _figure_class()(figsize=(9, 3.6), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=(3, 2))
     _returns_panel(left, curve, title, window, staleness)
@@ -67,7 +69,8 @@ def dashboard(
             color=[ROLE_COLORS.get(n.split("@")[0], "#cccccc") for n in names],
         )
         split.tick_params(axis="y", labelsize=7)
-    split.set_xlabel("% of fragment time")
+    waiting = ", ".join(f"{g} {100 * share:.0f} %" for g, share in sorted((idle or {}).items()))
+    split.set_xlabel("% of fragment time" + (f"; idle: {waiting}" if waiting else ""), fontsize=8 if waiting else None)
     split.set_xlim(0, 100)
     return fig
 
@@ -195,6 +198,7 @@ class LiveProgress:
         self.staleness: Sequence[float] = ()
         self.rates: list[tuple[float, float]] = []  # (seconds since the start, env steps/s)
         self.seconds: dict[str, float] = {}
+        self.idle: dict[str, float] = {}
         self.iterations = 0
         self._steps = [(0.0, 0)]
 
@@ -210,12 +214,15 @@ class LiveProgress:
         env_steps: int,
         staleness: Sequence[float] = (),
         seconds: dict[str, float] | None = None,
+        idle: dict[str, float] | None = None,
     ) -> None:
         """After an iteration: the episodes so far, env steps, (decoupled policies) the mean staleness
-        of each learner iteration so far, and the seconds each fragment has taken so far."""
+        of each learner iteration so far, the seconds each fragment has taken so far, and (distributed
+        runs) each group's share of its time so far spent waiting for another group."""
         self.iterations += 1
         self.staleness = staleness
         self.seconds = dict(seconds or {})
+        self.idle = dict(idle or {})
         now = time.perf_counter() - self.start
         self._steps.append((now, env_steps))
         then, before = self._steps[max(0, len(self._steps) - 4)]  # over the last 3 iterations: steadier than one
@@ -227,6 +234,8 @@ class LiveProgress:
             postfix["return"] = f"{sum(last) / len(last):.1f}"
         if staleness:
             postfix["staleness"] = f"{staleness[-1]:.2f}"
+        if self.idle:
+            postfix["idle"] = " ".join(f"{g} {100 * share:.0f}%" for g, share in sorted(self.idle.items()))
         self.show_bar(postfix)
         if self.plot and time.perf_counter() - self.last_draw >= self.plot_every:
             self.draw(curve)
@@ -237,7 +246,7 @@ class LiveProgress:
             self.bar.update(1)
 
     def draw(self, curve: Sequence[tuple[int, float]]) -> None:
-        self.show_figure(dashboard(curve, self.title, self.rates, self.seconds, self.staleness))
+        self.show_figure(dashboard(curve, self.title, self.rates, self.seconds, self.staleness, idle=self.idle))
         self.last_draw = time.perf_counter()
 
     def show_figure(self, fig) -> None:

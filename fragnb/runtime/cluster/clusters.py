@@ -382,7 +382,7 @@ def _forkserver() -> None:
     with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
         get_mp_context()
     multiprocessing.forkserver.set_forkserver_preload(PRELOAD)
-    _FORKSERVER[:] = [True]  # fragnb started it: shutdown() stops it
+    _FORKSERVER[:] = [True]  # fragnb started it: shutdown(forkserver=True) stops it
     os.environ.update({k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()})
     multiprocessing.forkserver.ensure_running()
 
@@ -406,9 +406,11 @@ def _prepare(client: Client) -> None:
     client.register_plugin(TorchSerializer())
 
 
-def shutdown(kind: str | None = None) -> None:
+def shutdown(kind: str | None = None, forkserver: bool = False) -> None:
     """Close fragnb's embedded clusters (all, or one kind); their worker processes end. With no
-    ``kind``, also close fragnb's clients of remote schedulers (their clusters keep running)."""
+    ``kind``, also close fragnb's clients of remote schedulers (their clusters keep running). The
+    forkserver that forks the workers (idle, torch imported) is kept for the next cluster, which then
+    starts in under a second, unless ``forkserver`` (``fragnb.shutdown()`` and the kernel's exit)."""
     for thread in _WARMING:
         thread.join(timeout=120)  # a background start ends before its cluster can be closed
     for k in [kind] if kind else list(_EMBEDDED):
@@ -419,11 +421,11 @@ def shutdown(kind: str | None = None) -> None:
     if kind is None:
         while _REMOTE:
             _REMOTE.popitem()[1].close()
-    if _FORKSERVER and not _EMBEDDED:  # nothing is left to fork: leave no process behind
+    if forkserver and _FORKSERVER and not _EMBEDDED:  # nothing is left to fork: leave no process behind
         import multiprocessing.forkserver
 
         multiprocessing.forkserver._forkserver._stop()  # CPython's own (tests use it); a later start starts it again
         _FORKSERVER.clear()
 
 
-atexit.register(shutdown)
+atexit.register(shutdown, forkserver=True)

@@ -304,13 +304,15 @@ class FreeWalker(Walker):
             raise _Halted
         start = time.perf_counter()
         self.ch.poll(_POLL_S)
+        end = time.perf_counter()
         note(
             self.rep.intervals,
             f"waits for {whom if whom in self.script.groups else ReplicaId.parse(whom).group}",
             "wait",
             start,
-            time.perf_counter(),
+            end,
         )
+        self.rep.waited += end - start
 
     def recv(self, peer: str, tag: str) -> Any:
         return self.wait(peer, tag.__eq__)  # peers' messages interleave differently from run to run

@@ -83,6 +83,7 @@ class Replica:
         default_factory=threading.Event
     )  # the user asked the run to stop (read by the deciding replica, Script.leader)
     intervals: list = field(default_factory=list)  # its timeline: (fragment or wait, "busy"/"wait", start, end)
+    waited: float = 0.0  # seconds spent waiting for other groups so far (the live view's idle share)
     records: dict[str, list] = field(default_factory=dict)  # key -> values recorded for another group, step by step
     replays: dict[str, list] = field(default_factory=dict)  # key -> another group's recorded values, to replay
     checkpoints: dict[int, bytes] = field(

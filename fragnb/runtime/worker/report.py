@@ -33,7 +33,8 @@ def arrival_order(episode: Episode) -> tuple[float, int]:
 @dataclass
 class Progress:
     """A replica finished an iteration: its new episodes, its env steps so far, each fragment's seconds
-    so far, and (a decoupled learner) the staleness of each trajectory it trained on."""
+    so far, (a decoupled learner) the staleness of each trajectory it trained on, and the seconds it
+    has waited for other groups so far."""
 
     replica: str
     iteration: int
@@ -41,6 +42,7 @@ class Progress:
     steps: int
     seconds: dict[str, float]
     staleness: list[int] = field(default_factory=list)
+    waited: float = 0.0
 
     def wire(self) -> dict:
         return {"kind": "progress", **dataclasses.asdict(self)}

@@ -306,6 +306,7 @@ class Walker:
         value = self.ch.recv(peer, tag)
         end = time.perf_counter()
         note(self.rep.intervals, f"waits for {ReplicaId.parse(peer).group}", "wait", start, end)
+        self.rep.waited += end - start
         return value
 
     def export(self, key: str) -> Any:
@@ -384,7 +385,15 @@ class Walker:
         self.ticks.append(time.perf_counter() + self.clock)
         if self.events is not None:
             self.events(
-                Progress(self.name, self.iterations, new, steps, dict(self.rep.seconds), self.staleness_now()).wire()
+                Progress(
+                    self.name,
+                    self.iterations,
+                    new,
+                    steps,
+                    dict(self.rep.seconds),
+                    self.staleness_now(),
+                    self.rep.waited,
+                ).wire()
             )
         return new, steps
 
