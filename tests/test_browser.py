@@ -149,14 +149,21 @@ def _run_all(page, timeout_s: float = 600) -> float:
 
 
 def _dask_workers(lab) -> list[psutil.Process]:
-    """Dask worker processes under the lab server: children of a kernel that are not resource trackers."""
+    """Dask worker processes under the lab server: a kernel's descendants but for multiprocessing's
+    resource tracker and forkserver (its direct children; the workers the forkserver forks are its own)."""
     _, proc = lab
     kernels = [p for p in psutil.Process(proc.pid).children() if "ipykernel" in " ".join(p.cmdline())]
+    helpers = {
+        c.pid
+        for k in kernels
+        for c in k.children()
+        if any(helper in " ".join(c.cmdline()) for helper in ("resource_tracker", "forkserver"))
+    }
     return [
         c
         for k in kernels
         for c in k.children(recursive=True)
-        if c.is_running() and c.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(c.cmdline())
+        if c.is_running() and c.status() != psutil.STATUS_ZOMBIE and c.pid not in helpers
     ]
 
 

@@ -1,5 +1,6 @@
 """fragnb's own cluster: started before a run asks for it, its workers forked warm, quiet while idle."""
 
+import subprocess
 import sys
 import time
 
@@ -72,3 +73,27 @@ def test_a_run_whose_cluster_is_starting_in_the_background_uses_it(no_cluster, c
     ns = ppo_ns(1)
     result = fragnb.run(fragnb.capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
     assert result.iterations == 1 and len(clusters._EMBEDDED) == 1
+
+
+def test_a_kernel_killed_outright_leaves_no_worker_and_no_forkserver_behind():
+    code = (
+        "import os, psutil\n"
+        "from fragnb.runtime.cluster import clusters\n"
+        "if __name__ == '__main__':\n"
+        "    clusters.connect(None, 2)\n"
+        "    print(' '.join(str(p.pid) for p in psutil.Process().children(recursive=True)), flush=True)\n"
+        "    import time; time.sleep(600)\n"
+    )
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        pids = [int(p) for p in kernel.stdout.readline().split()]
+        assert len(pids) >= 3  # the forkserver, the resource tracker and the workers it forked
+        kernel.kill()  # no atexit, no shutdown(): as when a kernel dies
+        deadline = time.monotonic() + 30
+        while alive := [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]:
+            assert time.monotonic() < deadline, f"left behind: {[psutil.Process(p).cmdline()[:3] for p in alive]}"
+            time.sleep(0.2)
+    finally:
+        kernel.kill()
