@@ -49,3 +49,28 @@ def test_loop_leaves_the_plain_namespace(loop, policy):
         return
     assert expected is None, f"expected fragnb to refuse with {expected!r}, but it ran"
     compare_namespaces(plain, ns, loop.cell)
+
+
+def test_the_safety_net_checks_two_iterations_once_and_fewer_only_to_name_where_a_difference_starts(monkeypatch):
+    from fragnb.plan.script import Script
+    from fragnb.runtime import check as net
+
+    counts = []
+    real = net._compare
+
+    def counted(placement, script, draws, exact):
+        counts.append(script.limit)
+        return real(placement, script, draws, exact)
+
+    monkeypatch.setattr(net, "_compare", counted)
+    by_name = {loop.name: loop for loop in LOOPS}
+    for name, ran in (("component_attribute_reads", [2, 1]), (LOOPS[0].name, [2])):
+        loop = by_name[name]
+        placement = fragnb.capture(loop.cell, loop.namespace(), name="loop").place("coarse", actors=ACTORS)
+        counts.clear()
+        if name in {n for n, _ in REFUSED}:
+            with pytest.raises(fragnb.FragmentError, match=r"after 1 iteration\(s\)"):  # it starts in the first
+                net.check(placement, Script.of(placement))
+        else:
+            net.check(placement, Script.of(placement))
+        assert counts == ran, name

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pickle
 from typing import NamedTuple
 
-import cloudpickle
 import numpy as np
 import torch
 
@@ -13,7 +12,7 @@ from ...errors import FragmentError
 from ...plan.program import header_names
 from ...shards import splits
 from ...streams import reached
-from .travel import blocker, described
+from .travel import blocker, described, pickled
 
 __all__ = ["Payload", "pack"]
 
@@ -46,7 +45,7 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
     streams = reached(objects.values(), ns)
     objects.update(streams)  # one pickle: the replica's methods and its namespace hold the same object
     try:
-        blob = cloudpickle.dumps(objects)
+        blob = pickled(objects)
     except Exception as e:
         raise _cannot_travel(graph, objects, group) from e
     reseed = script.seed if script.whole else None
@@ -73,7 +72,7 @@ def _env_axis(value, name: str, script) -> int | None:
 def _cannot_travel(graph, objects: dict, group: str) -> FragmentError:
     """The error for objects a worker cannot receive: which one, why, and the first line that uses it."""
     for name, value in objects.items():
-        found = blocker(value, cloudpickle.dumps, name)
+        found = blocker(value, pickled, name)
         if found:
             return FragmentError.in_source(
                 f"`{name}` ({type(value).__name__}) cannot be sent to the workers of group {group!r}: {described(found)}. "

@@ -22,7 +22,6 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import cloudpickle
 import torch
 
 from ...components import Component
@@ -38,7 +37,7 @@ from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_t
 from .report import Checkpointed, Finals, Progress, arrival_order, plain_order
 from .stops import condition_held, interrupted, own_condition
 from .timing import note
-from .travel import unsendable
+from .travel import pickled, unsendable
 
 if TYPE_CHECKING:
     from ..net.channels import Channels
@@ -145,7 +144,7 @@ class Walker:
         """Keep this replica's state at this iteration boundary (every replica has received all it
         was sent in the iteration, and agreed to go on), and tell the notebook, which fetches it."""
         start = time.perf_counter()
-        blob = cloudpickle.dumps({"replica": self.rep.get_state(), "walker": self.get_state()})
+        blob = pickled({"replica": self.rep.get_state(), "walker": self.get_state()})
         self.rep.keep(self.iterations, blob)
         took = time.perf_counter() - start
         self.checkpoint_seconds += took
