@@ -74,6 +74,7 @@ handouts: setup
 # The `bench` extra adds Stable-Baselines3, which benchmarks/ppo_cartpole.py compares against.
 bench: setup
 	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) benchmarks/wait.py
 	$(PY) benchmarks/ppo_cartpole.py
 	$(PY) benchmarks/dp_scaling.py
 	$(PY) benchmarks/scale.py
