@@ -128,8 +128,7 @@ class RunResult:
         predicts."""
         work: dict[str, list[float]] = {}
         for replica, _, kind, a, b in self.intervals:
-            group = replica.rpartition("[")[0] or replica
-            shares = work.setdefault(group, [0.0, 0.0])
+            shares = work.setdefault(_group(replica), [0.0, 0.0])
             shares[kind != "busy"] += b - a
         return {g: w / (w + idle) if w + idle else 0.0 for g, (w, idle) in work.items()}
 
@@ -153,16 +152,13 @@ class RunResult:
         written, a dict; ``path`` None writes nothing."""
         import json
 
-        groups = sorted({replica.rpartition("[")[0] or replica for replica, *_ in self.intervals})
+        groups = sorted({_group(replica) for replica, *_ in self.intervals})
         replicas = sorted({replica for replica, *_ in self.intervals})
         pid = {g: i + 1 for i, g in enumerate(groups)}
         tid = {r: i + 1 for i, r in enumerate(replicas)}
 
-        def group(replica: str) -> str:
-            return replica.rpartition("[")[0] or replica
-
         names = [{"ph": "M", "name": "process_name", "pid": pid[g], "tid": 0, "args": {"name": g}} for g in groups] + [
-            {"ph": "M", "name": "thread_name", "pid": pid[group(r)], "tid": tid[r], "args": {"name": r}}
+            {"ph": "M", "name": "thread_name", "pid": pid[_group(r)], "tid": tid[r], "args": {"name": r}}
             for r in replicas
         ]
         slices = [
@@ -170,7 +166,7 @@ class RunResult:
                 "ph": "X",
                 "name": label,
                 "cat": kind,
-                "pid": pid[group(replica)],
+                "pid": pid[_group(replica)],
                 "tid": tid[replica],
                 "ts": round(a * 1e6, 3),
                 "dur": round((b - a) * 1e6, 3),
@@ -265,6 +261,11 @@ class RunResult:
             queue_depth=lead.depth,
             **measured,
         )
+
+
+def _group(replica: str) -> str:
+    """The worker group of a timeline's row (``actors[1]`` -> ``actors``; ``main`` is its own)."""
+    return replica.rpartition("[")[0] or replica
 
 
 def first_solved(returns: list[float], threshold: float = 475.0, window: int = 20) -> int | None:
