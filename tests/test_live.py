@@ -94,3 +94,13 @@ def test_a_distributed_run_shows_each_groups_idle_share_as_it_goes(capsys):
     assert "idle=actors 75% learner 25%" in capsys.readouterr().err
     fig = live.dashboard([(1, 1.0)], "t", [(1.0, 10.0)], {"rollout": 1.0}, idle=shown[0])
     assert "idle: actors 75 %, learner 25 %" in fig.axes[-1].get_xlabel()
+
+
+def test_iterations_shown_at_once_draw_no_spike_of_env_steps_per_second(monkeypatch):
+    clock = iter([0.0, 1.0, 2.0, 2.001, 2.002, 2.003, 3.0])  # the start, then 6 updates: 4 arrive together
+    monkeypatch.setattr(live.time, "perf_counter", lambda: next(clock))
+    progress = live.LiveProgress(total=6, title="t", progress=False, plot=False)
+    for i in range(1, 7):
+        progress.update([], env_steps=1000 * i)
+    # 4,000 steps over the last second at most; over the last 3 ms alone it read 1,000,000 steps/s
+    assert max(rate for _, rate in progress.rates) <= 4000

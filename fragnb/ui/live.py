@@ -158,6 +158,10 @@ def png(fig) -> bytes:
     return buf.getvalue()
 
 
+#: The shortest span an env steps/s point of the live dashboard is measured over (seconds).
+RATE_WINDOW_S = 0.2
+
+
 class LiveProgress:
     """Shows a run's progress; :meth:`update` after each training iteration, :meth:`close` at the end.
 
@@ -225,7 +229,13 @@ class LiveProgress:
         self.idle = dict(idle or {})
         now = time.perf_counter() - self.start
         self._steps.append((now, env_steps))
-        then, before = self._steps[max(0, len(self._steps) - 4)]  # over the last 3 iterations: steadier than one
+        # over the last 3 iterations (steadier than one), and over at least RATE_WINDOW_S: a distributed run
+        # shows several iterations at once when its slowest replica catches up, and a rate over a few
+        # milliseconds drew a spike of a million steps/s
+        k = max(0, len(self._steps) - 4)
+        while k > 0 and now - self._steps[k][0] < RATE_WINDOW_S:
+            k -= 1
+        then, before = self._steps[k]
         if now > then:
             self.rates.append((now, (env_steps - before) / (now - then)))
         postfix = {"env_steps": env_steps}
