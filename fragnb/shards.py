@@ -13,11 +13,17 @@ Gymnasium and torch distributes as it stands:
 
 Objects of other ecosystem types (one Gymnasium env, an ``AsyncVectorEnv``, a vector wrapper) are
 refused under distributed policies: :func:`unsupported` says why.
+
+Copies keep state: Gymnasium's MuJoCo environments pickle and deepcopy (through ``EzPickle``) as their
+constructor's arguments, so a copy is a fresh environment, its simulator and random generator not
+where the original's were. :func:`faithful_copies` makes them copy whole wherever fragnb copies or
+ships them.
 """
 
 from __future__ import annotations
 
 import copy
+import copyreg
 import sys
 from typing import Any
 
@@ -40,6 +46,7 @@ __all__ = [
     "unsupported",
     "networks",
     "network",
+    "faithful_copies",
 ]
 
 #: A vector env's attributes that every shard has as the whole batch has them: reading one where
@@ -293,3 +300,32 @@ class _OffsetReset:
         if isinstance(seed, int):
             seed = [seed + self.offset + i for i in range(self.env.num_envs)]
         return type(self.env).reset(self.env, seed=seed, options=options)
+
+
+def faithful_copies() -> None:
+    """Make every loaded MuJoCo environment class pickle and deepcopy with its whole state (simulator,
+    random generator, step counters), in this process: gymnasium's ``EzPickle`` rebuilds one from its
+    constructor's arguments, which would start a replica's environments, and the safety net's copies,
+    from a fresh simulator where plain Python's had been reset and stepped (a CleanRL-style HalfCheetah
+    loop under ``fine`` then differed from plain Python after one iteration, and the safety net, whose
+    copies both lost the state alike, saw nothing). Called wherever fragnb copies a namespace's
+    objects: the safety net, a payload, a checkpoint, a replica's results. About 1.2 MB a HalfCheetah."""
+    module = sys.modules.get("gymnasium.envs.mujoco.mujoco_env")
+    if module is None:  # no MuJoCo environment was made in this process
+        return
+    pending = [module.MujocoEnv]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls not in copyreg.dispatch_table:
+            copyreg.pickle(cls, _whole)
+
+
+def _whole(env):
+    return _rebuilt, (type(env), dict(vars(env)))
+
+
+def _rebuilt(cls, state: dict):
+    env = cls.__new__(cls)
+    vars(env).update(state)
+    return env

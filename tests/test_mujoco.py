@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import NOTEBOOK_01_LOOP
+from corpus.field import FIELD_BY_NAME
 from fragnb import FragmentError, capture, run
 from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor, PPOConfig, PPOLearner, RolloutBuffer
 from fragnb.envs import GymnasiumEnv
@@ -84,3 +85,50 @@ def test_decoupled_policies_train_on_halfcheetah(policy, params):
     result = run(capture(CELL, ns, name="cheetah"), policy, progress=False, plot=False, **params)
     assert result.iterations == 3 and all(0 <= age <= 1 for per in result.staleness for age in per)
     assert all(not torch.equal(b, p) for b, p in zip(before, ns["learner"].policy.parameters()))
+
+
+def _field(seed_steps: int = 256) -> tuple[dict, str]:
+    loop = FIELD_BY_NAME["cleanrl_ppo_continuous"]
+    ns: dict = {}
+    exec(compile(loop.setup, "<setup>", "exec"), ns)
+    return ns, loop.cell
+
+
+def _same_simulators(a, b) -> None:
+    """Both vector envs step on from the same simulator states: the same observations and rewards."""
+    action = np.linspace(-1, 1, a.num_envs * 6, dtype=np.float32).reshape(a.num_envs, 6)
+    for _ in range(3):
+        (oa, ra, *_), (ob, rb, *_) = a.step(action), b.step(action)
+        np.testing.assert_array_equal(oa, ob)
+        np.testing.assert_array_equal(ra, rb)
+
+
+def test_a_cleanrl_style_mujoco_loop_runs_under_fine_as_plain_python_does(one_thread):
+    """CleanRL's continuous PPO as the field writes it: a SyncVectorEnv of HalfCheetahs, each wrapped
+    with running normalisation, reset in the setup. fine's env replicas step copies of them, which must
+    carry each simulator's state: gymnasium pickles a MuJoCo env as its constructor's arguments, and the
+    run differed from plain Python from its first iteration (value loss 3.97 against 4.10) while it
+    said exact, since the safety net's copies lost the state alike."""
+    plain, cell = _field()
+    exec(compile(cell, "<cell>", "exec"), plain)
+    ns, _ = _field()
+    result = run(capture(cell, ns, name="cheetah"), "fine", actors=2, progress=False, plot=False)
+    assert result.guarantee == "exact" and result.iterations == 2
+    assert ns["writer"] == plain["writer"]
+    for a, b in zip(plain["agent"].parameters(), ns["agent"].parameters()):
+        assert torch.equal(a, b)
+    _same_simulators(plain["envs"], ns["envs"])  # the environments came back where plain Python left them
+
+
+def test_the_magic_runs_the_cleanrl_style_mujoco_loop_under_coarse_announced_statistical(shell, capsys):
+    """Each coarse actor draws its actions from its own generator: announced, and the run trains."""
+    ns, cell = _field()
+    shell.user_ns.update(ns)
+    before = [p.detach().clone() for p in ns["agent"].parameters()]
+    shell.run_cell_magic(
+        "fragment", "cheetah --policy coarse --actors 2 --run --no-progress --no-plot --no-dashboard", cell
+    )
+    result = shell.user_ns["cheetah"].last_run
+    assert result.guarantee == "statistical" and result.iterations == 2
+    assert "statistical run" in capsys.readouterr().err
+    assert all(not torch.equal(a, b) for a, b in zip(before, shell.user_ns["agent"].parameters()))

@@ -21,6 +21,7 @@ import torch
 from ..components import Env
 from ..errors import FragmentError
 from ..plan.instrument import DRIVER, compile_cell, instrument, plain_env_steps
+from ..shards import faithful_copies
 from .result import RunResult
 from .worker.stops import Interrupts, condition_held, interrupted, own_condition
 from .worker.timing import Timer
@@ -60,6 +61,7 @@ def copies(graph) -> dict:
     for t in _tensors_with_graphs(values):  # deepcopy refuses them; the copy needs their values, not their history
         memo[id(t)] = t.detach().clone()
     kept = dict(memo)  # a failed deepcopy leaves its half-made copies in the memo it was given
+    faithful_copies()
     try:
         return {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
     except Exception as e:

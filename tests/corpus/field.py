@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from corpus.loops import CorpusLoop, _loop
 
-__all__ = ["FIELD", "FIELD_BY_NAME"]
+__all__ = ["FIELD", "FIELD_BY_NAME", "MUJOCO"]
 
 # -- CleanRL-style PPO on a Gymnasium vector env (discrete actions) -------------------------------
 CLEANRL_PPO_SETUP = """
@@ -281,6 +281,127 @@ PPO_CONTINUOUS_CELL = """
         optimizer.step()
         losses.append(loss.item())
 """
+
+# -- CleanRL-style continuous PPO on MuJoCo: wrappers per environment, a state-independent log std ---
+# Its single-file script's shape: `make_env` thunks that wrap each environment (observation and reward
+# normalisation with running statistics, clipping), `SyncVectorEnv`, the `Agent` with three-layer
+# heads, the loop of the discrete PPO above with `Normal` actions. Sizes: 4 environments so that
+# replicas can share them (the script's default is 1); MuJoCo's extra must be installed.
+CLEANRL_PPO_CONTINUOUS_SETUP = """
+    import random
+    from dataclasses import dataclass
+
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.optim as optim
+    from torch.distributions.normal import Normal
+
+
+    @dataclass
+    class Args:
+        seed: int = 1
+        env_id: str = "HalfCheetah-v5"
+        total_timesteps: int = 256
+        learning_rate: float = 3e-4
+        num_envs: int = 4
+        num_steps: int = 32
+        anneal_lr: bool = True
+        gamma: float = 0.99
+        gae_lambda: float = 0.95
+        num_minibatches: int = 4
+        update_epochs: int = 2
+        norm_adv: bool = True
+        clip_coef: float = 0.2
+        clip_vloss: bool = True
+        ent_coef: float = 0.0
+        vf_coef: float = 0.5
+        max_grad_norm: float = 0.5
+        target_kl: float = None
+        batch_size: int = 0
+        minibatch_size: int = 0
+        num_iterations: int = 0
+
+
+    def make_env(env_id, gamma):
+        def thunk():
+            env = gym.make(env_id)
+            env = gym.wrappers.FlattenObservation(env)
+            env = gym.wrappers.RecordEpisodeStatistics(env)
+            env = gym.wrappers.ClipAction(env)
+            env = gym.wrappers.NormalizeObservation(env)
+            env = gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10), env.observation_space)
+            env = gym.wrappers.NormalizeReward(env, gamma=gamma)
+            env = gym.wrappers.TransformReward(env, lambda reward: np.clip(reward, -10, 10))
+            return env
+        return thunk
+
+
+    def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+        torch.nn.init.orthogonal_(layer.weight, std)
+        torch.nn.init.constant_(layer.bias, bias_const)
+        return layer
+
+
+    class Agent(nn.Module):
+        def __init__(self, envs):
+            super().__init__()
+            obs_dim = np.array(envs.single_observation_space.shape).prod()
+            act_dim = np.prod(envs.single_action_space.shape)
+            self.critic = nn.Sequential(
+                layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+                layer_init(nn.Linear(64, 64)), nn.Tanh(),
+                layer_init(nn.Linear(64, 1), std=1.0),
+            )
+            self.actor_mean = nn.Sequential(
+                layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+                layer_init(nn.Linear(64, 64)), nn.Tanh(),
+                layer_init(nn.Linear(64, act_dim), std=0.01),
+            )
+            self.actor_logstd = nn.Parameter(torch.zeros(1, act_dim))
+
+        def get_value(self, x):
+            return self.critic(x)
+
+        def get_action_and_value(self, x, action=None):
+            action_mean = self.actor_mean(x)
+            action_std = torch.exp(self.actor_logstd.expand_as(action_mean))
+            probs = Normal(action_mean, action_std)
+            if action is None:
+                action = probs.sample()
+            return action, probs.log_prob(action).sum(1), probs.entropy().sum(1), self.critic(x)
+
+
+    args = Args()
+    args.batch_size = args.num_envs * args.num_steps
+    args.minibatch_size = args.batch_size // args.num_minibatches
+    args.num_iterations = args.total_timesteps // args.batch_size
+    writer = []  # stands in for TensorBoard's SummaryWriter: (tag, value, step)
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cpu")
+    envs = gym.vector.SyncVectorEnv([make_env(args.env_id, args.gamma) for _ in range(args.num_envs)])
+    agent = Agent(envs).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    global_step = 0
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.Tensor(next_obs).to(device)
+    next_done = torch.zeros(args.num_envs).to(device)
+"""
+
+# The discrete loop's cell with what the continuous script changes: float actions, and the minibatch
+# takes them as they are (no `.long()`).
+CLEANRL_PPO_CONTINUOUS_CELL = CLEANRL_PPO_CELL.replace("b_actions.long()[mb_inds]", "b_actions[mb_inds]")
 
 # -- DQN as the PyTorch tutorial writes it: deque replay, epsilon-greedy, soft target update -------
 DQN_SETUP = """
@@ -675,4 +796,6 @@ FIELD: list[CorpusLoop] = [
     _loop("cleanrl_dqn", CLEANRL_DQN_SETUP, CLEANRL_DQN_CELL),
     _loop("vector_reinforce", VECTOR_REINFORCE_SETUP, VECTOR_REINFORCE_CELL),
 ]
-FIELD_BY_NAME = {loop.name: loop for loop in FIELD}
+#: Loops that need MuJoCo (the `mujoco` extra): kept out of FIELD, which every corpus test runs.
+MUJOCO: list[CorpusLoop] = [_loop("cleanrl_ppo_continuous", CLEANRL_PPO_CONTINUOUS_SETUP, CLEANRL_PPO_CONTINUOUS_CELL)]
+FIELD_BY_NAME = {loop.name: loop for loop in FIELD + MUJOCO}

@@ -24,7 +24,7 @@ import distributed
 from ...components import Component, Env, Learner, modules_of
 from ...plan.instrument import remember_source
 from ...plan.script import ReplicaId
-from ...shards import reseed, shard
+from ...shards import faithful_copies, reseed, shard
 from ...streams import serving
 from ..cluster import dask_profiler
 from ..net import collectives
@@ -300,6 +300,7 @@ def run_program(
     (this task's, or other tasks' on a worker of several threads)."""
     worker = distributed.get_worker()
     plan = pickle.loads(script)
+    faithful_copies()  # what the replicas return travels back to the notebook whole
     with own_random(), dask_profiler.paused(worker):  # the worker's own threads draw from Python's global `random` too
         for name in names:
             group, index = ReplicaId.parse(name)

@@ -18,6 +18,7 @@ import cloudpickle
 
 from ...errors import FragmentError
 from ...plan.keys import RecordKey
+from ...shards import faithful_copies
 from .report import Finals
 
 __all__ = ["pickled", "blocker", "described", "unsendable", "refuse_unreturnable"]
@@ -40,6 +41,7 @@ class _Pickler(cloudpickle.Pickler):
 
 def pickled(value: Any) -> bytes:
     """``value`` as cloudpickle pickles it (see :class:`_Pickler`)."""
+    faithful_copies()
     out = io.BytesIO()
     _Pickler(out, protocol=pickle.DEFAULT_PROTOCOL).dump(value)
     return out.getvalue()
