@@ -85,6 +85,7 @@ bench: setup
 	$(PY) benchmarks/algorithms.py
 	$(PY) benchmarks/checkpoints.py
 	$(PY) benchmarks/field_loops.py
+	$(PY) benchmarks/field_mujoco.py
 	$(PY) benchmarks/step_cost.py
 
 # On a machine with an NVIDIA GPU: every GPU step with a time limit each, then a summary table (README: On GPUs).
