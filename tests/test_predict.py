@@ -192,3 +192,129 @@ def test_calibrating_fragnbs_cluster_measures_its_links_and_cores():
     assert here.name.startswith("measured: 2 workers, ") and here.workers == 1
     assert 0.2 <= here.cores <= 2.5  # at most about the two workers it ran side by side
     assert 0 < here.latency_s < 0.05 and 0 <= here.message_s < 0.05 and here.bandwidth > 1e6
+
+
+# -- invariants the model cannot break, on made-up profiles and every preset -------------------------
+PLACEMENTS = [
+    ("single", {}),
+    ("gpu_only", {}),
+    ("coarse", {"actors": 1}),
+    ("coarse", {"actors": 2}),
+    ("coarse", {"actors": 8}),
+    ("fine", {"actors": 1}),
+    ("fine", {"actors": 4}),
+    ("multi_learner", {"learners": 2}),
+    ("data_parallel", {"replicas": 3}),
+    ("async", {"actors": 1}),
+    ("async", {"actors": 4}),
+    ("srl", {"actors": 4}),
+]
+CPU_CLUSTERS = [IDEAL, PRESETS["here"], PRESETS["laptop"], Cluster("one core", 1, 1, iteration_s=1e-3, step_s=50e-6)]
+
+
+def _random_profiles(n: int = 6):
+    import random
+
+    rng = random.Random(7)
+    for _ in range(n):
+        seconds = {f: rng.choice([0.0, rng.uniform(1e-4, 0.5)]) for f in SECONDS}
+        half = {f: t * rng.uniform(0.5, 1.0) for f, t in seconds.items()}  # from all batch to all per-call
+        yield Profile(seconds, 1024, 32, rng.randint(1, 40), 36_000, {}, half)
+
+
+def _placements(graph):
+    for policy, params in PLACEMENTS:
+        yield graph.place(policy, **params)
+
+
+def test_no_placement_is_predicted_faster_than_amdahls_bound(graph):
+    """The model's walk itself, before predict() floors it: Amdahl's bound from single's split on the
+    cores given is the fewest seconds an iteration can take."""
+    from fragnb.predict.model import _Model
+
+    for prof in _random_profiles():
+        for placement in _placements(graph):
+            for cluster in [*CPU_CLUSTERS, PRESETS["8-gpu node"]]:
+                for replicas in (None, 4, 64):
+                    model = _Model(placement, prof, cluster, replicas)
+                    walked, bound = model.iteration()[0], model.bound()
+                    assert walked >= bound * (1 - 1e-9), (placement.policy.name, cluster.name, replicas, walked, bound)
+
+
+def test_one_replica_of_a_synchronous_placement_is_never_predicted_faster_than_single(graph):
+    for prof in _random_profiles():
+        for cluster in CPU_CLUSTERS:
+            single = predict(graph.place("single"), prof, cluster).seconds_per_iteration
+            for policy, params in [("gpu_only", {}), ("coarse", {"actors": 1}), ("fine", {"actors": 1})]:
+                p = predict(graph.place(policy, **params), prof, cluster)
+                assert p.seconds_per_iteration >= single * (1 - 1e-9), (policy, cluster.name)
+
+
+def test_more_replicas_never_step_faster_than_the_cores_allow(graph):
+    """However many replicas, an iteration steps at most the cores' worth of what `single` would step
+    on the same batch: one process stepping it all, every call paid once (more replicas bring their
+    environments, so the batch grows with them and per-call costs are shared over more of it)."""
+    from fragnb.predict.model import _Model
+
+    for prof in _random_profiles():
+        inside = _Model(graph.place("single"), prof, IDEAL).iterated()
+        fragments = {graph.fragment_of(st).name for st in graph.statements if st.index in inside}
+        for cluster in CPU_CLUSTERS:
+            for placement in _placements(graph):
+                for replicas in (None, 2, 16, 256):
+                    p = predict(placement, prof, cluster, replicas)
+                    scale = p.env_steps_per_s * p.seconds_per_iteration / prof.env_steps
+                    alone = sum(a + scale * b for a, b in map(prof.per_call_and_batch, fragments))
+                    fastest = scale * prof.env_steps / alone * max(1.0, cluster.total_cores)
+                    assert p.env_steps_per_s <= fastest * (1 + 1e-9), (placement.policy.name, cluster.name, replicas)
+
+
+def test_the_runtimes_costs_are_a_term_of_their_own_and_each_terms_share_is_printed(graph):
+    busy_runtime = Cluster("runtime", 1, 8, latency_s=0.0, message_s=0.0, bandwidth=1e30, iteration_s=0.01, step_s=1e-3)
+    single = predict(graph.place("single"), _profile(), busy_runtime)
+    assert "runtime" not in single.terms  # single runs the cell itself: its profile measured all it costs
+    coarse = predict(graph.place("coarse", actors=2), _profile(), busy_runtime)
+    assert coarse.terms["runtime"] == pytest.approx(2 * 0.01)  # each group's program, once an iteration
+    assert sum(coarse.terms.values()) == pytest.approx(coarse.seconds_per_iteration)
+    fine = predict(graph.place("fine", actors=2), _profile(), busy_runtime)
+    # two programs an iteration; envs, actor and buffer segments walked every one of the 32 steps
+    assert fine.terms["runtime"] > 2 * 0.01 + 32 * 1e-3 and sum(fine.terms.values()) == pytest.approx(
+        fine.seconds_per_iteration
+    )
+    text = str(fine)
+    assert "[work: " in text and "runtime " in text and "%" in text.split("[")[1]
+
+
+def test_a_prediction_states_its_range_from_the_profiles_and_the_clusters_spread(graph):
+    spread = Profile(SECONDS, 1024, 32, 12, 1000, {}, {f: s / 2 for f, s in SECONDS.items()}, spread=0.1)
+    cluster = Cluster("c", 1, 2, latency_s=1e-3, message_s=1e-4, bandwidth=1e8, iteration_s=1e-3, spread=0.2)
+    p = predict(graph.place("fine", actors=2), spread, cluster)
+    assert p.low < p.env_steps_per_s < p.high
+    assert f"({p.low:,.0f}-{p.high:,.0f})" in str(p)
+    exact = predict(graph.place("fine", actors=2), _profile(), IDEAL)
+    assert exact.low == pytest.approx(exact.env_steps_per_s) == pytest.approx(exact.high)
+
+
+def test_a_run_compares_with_its_prediction_and_refines_the_cluster_for_the_next(graph):
+    from fragnb.runtime.result import RunResult
+
+    cluster = Cluster("c", 1, 8, latency_s=0.0, message_s=0.0, bandwidth=1e30, iteration_s=0.01)
+    p = predict(graph.place("coarse", actors=2), _profile(), cluster)  # 0.6 s of work + 2 x 10 ms
+    ran = RunResult(
+        "ppo",
+        "coarse",
+        iterations=4,
+        seconds=3.2,
+        env_steps=4 * 1024,
+        iteration_seconds=[0.9, 0.8, 0.8, 0.8],
+        intervals=[("actors[0]", "rollout", "busy", 0.0, 1.0), ("learner[0]", "learner", "busy", 0.0, 2.0)],
+    )
+    comparison = ran.compare(p)
+    assert comparison.measured == pytest.approx(1280) and comparison.error == pytest.approx(
+        p.env_steps_per_s / 1280 - 1
+    )
+    assert set(comparison.busy) == {"actors", "learner"} and "measured" in str(comparison)
+    refined = cluster.refined(p, ran)
+    again = predict(graph.place("coarse", actors=2), _profile(), refined)
+    assert again.seconds_per_iteration == pytest.approx(0.8) and refined.iteration_s == pytest.approx(0.1)
+    assert refined.name == "c (refined)"

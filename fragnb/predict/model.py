@@ -18,11 +18,11 @@ Every figure it returns is a prediction: ``benchmarks/predict.py`` compares them
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..plan.program import DrivenLoop, Segment, plan
 
-__all__ = ["Cluster", "PRESETS", "Prediction", "Scaling", "predict", "scaling"]
+__all__ = ["Cluster", "Comparison", "PRESETS", "Prediction", "Scaling", "compare", "predict", "scaling"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,14 @@ class Cluster:
     message costs its sender and receiver (pickling, signing, system calls); ``bandwidth``: bytes/s
     between two workers; ``gpu_speed``: how many times faster a GPU runs the batch-sized part of the
     network fragments (inference, learning) placed on it than one of these cores (what every call
-    costs whatever its batch, the launch, it does not shorten)."""
+    costs whatever its batch, the launch, it does not shorten).
+
+    The runtime's own costs, outside the fragments' work and the values they pass: ``iteration_s``, what
+    a worker group's program pays each iteration around its fragments (a progress event, the weights'
+    version, the iteration's bookkeeping), and ``step_s``, what it pays per segment it walks in a loop
+    driven step by step (``fine``: dispatching the segment, timing it). ``spread``: how far
+    :func:`~fragnb.predict.calibrate.calibrate`'s repeated measurements of this cluster strayed from
+    their median, as a fraction: a prediction's range widens by it."""
 
     name: str
     workers: int
@@ -43,10 +50,41 @@ class Cluster:
     message_s: float = 30e-6
     bandwidth: float = 1e9
     gpu_speed: float = 1.0
+    iteration_s: float = 0.0
+    step_s: float = 0.0
+    spread: float = 0.0
 
     @property
     def total_cores(self) -> int:
         return self.workers * self.cores
+
+    def refined(self, prediction: Prediction, result) -> Cluster:
+        """This cluster with the runtime's costs set so that ``prediction`` (made on this cluster for the
+        placement ``result`` ran) would have matched ``result``'s seconds per iteration: the next
+        prediction on it learns from what ran. Only the runtime's terms move (they are what the model
+        knows least); a run faster than the prediction without them leaves them at 0."""
+        measured = result.seconds_per_iteration
+        runtime = prediction.terms.get("runtime", 0.0)
+        missing = measured - prediction.seconds_per_iteration
+        if runtime > 0:
+            factor = max(0.0, (runtime + missing) / runtime)
+            iteration_s, step_s = self.iteration_s * factor, self.step_s * factor
+        else:
+            iteration_s, step_s = max(0.0, missing) / max(1, len(prediction.replicas)), self.step_s
+        name = self.name if self.name.endswith("(refined)") else f"{self.name} (refined)"
+        return replace(self, name=name, iteration_s=iteration_s, step_s=step_s)
+
+    def scaled(self, factor: float) -> Cluster:
+        """This cluster with every cost (latency, work per message, runtime's terms) ``factor`` times as
+        long and the bandwidth ``factor`` times as small: a prediction's slow (> 1) or fast (< 1) end."""
+        return replace(
+            self,
+            latency_s=self.latency_s * factor,
+            message_s=self.message_s * factor,
+            bandwidth=self.bandwidth / factor,
+            iteration_s=self.iteration_s * factor,
+            step_s=self.step_s * factor,
+        )
 
 
 #: Cluster descriptions to predict for. ``"here"`` is this 2-core machine as its runs showed it: a step's
@@ -86,12 +124,27 @@ class Prediction:
         0.0  # share of the iteration spent passing values (messages, all-reduce) on its critical path
     )
     bottleneck: str = ""
+    #: Seconds per iteration on the critical path, by term: each group's work ("work: learner"), the
+    #: values passed between groups ("passing values"), the runtime's own costs ("runtime"). They add
+    #: up to ``seconds_per_iteration`` for synchronous policies; decoupled ones show the side that bounds them.
+    terms: dict[str, float] = field(default_factory=dict)
+    #: The fewest seconds per iteration Amdahl's law allows: no term of communication or runtime, every
+    #: replicated group's batch shared among as many replicas as the cores run at once.
+    bound_seconds: float = 0.0
+    #: env steps/s with every measured input (the profile's fragments, the cluster's costs) at the slow
+    #: and the fast end of its measured spread.
+    low: float = 0.0
+    high: float = 0.0
 
     def __str__(self) -> str:
         counts = ", ".join(f"{g} x{n}" for g, n in self.replicas.items())
+        spread = f" ({self.low:,.0f}-{self.high:,.0f})" if self.high > self.low else ""
+        total = sum(self.terms.values())
+        shares = "; ".join(f"{t} {s / total:.0%}" for t, s in self.terms.items() if s > 0) if total else ""
         return (
-            f"predicted for {self.policy} ({counts}) on {self.cluster}: {self.env_steps_per_s:,.0f} env steps/s, "
+            f"predicted for {self.policy} ({counts}) on {self.cluster}: {self.env_steps_per_s:,.0f}{spread} env steps/s, "
             f"{self.seconds_per_iteration * 1e3:.0f} ms per iteration; {self.bottleneck}"
+            + (f" [{shares}]" if shares else "")
         )
 
 
@@ -105,8 +158,16 @@ def predict(placement, profile, cluster: Cluster | str = "here", replicas: int |
     cluster = cluster_named(cluster)
     model = _Model(placement, profile, cluster, replicas)
     seconds, busy, passing = model.iteration()
+    bound = model.bound()
+    seconds = max(seconds, bound)  # the walk never goes below it (tests/test_predict.py); the floor says so
     steps = profile.env_steps * model.scale
     share = min(1.0, passing / seconds) if seconds else 0.0
+    ends = []
+    for sign in (1, -1):  # slow end, fast end
+        edge = _Model(
+            placement, profile.scaled(1 + sign * profile.spread), cluster.scaled(1 + sign * cluster.spread), replicas
+        )
+        ends.append(steps / max(edge.iteration()[0], edge.bound(), 1e-12))
     return Prediction(
         placement.policy.name,
         cluster.name,
@@ -116,6 +177,47 @@ def predict(placement, profile, cluster: Cluster | str = "here", replicas: int |
         busy,
         share,
         _bottleneck(busy, share),
+        dict(model.terms),
+        bound,
+        *ends,
+    )
+
+
+@dataclass
+class Comparison:
+    """A prediction beside the run it predicted: env steps/s and each group's busy share, both ways."""
+
+    policy: str
+    predicted: float
+    measured: float
+    low: float
+    high: float
+    busy: dict[str, tuple[float, float]]  # group -> (predicted, measured) share of the time it works
+
+    @property
+    def error(self) -> float:
+        """(predicted - measured) / measured."""
+        return self.predicted / self.measured - 1 if self.measured else float("nan")
+
+    @property
+    def within_range(self) -> bool:
+        return self.low <= self.measured <= self.high
+
+    def __str__(self) -> str:
+        where = "within" if self.within_range else "outside"
+        groups = "; ".join(f"{g} busy {p:.0%} predicted, {m:.0%} measured" for g, (p, m) in self.busy.items())
+        return (
+            f"{self.policy}: {self.predicted:,.0f} env steps/s predicted ({self.low:,.0f}-{self.high:,.0f}), "
+            f"{self.measured:,.0f} measured ({self.error:+.0%}, {where} the range)" + (f"; {groups}" if groups else "")
+        )
+
+
+def compare(prediction: Prediction, result) -> Comparison:
+    """``prediction`` beside ``result``, a run of the placement it predicted (``result.compare(p)``)."""
+    measured = result.busy()
+    busy = {g: (b, measured[g]) for g, b in prediction.busy.items() if g in measured}
+    return Comparison(
+        prediction.policy, prediction.env_steps_per_s, result.env_steps_per_s, prediction.low, prediction.high, busy
     )
 
 
@@ -248,13 +350,16 @@ class _Model:
             self.scale = replicas / max(self.count[g] for g in replicated)
             self.count.update({g: max(1, round(self.count[g] * self.scale)) for g in replicated})
         if placement.policy.whole:  # data_parallel: each replica steps a whole batch of its own, none shared
-            self.scale *= max(self.count.values())
+            self.scale = max(self.count.values())
         per_fragment: dict[str, int] = {}
         self.fragment = {}
         for s in graph.statements:
             name = graph.fragment_of(s).name
             self.fragment[s.index] = name
             per_fragment[name] = per_fragment.get(name, 0) + 1
+        #: ``single`` runs the cell itself in the notebook, which its profile measured: no runtime around it
+        self.runtime = placement.policy.name != "single"
+        self.terms: dict[str, float] = {}
         gpu = set(placement.policy.gpu_groups) if cluster.gpus else set()
         self.stmt_seconds = {}  # statement -> (seconds every call costs, seconds the whole batch adds) per iteration
         for i, name in self.fragment.items():
@@ -293,22 +398,25 @@ class _Model:
     # -- the program -----------------------------------------------------------------------------
     def iteration(self) -> tuple[float, dict[str, float], float]:
         """Seconds per iteration, each group's busy share, and the seconds of it spent passing values."""
-        loop = next((i for i in self.program.items if isinstance(i, DrivenLoop)), None)
-        body = loop.body if loop else [i for i in self.program.items if isinstance(i, Segment)]
+        body = self.body()
         busy: dict[str, float] = dict.fromkeys(self.count, 0.0)
+        self.terms = {}
         if not self.placement.policy.decoupled:
             self.passing = allreduce = self.allreduce()
-            seconds = self.walk(body, busy, per_iteration=True) + allreduce
+            self._term("passing values", allreduce)
+            seconds = self.walk(body, busy, per_iteration=True) + allreduce + self.iteration_runtime(self.count, busy)
             return seconds, {g: min(1.0, b / seconds) for g, b in busy.items()} if seconds else busy, self.passing
         # decoupled: the driver's group and the others each walk their own part, side by side
         home = self.placement.home
-        parts, passing = {}, {}
+        parts, passing, terms = {}, {}, {}
         for side in ("home", "free"):
             mine = [g for g in self.count if (g == home) == (side == "home")]
             side_busy = dict.fromkeys(self.count, 0.0)
             self.passing = 0.0
+            self.terms = {}
             parts[side] = self.walk(body, side_busy, per_iteration=True, only=set(mine))
-            passing[side] = self.passing
+            parts[side] += self.iteration_runtime(mine, side_busy)
+            passing[side], terms[side] = self.passing, self.terms
             for g in mine:
                 busy[g] = side_busy[g]
         ring = max(self.placement.colocated.values(), default=1)
@@ -319,6 +427,7 @@ class _Model:
         ) / max(1, self.cluster.total_cores)
         seconds = max(parts["home"], parts["free"], cpu)
         bound = max(parts, key=parts.get)
+        self.terms = terms[bound] if parts[bound] >= cpu else {"work: all groups on the cores": cpu}
         return (
             seconds,
             {g: min(1.0, b / seconds) for g, b in busy.items()},
@@ -339,14 +448,75 @@ class _Model:
             if only is not None and seg.group not in only:
                 continue
             seconds = self.work(seg)
+            self._term(f"work: {seg.group}", seconds)
+            if self.runtime and not per_iteration:  # the walker dispatches and times the segment every step
+                seconds += steps * self.cluster.step_s
+                self._term("runtime", steps * self.cluster.step_s)
             busy[seg.group] += seconds
             total += seconds
             crossing = self.crossing(before, seg)
             if crossing is not None:
                 seconds = steps * self.handoff(before.group, seg.group, crossing / steps)
                 self.passing += seconds
+                self._term("passing values", seconds)
                 total += seconds
         return total
+
+    def body(self) -> list:
+        """The items an iteration walks: the iteration loop's body (or the cell's segments without one)."""
+        loop = next((i for i in self.program.items if isinstance(i, DrivenLoop)), None)
+        return loop.body if loop else [i for i in self.program.items if isinstance(i, Segment)]
+
+    def iterated(self) -> set[int]:
+        """The statements an iteration runs (a driven loop's inside it included)."""
+        found, pending = set(), list(self.body())
+        while pending:
+            item = pending.pop()
+            if isinstance(item, DrivenLoop):
+                pending.extend(item.body)
+            else:
+                found.update(item.statements)
+        return found
+
+    def iteration_runtime(self, groups, busy: dict[str, float]) -> float:
+        """What the runtime costs ``groups``' programs each iteration around their fragments, one after
+        another (they take turns on the critical path)."""
+        if not self.runtime:
+            return 0.0
+        for g in groups:
+            busy[g] += self.cluster.iteration_s
+        seconds = len(groups) * self.cluster.iteration_s
+        self._term("runtime", seconds)
+        return seconds
+
+    def _term(self, name: str, seconds: float) -> None:
+        if seconds:
+            self.terms[name] = self.terms.get(name, 0.0) + seconds
+
+    def bound(self) -> float:
+        """Amdahl's bound: the fewest seconds per iteration the work allows, with nothing passed and no
+        runtime. A synchronous placement's groups take turns, each replicated one sharing its batch among
+        the replicas the cores run at once; a decoupled one's sides overlap. Never below the work of all
+        replicas spread over every core."""
+        cores = max(1.0, self.cluster.total_cores)
+        inside = self.iterated()
+        group_of = {i: self.placement.fragments[self.fragment[i]].group for i in inside}
+        lower: dict[str, float] = {}
+        for i, (fixed, batch) in ((i, self.stmt_seconds[i]) for i in inside):
+            g = group_of[i]
+            lower[g] = lower.get(g, 0.0) + fixed + batch / min(self.count[g], cores)
+        cpu = sum(
+            fixed * self.count[group_of[i]] + batch for i, (fixed, batch) in self.stmt_seconds.items() if i in inside
+        )
+        cpu /= cores
+        if not self.placement.policy.decoupled:
+            return max(sum(lower.values()), cpu)
+        home = self.placement.home
+        sides = (
+            sum(t for g, t in lower.items() if g == home),
+            sum(t for g, t in lower.items() if g != home) / max(self.placement.colocated.values(), default=1),
+        )
+        return max(*sides, cpu)
 
     def crossing(self, sender: Segment, receiver: Segment) -> int | None:
         """Bytes per iteration the placement's edges carry from one segment's fragments to the

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..runtime.job import Job, Silent
 from ..runtime.local import InNotebook, copies
@@ -19,7 +20,7 @@ from ..runtime.measure import measure
 from ..runtime.worker.generators import generators
 from ..shards import shard, splits
 
-__all__ = ["Profile", "profile"]
+__all__ = ["Profile", "profile", "spread"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,13 @@ class Profile:
     #: fragment -> seconds with half the environments (each split component's first half), where the
     #: cell runs so: what a fragment's time owes to the batch's size, and what to each call
     half: dict[str, float] | None = None
+    #: how far its iterations' seconds strayed from their median, as a fraction: a prediction's range
+    spread: float = 0.0
+
+    def scaled(self, factor: float) -> Profile:
+        """This profile with every fragment ``factor`` times as long: a prediction's slow or fast end."""
+        half = None if self.half is None else {f: t * factor for f, t in self.half.items()}
+        return replace(self, seconds={f: t * factor for f, t in self.seconds.items()}, half=half)
 
     def per_call_and_batch(self, fragment: str) -> tuple[float, float]:
         """A fragment's seconds per iteration as (what every call costs whatever its batch, what the
@@ -90,7 +98,16 @@ def profile(graph, iterations: int = 3) -> Profile:
         sum(sizes.values()),
         edge_bytes,
         half,
+        spread(result.iteration_seconds[1:] or result.iteration_seconds),
     )
+
+
+def spread(samples: list[float]) -> float:
+    """How far ``samples`` stray from their median at most, as a fraction of it (0 for fewer than two)."""
+    if len(samples) < 2:
+        return 0.0
+    middle = statistics.median(samples)
+    return max(abs(x - middle) for x in samples) / middle if middle > 0 else 0.0
 
 
 def _timed(graph, ns: dict, iterations: int):
