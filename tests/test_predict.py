@@ -192,6 +192,7 @@ def test_calibrating_fragnbs_cluster_measures_its_links_and_cores():
     assert here.name.startswith("measured: 2 workers, ") and here.workers == 1
     assert 0.2 <= here.cores <= 2.5  # at most about the two workers it ran side by side
     assert 0 < here.latency_s < 0.05 and 0 <= here.message_s < 0.05 and here.bandwidth > 1e6
+    assert here.iteration_s > 0 and 0 <= here.spread < 1  # the runtime's cost scaled to this cluster; a range
 
 
 # -- invariants the model cannot break, on made-up profiles and every preset -------------------------

@@ -15,7 +15,8 @@ import uuid
 
 from ..runtime.cluster import clusters
 from ..runtime.plane import _host
-from .model import Cluster
+from .model import PRESETS, Cluster
+from .profile import spread
 
 __all__ = ["calibrate"]
 
@@ -39,7 +40,7 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
         client.submit(_exchange, rank, run_id, key, _host(w), rounds, workers=[w], pure=False)
         for rank, w in enumerate(workers[:2])
     ]
-    small, burst, large = client.gather(pair)[0]
+    small, burst, large, jitter = client.gather(pair)[0]
     message_s = max(0.0, (burst - small) / BURST)
     latency_s = max(1e-6, small / 2 - message_s)
     bandwidth = LARGE / max(1e-9, large / 2 - latency_s - message_s)
@@ -48,9 +49,14 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
     )  # torch imported, caches warm
     # The fastest of three runs alone: one slow run alone (a page fault, a busy neighbour) would make the
     # workers look faster side by side than alone, 2.7 cores' worth out of two workers (seen in CI).
-    alone = min(client.submit(_workload, workers=[workers[0]], pure=False).result() for _ in range(3))
+    runs = [client.submit(_workload, workers=[workers[0]], pure=False).result() for _ in range(3)]
+    alone = min(runs)
     together = client.gather([client.submit(_workload, workers=[w], pure=False) for w in workers])
     cores = sum(min(1.0, alone / t) for t in together)  # each worker's speed beside the others, at most 1
+    # The runtime's own costs are Python work, as a message's is: the preset's, scaled by this
+    # cluster's work per message against the machine they were measured on.
+    here = PRESETS["here"]
+    speed = message_s / here.message_s if message_s > 0 else 1.0
     return Cluster(
         name or f"measured: {len(workers)} workers, {cores:.1f} cores' worth",
         workers=1,
@@ -58,12 +64,15 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
         latency_s=latency_s,
         message_s=message_s,
         bandwidth=bandwidth,
+        iteration_s=here.iteration_s * speed,
+        step_s=here.step_s * speed,
+        spread=max(jitter, spread(runs)),
     )
 
 
-def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tuple[float, float, float]:
+def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tuple[float, float, float, float]:
     """On two workers: median seconds of a small round trip, of a burst of small messages answered
-    once, and of a 1 MiB round trip (rank 0's)."""
+    once, and of a 1 MiB round trip, and the small round trips' spread (rank 0's)."""
     import torch
     from distributed import Variable
 
@@ -74,7 +83,7 @@ def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tup
     try:
         Variable(f"{run_id}-{me}").set(ch.address)
         ch.connect({me: ch.address, peer: Variable(f"{run_id}-{peer}").get(timeout=60)})
-        timings = []
+        timings, small = [], []
         for count, value in ((1, torch.zeros(16)), (BURST, torch.zeros(16)), (1, torch.zeros(LARGE // 4))):
             times = []
             for _ in range(10 + (rounds if count == 1 else rounds // 10)):
@@ -89,7 +98,11 @@ def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tup
                         got = ch.recv(peer, "ping")
                     ch.send([peer], "pong", got)
             timings.append(statistics.median(times[10:]) if rank == 0 else 0.0)
-        return tuple(timings)
+            small = small or times[10:]
+        if rank != 0:
+            return (*timings, 0.0)
+        q1, middle, q3 = statistics.quantiles(small, n=4)
+        return (*timings, (q3 - q1) / 2 / middle)  # how far a typical small round trip strays from the median
     finally:
         ch.close()
 
