@@ -85,7 +85,11 @@ def test_each_placement_shows_its_predicted_throughput_and_bottleneck_on_the_cho
     assert x.profile is not None and not hasattr(g, "costs")  # profiled once, when it opened; kept by the explorer
     here = x.prediction.value
     assert "<b>Predicted</b> (a model, not a measurement) on this machine (2 cores)" in here and "env steps/s" in here
-    assert f"{g.place('coarse', actors=2).predict('here', profile=x.profile).env_steps_per_s:,.0f} env steps/s" in here
+    p = g.place("coarse", actors=2).predict("here", profile=x.profile)
+    assert f"{p.env_steps_per_s:,.0f}" in here and "env steps/s" in here
+    if p.high > p.low:  # the profile's iterations strayed: the range it gives
+        assert f"({p.low:,.0f}-{p.high:,.0f}) env steps/s" in here
+    assert "The iteration's terms: work: actors " in here and "runtime " in here
     assert "kB" in x.traffic.value and "not measured" not in x.traffic.value  # its placements carry the profile's bytes
     assert explore(g, "coarse", actors=2, profile=x.profile).profile is x.profile  # a profile given: none taken again
     x.preset.value = "64-gpu cluster"
@@ -141,6 +145,7 @@ def test_run_leaves_the_kernel_free_and_stop_ends_at_an_iteration_boundary(canon
     result = x.result
     assert result.stopped.startswith("interrupted") and 2 <= result.iterations < 200
     assert bytes(x.plot.value).startswith(b"\x89PNG") and "stopped" in x.status.value and not x.run_button.disabled
+    assert "Against the prediction: " in x.status.value and "measured (" in x.status.value  # what ran beside the model
     assert g.namespace["it"] == result.iterations - 1
     plain = _plain_weights(canonical, ppo_ns, result.iterations)
     for key, value in g.namespace["learner"].policy.state_dict().items():

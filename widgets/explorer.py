@@ -283,10 +283,14 @@ class Explorer:
             return f"<p>No prediction: profiling the loop under single failed ({html.escape(str(self._profile_error))}).</p>"
         p = self.prediction_for(placement)
         shares = ", ".join(f"{html.escape(g)} {b:.0%}" for g, b in p.busy.items())
+        span = f" ({p.low:,.0f}-{p.high:,.0f})" if p.high > p.low else ""
+        total = sum(p.terms.values()) or 1.0
+        terms = ", ".join(f"{html.escape(t)} {v / total:.0%}" for t, v in p.terms.items())
         return (
             f"<p><b>Predicted</b> (a model, not a measurement) on {html.escape(p.cluster)}: "
-            f"<b>{p.env_steps_per_s:,.0f} env steps/s</b>, {p.seconds_per_iteration * 1e3:,.0f} ms per iteration; "
-            f"busy: {shares}; passing values {p.communication:.0%}.<br>{html.escape(p.bottleneck[0].upper() + p.bottleneck[1:])}.</p>"
+            f"<b>{p.env_steps_per_s:,.0f}{span} env steps/s</b>, {p.seconds_per_iteration * 1e3:,.0f} ms per iteration; "
+            f"busy: {shares}; passing values {p.communication:.0%}.<br>{html.escape(p.bottleneck[0].upper() + p.bottleneck[1:])}."
+            f"<br>The iteration's terms: {terms}.</p>"
         )
 
     def _preset_changed(self) -> None:
@@ -443,6 +447,9 @@ class Explorer:
             self.status.value = html.escape(str(self.result).splitlines()[0]) + (
                 f"<br>{html.escape(self.result.stopped)}" if self.result.stopped else ""
             )
+            if self.profile is not None and self.result.iterations > 1:  # what ran beside what was predicted
+                compared = self.result.compare(self.prediction_for(self._place(policy, **params)))
+                self.status.value += f"<br>Against the prediction: {html.escape(str(compared))}"
         except BaseException as e:  # shown, not raised: no cell waits for this thread
             self.error = e
             self.status.value = _error(e)
