@@ -21,6 +21,8 @@ from .profile import spread
 __all__ = ["calibrate"]
 
 BURST = 100
+#: Seconds :func:`_workload` takes alone on the machine the ``"here"`` preset describes (2026-12-03).
+WORKLOAD_HERE_S = 0.077
 LARGE = 1 << 20
 
 
@@ -53,10 +55,11 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
     alone = min(runs)
     together = client.gather([client.submit(_workload, workers=[w], pure=False) for w in workers])
     cores = sum(min(1.0, alone / t) for t in together)  # each worker's speed beside the others, at most 1
-    # The runtime's own costs are Python work, as a message's is: the preset's, scaled by this
-    # cluster's work per message against the machine they were measured on.
+    # The runtime's own costs are Python and torch work on a worker: the preset's, scaled by how long the
+    # same workload takes here against the machine they were measured on (a message's work would not
+    # do: the preset's is what a busy machine showed, calibrate() measures an idle pair).
     here = PRESETS["here"]
-    speed = message_s / here.message_s if message_s > 0 else 1.0
+    speed = alone / WORKLOAD_HERE_S
     return Cluster(
         name or f"measured: {len(workers)} workers, {cores:.1f} cores' worth",
         workers=1,
@@ -108,7 +111,7 @@ def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tup
 
 
 def _workload(steps: int = 3000) -> float:
-    """Seconds ``steps`` small torch operations take on this worker (0.2-0.3 s here), as a replica does them."""
+    """Seconds ``steps`` small torch operations take on this worker (:data:`WORKLOAD_HERE_S` here), as a replica does them."""
     import torch
 
     torch.set_num_threads(1)

@@ -92,11 +92,12 @@ class Cluster:
 #: measured 170 us of latency, 110 us a message, 280 MB/s and 2.1 cores' worth on 2026-12-02), since
 #: three busy processes share its two cores; calibrate the cluster you have for your own figures.
 PRESETS = {
-    # iteration_s: a `gpu_only` replica (one program, no messages) spent 2 ms of CPU per iteration beyond
-    # its fragments' profile (psutil, notebook 01's loop, 40 iterations, 2026-12-03); fine's per-step
-    # costs are in the latency and message terms, fitted to its runs.
+    # iteration_s: each coarse or async replica's process spent 9 ms of CPU per iteration beyond its
+    # fragments' profile, a gpu_only one 2 ms (psutil, notebook 01's loop, 40 iterations, 2026-12-03), and
+    # Cluster.refined() from notebook 10's coarse x2 run gave 6.9 ms; fine's per-step costs are in the
+    # latency and message terms, fitted to its runs.
     "here": Cluster(
-        "this machine (2 cores)", 1, 2, latency_s=350e-6, message_s=120e-6, bandwidth=250e6, iteration_s=2e-3
+        "this machine (2 cores)", 1, 2, latency_s=350e-6, message_s=120e-6, bandwidth=250e6, iteration_s=6e-3
     ),
     "laptop": Cluster("a laptop (8 cores)", 1, 8, latency_s=60e-6, message_s=40e-6, bandwidth=2e9),
     "8-gpu node": Cluster(
