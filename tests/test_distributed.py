@@ -629,6 +629,9 @@ def test_a_run_that_loses_a_worker_resumes_from_its_checkpoint_with_the_uninterr
 
 def test_a_run_on_dask_worker_processes_resumes_on_the_worker_its_nanny_starts_again(canonical, ppo_ns, monkeypatch):
     uninterrupted, _ = _run(canonical, ppo_ns, "single", iterations=7)
+    # The newest worker process must be one of the nannies': no embedded cluster of an earlier test (or
+    # one a `%load_ext` started in the background) may fork one during this test (CI killed such a one).
+    clusters.shutdown()
     with dask_processes() as address:
         killed = kill_a_worker_when_shown(monkeypatch, 5)  # the newest process: one of the nannies' workers
         ns, result = _run(canonical, ppo_ns, "coarse", iterations=7, checkpoint_every=2, actors=2, cluster=address)

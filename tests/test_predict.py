@@ -310,7 +310,7 @@ def test_a_run_compares_with_its_prediction_and_refines_the_cluster_for_the_next
         iteration_seconds=[0.9, 0.8, 0.8, 0.8],
         intervals=[("actors[0]", "rollout", "busy", 0.0, 1.0), ("learner[0]", "learner", "busy", 0.0, 2.0)],
     )
-    comparison = ran.compare(p)
+    comparison = p.compare(ran)
     assert comparison.measured == pytest.approx(1280) and comparison.error == pytest.approx(
         p.env_steps_per_s / 1280 - 1
     )

@@ -448,7 +448,7 @@ class Explorer:
                 f"<br>{html.escape(self.result.stopped)}" if self.result.stopped else ""
             )
             if self.profile is not None and self.result.iterations > 1:  # what ran beside what was predicted
-                compared = self.result.compare(self.prediction_for(self._place(policy, **params)))
+                compared = self.prediction_for(self._place(policy, **params)).compare(self.result)
                 self.status.value += f"<br>Against the prediction: {html.escape(str(compared))}"
         except BaseException as e:  # shown, not raised: no cell waits for this thread
             self.error = e

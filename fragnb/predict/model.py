@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from ..plan.program import DrivenLoop, Segment, plan
 
-__all__ = ["Cluster", "Comparison", "PRESETS", "Prediction", "Scaling", "compare", "predict", "scaling"]
+__all__ = ["Cluster", "Comparison", "PRESETS", "Prediction", "Scaling", "predict", "scaling"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,13 @@ class Prediction:
     low: float = 0.0
     high: float = 0.0
 
+    def compare(self, result) -> Comparison:
+        """This prediction beside ``result``, a run of the placement it predicted: env steps/s and each
+        group's busy share, both ways. ``cluster.refined(prediction, result)`` learns from it."""
+        measured = result.busy()
+        busy = {g: (b, measured[g]) for g, b in self.busy.items() if g in measured}
+        return Comparison(self.policy, self.env_steps_per_s, result.env_steps_per_s, self.low, self.high, busy)
+
     def __str__(self) -> str:
         counts = ", ".join(f"{g} x{n}" for g, n in self.replicas.items())
         spread = f" ({self.low:,.0f}-{self.high:,.0f})" if self.high > self.low else ""
@@ -216,15 +223,6 @@ class Comparison:
             f"{self.policy}: {self.predicted:,.0f} env steps/s predicted ({self.low:,.0f}-{self.high:,.0f}), "
             f"{self.measured:,.0f} measured ({self.error:+.0%}, {where} the range)" + (f"; {groups}" if groups else "")
         )
-
-
-def compare(prediction: Prediction, result) -> Comparison:
-    """``prediction`` beside ``result``, a run of the placement it predicted (``result.compare(p)``)."""
-    measured = result.busy()
-    busy = {g: (b, measured[g]) for g, b in prediction.busy.items() if g in measured}
-    return Comparison(
-        prediction.policy, prediction.env_steps_per_s, result.env_steps_per_s, prediction.low, prediction.high, busy
-    )
 
 
 def cluster_named(cluster: Cluster | str) -> Cluster:

@@ -110,14 +110,6 @@ class RunResult:
         steady = sorted(self.iteration_seconds[1:] or self.iteration_seconds)
         return steady[len(steady) // 2] if steady else float("nan")
 
-    def compare(self, prediction):
-        """A :class:`~fragnb.predict.model.Comparison` of ``prediction`` (``placement.predict(...)`` of the
-        placement this run ran) with what ran: env steps/s and each group's busy share, both ways.
-        ``cluster.refined(prediction, result)`` makes the next prediction on that cluster learn from it."""
-        from ..predict.model import compare
-
-        return compare(prediction, self)
-
     def solved_at(self, threshold: float = 475.0, window: int = 20) -> tuple[int, float] | None:
         """(env steps, seconds) when the mean of the last ``window`` returns first reached ``threshold``."""
         i = first_solved(self.returns, threshold, window)
