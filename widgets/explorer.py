@@ -283,12 +283,10 @@ class Explorer:
             return f"<p>No prediction: profiling the loop under single failed ({html.escape(str(self._profile_error))}).</p>"
         p = self.prediction_for(placement)
         shares = ", ".join(f"{html.escape(g)} {b:.0%}" for g, b in p.busy.items())
-        span = f" ({p.low:,.0f}-{p.high:,.0f})" if p.high > p.low else ""
-        total = sum(p.terms.values()) or 1.0
-        terms = ", ".join(f"{html.escape(t)} {v / total:.0%}" for t, v in p.terms.items())
+        terms = ", ".join(f"{html.escape(t)} {share:.0%}" for t, share in p.shares().items())
         return (
             f"<p><b>Predicted</b> (a model, not a measurement) on {html.escape(p.cluster)}: "
-            f"<b>{p.env_steps_per_s:,.0f}{span} env steps/s</b>, {p.seconds_per_iteration * 1e3:,.0f} ms per iteration; "
+            f"<b>{p.env_steps_per_s:,.0f}{p.span} env steps/s</b>, {p.seconds_per_iteration * 1e3:,.0f} ms per iteration; "
             f"busy: {shares}; passing values {p.communication:.0%}.<br>{html.escape(p.bottleneck[0].upper() + p.bottleneck[1:])}."
             f"<br>The iteration's terms: {terms}.</p>"
         )

@@ -142,6 +142,16 @@ class Prediction:
     low: float = 0.0
     high: float = 0.0
 
+    @property
+    def span(self) -> str:
+        """`` (LOW-HIGH)``, the range in env steps/s as the prediction prints it ("" without a spread)."""
+        return f" ({self.low:,.0f}-{self.high:,.0f})" if self.high > self.low else ""
+
+    def shares(self) -> dict[str, float]:
+        """Each term's share of the iteration: :attr:`terms` over their sum."""
+        total = sum(self.terms.values())
+        return {t: v / total for t, v in self.terms.items() if v > 0} if total else {}
+
     def compare(self, result) -> Comparison:
         """This prediction beside ``result``, a run of the placement it predicted: env steps/s and each
         group's busy share, both ways. ``cluster.refined(prediction, result)`` learns from it."""
@@ -151,11 +161,9 @@ class Prediction:
 
     def __str__(self) -> str:
         counts = ", ".join(f"{g} x{n}" for g, n in self.replicas.items())
-        spread = f" ({self.low:,.0f}-{self.high:,.0f})" if self.high > self.low else ""
-        total = sum(self.terms.values())
-        shares = "; ".join(f"{t} {s / total:.0%}" for t, s in self.terms.items() if s > 0) if total else ""
+        shares = "; ".join(f"{t} {share:.0%}" for t, share in self.shares().items())
         return (
-            f"predicted for {self.policy} ({counts}) on {self.cluster}: {self.env_steps_per_s:,.0f}{spread} env steps/s, "
+            f"predicted for {self.policy} ({counts}) on {self.cluster}: {self.env_steps_per_s:,.0f}{self.span} env steps/s, "
             f"{self.seconds_per_iteration * 1e3:.0f} ms per iteration; {self.bottleneck}"
             + (f" [{shares}]" if shares else "")
         )
