@@ -286,6 +286,32 @@ def test_the_runtimes_costs_are_a_term_of_their_own_and_each_terms_share_is_prin
     assert "[work: " in text and "runtime " in text and "%" in text.split("[")[1]
 
 
+def test_a_wait_costs_the_loaded_latency_only_where_the_processes_outnumber_the_cores(graph):
+    def cluster(cores):
+        return Cluster("c", 1, cores, latency_s=1e-4, loaded_latency_s=1e-3, message_s=0.0, bandwidth=1e30)
+
+    # fine x2: three processes (two environment workers, the learner's); 32 steps, three waits each
+    crowded = predict(graph.place("fine", actors=2), _profile(), cluster(2))
+    roomy = predict(graph.place("fine", actors=2), _profile(), cluster(4))
+    assert crowded.terms["passing values"] - roomy.terms["passing values"] == pytest.approx(3 * 32 * (1e-3 - 1e-4))
+    # srl's ring replicas are threads: actors=2 with a ring of 2 are two processes of actors, one of policy
+    # workers and the trainer's, four processes that fit four cores
+    srl = graph.place("srl", actors=2)
+    assert (
+        predict(srl, _profile(), cluster(4)).terms["passing values"]
+        < predict(srl, _profile(), cluster(3)).terms["passing values"]
+    )
+
+
+def test_a_decoupled_placement_pays_the_runtime_in_every_replica_on_the_cores(graph):
+    """async's iteration is bounded by all the work on the cores, and every replica's program is work
+    there too: with a costly runtime, more actors on the same two cores are slower."""
+    runtime = Cluster("runtime", 1, 2, latency_s=0.0, message_s=0.0, bandwidth=1e30, iteration_s=0.5)
+    two, eight = (predict(graph.place("async", actors=n), _profile(), runtime) for n in (2, 8))
+    assert eight.seconds_per_iteration >= 9 * 0.5 / 2  # nine programs' runtime shared by two cores
+    assert two.seconds_per_iteration < eight.seconds_per_iteration
+
+
 def test_a_prediction_states_its_range_from_the_profiles_and_the_clusters_spread(graph):
     spread = Profile(SECONDS, 1024, 32, 12, 1000, {}, {f: s / 2 for f, s in SECONDS.items()}, spread=0.1)
     cluster = Cluster("c", 1, 2, latency_s=1e-3, message_s=1e-4, bandwidth=1e8, iteration_s=1e-3, spread=0.2)

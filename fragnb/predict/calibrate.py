@@ -65,6 +65,10 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
         workers=1,
         cores=round(cores, 2),
         latency_s=latency_s,
+        # A step's wait when the placement's processes outnumber the cores: an idle pair's round trip
+        # cannot show it (with one or two other workers computing beside the pair, its round trip stayed
+        # within the idle one's spread, 180-390 us against 380-410 us, 2026-12-03), so the preset's, scaled.
+        loaded_latency_s=max(latency_s, here.loaded_latency_s * speed),
         message_s=message_s,
         bandwidth=bandwidth,
         iteration_s=here.iteration_s * speed,

@@ -38,7 +38,9 @@ class Cluster:
     The runtime's own costs, outside the fragments' work and the values they pass: ``iteration_s``, what
     a worker group's program pays each iteration around its fragments (a progress event, the weights'
     version, the iteration's bookkeeping), and ``step_s``, what it pays per segment it walks in a loop
-    driven step by step (``fine``: dispatching the segment, timing it). ``spread``: how far
+    driven step by step (``fine``: dispatching the segment, timing it). ``loaded_latency_s``: a message's
+    latency when the placement's worker processes outnumber the cores, so that its receiver must wait
+    for one (``None``: ``latency_s``). ``spread``: how far
     :func:`~fragnb.predict.calibrate.calibrate`'s repeated measurements of this cluster strayed from
     their median, as a fraction: a prediction's range widens by it."""
 
@@ -52,6 +54,7 @@ class Cluster:
     gpu_speed: float = 1.0
     iteration_s: float = 0.0
     step_s: float = 0.0
+    loaded_latency_s: float | None = None
     spread: float = 0.0
 
     @property
@@ -80,6 +83,7 @@ class Cluster:
         return replace(
             self,
             latency_s=self.latency_s * factor,
+            loaded_latency_s=None if self.loaded_latency_s is None else self.loaded_latency_s * factor,
             message_s=self.message_s * factor,
             bandwidth=self.bandwidth / factor,
             iteration_s=self.iteration_s * factor,
@@ -94,10 +98,18 @@ class Cluster:
 PRESETS = {
     # iteration_s: each coarse or async replica's process spent 9 ms of CPU per iteration beyond its
     # fragments' profile, a gpu_only one 2 ms (psutil, notebook 01's loop, 40 iterations, 2026-12-03), and
-    # Cluster.refined() from notebook 10's coarse x2 run gave 6.9 ms; fine's per-step costs are in the
-    # latency and message terms, fitted to its runs.
+    # Cluster.refined() from notebook 10's coarse x2 run gave 6.9 ms. fine's per-step costs are in the
+    # latency and message terms: calibrate() measured 33-170 us for an idle pair's round trip and about
+    # 350 us for a step's wait with three busy processes on the two cores (fine x2), fitted to its runs.
     "here": Cluster(
-        "this machine (2 cores)", 1, 2, latency_s=350e-6, message_s=120e-6, bandwidth=250e6, iteration_s=6e-3
+        "this machine (2 cores)",
+        1,
+        2,
+        latency_s=100e-6,
+        loaded_latency_s=350e-6,
+        message_s=120e-6,
+        bandwidth=250e6,
+        iteration_s=6e-3,
     ),
     "laptop": Cluster("a laptop (8 cores)", 1, 8, latency_s=60e-6, message_s=40e-6, bandwidth=2e9),
     "8-gpu node": Cluster(
@@ -371,6 +383,11 @@ class _Model:
             per_fragment[name] = per_fragment.get(name, 0) + 1
         #: ``single`` runs the cell itself in the notebook, which its profile measured: no runtime around it
         self.runtime = placement.policy.name != "single"
+        #: worker processes the run uses (srl's ring replicas are threads of one); more than the cores, and
+        #: a message's receiver may have to wait for one
+        self.processes = sum(-(-n // placement.colocated.get(g, 1)) for g, n in self.count.items())
+        loaded = cluster.loaded_latency_s is not None and self.processes > cluster.total_cores
+        self.latency = cluster.loaded_latency_s if loaded else cluster.latency_s
         self.terms: dict[str, float] = {}
         gpu = set(placement.policy.gpu_groups) if cluster.gpus else set()
         self.stmt_seconds = {}  # statement -> (seconds every call costs, seconds the whole batch adds) per iteration
@@ -393,7 +410,7 @@ class _Model:
         takes a message at the other end, one after another."""
         c = self.cluster
         messages = max(self.count[sender], self.count[receiver])
-        return c.latency_s + messages * c.message_s + nbytes / c.bandwidth
+        return self.latency + messages * c.message_s + nbytes / c.bandwidth
 
     def allreduce(self) -> float:
         n = max(self.count.values())
@@ -404,7 +421,7 @@ class _Model:
             self.profile.updates
             * 2
             * (n - 1)
-            * (c.latency_s + c.message_s + self.profile.weight_bytes / n / c.bandwidth)
+            * (self.latency + c.message_s + self.profile.weight_bytes / n / c.bandwidth)
         )
 
     # -- the program -----------------------------------------------------------------------------
@@ -436,7 +453,9 @@ class _Model:
         cpu = sum(
             fixed * self.count[self.placement.fragments[self.fragment[i]].group] + batch
             for i, (fixed, batch) in self.stmt_seconds.items()
-        ) / max(1, self.cluster.total_cores)
+        )
+        cpu += sum(self.count.values()) * self.cluster.iteration_s if self.runtime else 0.0  # every replica pays it
+        cpu /= max(1, self.cluster.total_cores)
         seconds = max(parts["home"], parts["free"], cpu)
         bound = max(parts, key=parts.get)
         self.terms = terms[bound] if parts[bound] >= cpu else {"work: all groups on the cores": cpu}
