@@ -9,12 +9,16 @@ from .errors import FragmentError
 from .graph import FragmentGraph, capture
 from .predict import profile
 from .runtime import RunResult, measure, run
+from .seeds import Setup, SweepResult, sweep
 
 __all__ = [
     "capture",
     "measure",
     "profile",
     "run",
+    "sweep",
+    "Setup",
+    "SweepResult",
     "explore",
     "shutdown",
     "FragmentGraph",

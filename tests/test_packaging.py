@@ -59,7 +59,7 @@ def test_capture_and_policies_import_no_cluster_or_plotting_library():
 #: (as a prefix it would cover every module, and a module left out of every layer would pass unseen).
 ROOT_PACKAGE = "fragnb"
 LAYERS = [
-    ("base", ["fragnb.errors", "fragnb.text", "fragnb.streams", "fragnb.components", "fragnb.shards"]),
+    ("base", ["fragnb.errors", "fragnb.text", "fragnb.streams", "fragnb.components", "fragnb.shards", "fragnb.stats"]),
     ("reference components", ["fragnb.envs", "fragnb.algos"]),
     ("capture", ["fragnb.graph"]),
     ("placement", ["fragnb.policies"]),
@@ -69,7 +69,7 @@ LAYERS = [
     ("execution: a worker's replicas", ["fragnb.runtime.worker"]),
     ("execution: the run and its executors", ["fragnb.runtime"]),
     ("prediction", ["fragnb.predict"]),  # after execution: profile and calibrate run the loop
-    ("results", ["fragnb.ui", "fragnb.widgets"]),
+    ("results", ["fragnb.ui", "fragnb.widgets", "fragnb.seeds"]),
     ("entry points", [ROOT_PACKAGE, "fragnb.notebook", "fragnb.demo", "fragnb.course"]),
 ]
 #: Facades: a method of a lower layer's object that hands over to a later layer, importing it inside

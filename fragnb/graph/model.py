@@ -125,6 +125,8 @@ class FragmentGraph:
     namespace: dict[str, Any] = field(repr=False, compare=False)
     #: The RunResult of the latest run of this graph (set by :func:`fragnb.run`).
     last_run: Any = field(default=None, repr=False, compare=False)
+    #: The SweepResult of the latest ``%%fragment ... --seeds`` run of this graph.
+    last_sweep: Any = field(default=None, repr=False, compare=False)
     #: Temporaries capture introduced (split nested calls and ``if`` conditions) -> the source they stand for.
     temps: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     #: Reaching definitions: statement index -> variable it reads -> indices of the statements

@@ -89,6 +89,22 @@ class FragmentMagics(Magics):
         metavar="R",
         help="with --run: stop after the first iteration where the mean return of the last 20 episodes reaches R",
     )
+    @argument(
+        "--seeds",
+        metavar="0-3",
+        help="with --run: run the loop once per seed (0-3 or 1,5,9) side by side, each after its %%%%setup cell with that seed",
+    )
+    @argument("--setup", metavar="NAME", help="with --seeds: the %%%%setup cell to run first (default: the only one)")
+    @argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="with --seeds: a grid setting, e.g. args.learning_rate=2.5e-4,1e-3, assigned after the setup; repeatable",
+    )
+    @argument(
+        "--threshold", type=float, metavar="R", help="with --seeds: the table gives each seed's env steps to return R"
+    )
     @cell_magic
     def fragment(self, line: str, cell: str):
         """Capture the cell's training loop as a fragment graph bound to NAME, and display it.
@@ -113,6 +129,11 @@ class FragmentMagics(Magics):
             raise UsageError("--until-return needs --run")
         if args.explore and args.run:
             raise UsageError("--explore has its own Run button; leave out --run")
+        sweeping = args.seeds is not None
+        if (args.setup or args.param or args.threshold is not None) and not sweeping:
+            raise UsageError("--setup, --param and --threshold go with --seeds")
+        if sweeping and (not args.run or args.until_return is not None):
+            raise UsageError("--seeds needs --run (and takes --threshold rather than --until-return)")
         try:
             policy = policies.resolve(args.policy)
         except ValueError as e:
@@ -153,7 +174,10 @@ class FragmentMagics(Magics):
                 # one dry iteration on copies: bytes on the drawn edges (the graph keeps no sizes)
                 placement = placement.measured(measure(graph))
             display(graph if policy.name == "single" else placement)
-        if args.run:
+        if args.run and sweeping:
+            graph.last_sweep = _sweep(graph, args, policy, params, cluster, ns, roles)
+            print(graph.last_sweep)
+        elif args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
             print(
                 run_placement(
@@ -169,6 +193,88 @@ class FragmentMagics(Magics):
                     exact=args.exact,
                 )
             )
+
+    @magic_arguments()
+    @argument("name", help="variable that receives the Setup (what --seeds runs before the loop)")
+    @argument("--seed", type=int, default=0, help="the seed this run of the cell uses (default 0)")
+    @cell_magic
+    def setup(self, line: str, cell: str):
+        """Run the cell now as plain Python with ``seed = S`` defined (``--seed``, default 0), and keep
+        its source as NAME: ``%%fragment ... --seeds 0-3 --run`` runs it on each worker with that run's
+        seed before the loop, and ``fragnb.sweep(graph, setup=NAME, ...)`` takes it.
+
+        Example::
+
+            %%setup ppo_setup
+            args = Args(seed=seed)
+            torch.manual_seed(args.seed)
+        """
+        from ..seeds import Setup
+
+        args = parse_argstring(self.setup, line)
+        if not args.name.isidentifier():
+            raise UsageError(f"%%setup NAME: {args.name!r} is not a valid variable name")
+        source = self.shell.transform_cell(cell)
+        if "get_ipython()" in source:
+            raise UsageError(
+                "%%setup: the cell runs on workers as plain Python, where IPython's magics and ! commands do "
+                "not; move them to a cell of their own"
+            )
+        ns = self.shell.user_ns
+        ns["seed"] = args.seed
+        self.shell.ex(source)
+        ns[args.name] = Setup(args.name, source="\n" + source)
+
+
+def _sweep(graph, args, policy, params, cluster, ns, roles):
+    """``--seeds``: the sweep the magic's options describe."""
+    import ast
+
+    from ..seeds import Setup, seeds_from, sweep
+
+    try:
+        seeds = seeds_from(args.seeds)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    setups = {k: v for k, v in ns.items() if isinstance(v, Setup) and not k.startswith("_")}
+    if args.setup is not None:
+        if not isinstance(ns.get(args.setup), Setup):
+            raise UsageError(f"--setup {args.setup}: no %%setup cell named {args.setup!r} ran in this kernel")
+        setup = ns[args.setup]
+    elif len(setups) == 1:
+        setup = next(iter(setups.values()))
+    else:
+        raise UsageError(
+            "--seeds needs the setup each seed runs first: run a %%setup NAME cell"
+            if not setups
+            else f"--seeds: name the setup to run first with --setup ({', '.join(sorted(setups))})"
+        )
+    grid = {}
+    for item in args.param:
+        key, eq, values = item.partition("=")
+        if not eq:
+            raise UsageError(f"--param takes NAME=V1,V2, got {item!r}")
+        try:
+            parsed = ast.literal_eval(f"[{values}]")
+        except (ValueError, SyntaxError):
+            raise UsageError(f"--param {item!r}: values must be Python literals, e.g. 2.5e-4,1e-3") from None
+        grid[key.strip()] = parsed
+    try:
+        return sweep(
+            graph,
+            setup,
+            seeds,
+            grid or None,
+            policy.name,
+            cluster,
+            threshold=args.threshold,
+            progress=not args.no_progress,
+            plot=not args.no_plot,
+            roles=roles,
+            **params,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _cluster(name: str | None, ns: dict):
