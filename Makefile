@@ -85,6 +85,7 @@ bench: setup
 	$(PY) benchmarks/algorithms.py
 	$(PY) benchmarks/checkpoints.py
 	$(PY) benchmarks/field_loops.py
+	$(PY) benchmarks/seeds.py
 	$(PY) benchmarks/field_mujoco.py
 	$(PY) benchmarks/step_cost.py
 

@@ -303,6 +303,19 @@ def test_a_wait_costs_the_loaded_latency_only_where_the_processes_outnumber_the_
     )
 
 
+def test_replicas_that_average_gradients_pay_a_measured_all_reduce_per_optimizer_step(graph):
+    c = Cluster("c", 1, 8, latency_s=0.0, message_s=0.0, bandwidth=1e30, collective_s=2e-3)
+    two, four = (predict(graph.place("multi_learner", learners=n), _profile(), c) for n in (2, 4))
+    assert two.terms["passing values"] == pytest.approx(12 * 2e-3)  # 12 updates, one all-reduce each
+    assert four.terms["passing values"] == pytest.approx(12 * 3 * 2e-3)  # a ring of 4: three steps more each way
+    whole = predict(graph.place("data_parallel", replicas=2), _profile(), c)
+    assert whole.terms["passing values"] == pytest.approx(2 * 12 * 2e-3)  # how many step, then the gradients
+    unmeasured = Cluster("c", 1, 8, latency_s=1e-4, message_s=0.0, bandwidth=1e30)
+    assert predict(graph.place("multi_learner", learners=2), _profile(), unmeasured).terms[
+        "passing values"
+    ] == pytest.approx(12 * 2 * 1e-4)  # a ring of messages: 2 (n - 1) steps
+
+
 def test_a_decoupled_placement_pays_the_runtime_in_every_replica_on_the_cores(graph):
     """async's iteration is bounded by all the work on the cores, and every replica's program is work
     there too: with a costly runtime, more actors on the same two cores are slower."""

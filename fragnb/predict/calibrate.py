@@ -2,7 +2,7 @@
 
 Two of its worker processes exchange messages over fragnb's channels (what replicas use): a small
 message's round trip, a burst of small messages (the work each costs beyond the latency), and 1 MiB
-messages (bandwidth). Then every worker runs the same torch workload alone and all at once: how many
+messages (bandwidth), and a torch.distributed (gloo) all-reduce between the two. Then every worker runs the same torch workload alone and all at once: how many
 of them really run side by side (on this 2-core machine, fewer than the worker count).
 """
 
@@ -46,6 +46,15 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
     message_s = max(0.0, (burst - small) / BURST)
     latency_s = max(1e-6, small / 2 - message_s)
     bandwidth = LARGE / max(1e-9, large / 2 - latency_s - message_s)
+    port = _free_port(_host(workers[0]))
+    collective_s = client.gather(
+        [
+            client.submit(
+                _allreduce, rank, f"{run_id}-collective", f"tcp://{_host(workers[0])}:{port}", workers=[w], pure=False
+            )
+            for rank, w in enumerate(workers[:2])
+        ]
+    )[0]
     client.gather(
         [client.submit(_workload, 100, workers=[w], pure=False) for w in workers]
     )  # torch imported, caches warm
@@ -70,6 +79,7 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
         # within the idle one's spread, 180-390 us against 380-410 us, 2026-12-03), so the preset's, scaled.
         loaded_latency_s=max(latency_s, here.loaded_latency_s * speed),
         message_s=message_s,
+        collective_s=collective_s,
         bandwidth=bandwidth,
         iteration_s=here.iteration_s * speed,
         step_s=here.step_s * speed,
@@ -112,6 +122,36 @@ def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tup
         return (*timings, (q3 - q1) / 2 / middle)  # how far a typical small round trip strays from the median
     finally:
         ch.close()
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _allreduce(rank: int, run_id: str, address: str, rounds: int = 100) -> float:
+    """On two workers: the mean seconds of an all-reduce of 40 KB (a small network's gradients) in a
+    torch.distributed group of the two, as a run's replicas make one (the mean: a run's updates add up
+    its tail, one in ten taking several milliseconds here)."""
+    import torch
+    import torch.distributed as dist
+
+    from ..runtime.net import collectives
+
+    collectives.join(run_id, rank, 2, address, "gloo", [])
+    try:
+        t = torch.zeros(10_000)
+        for _ in range(10):
+            dist.all_reduce(t)
+        start = time.perf_counter()
+        for _ in range(rounds):
+            dist.all_reduce(t)
+        return (time.perf_counter() - start) / rounds
+    finally:
+        collectives.leave(run_id)
 
 
 def _workload(steps: int = 3000) -> float:

@@ -40,7 +40,9 @@ class Cluster:
     version, the iteration's bookkeeping), and ``step_s``, what it pays per segment it walks in a loop
     driven step by step (``fine``: dispatching the segment, timing it). ``loaded_latency_s``: a message's
     latency when the placement's worker processes outnumber the cores, so that its receiver must wait
-    for one (``None``: ``latency_s``). ``spread``: how far
+    for one (``None``: ``latency_s``). ``collective_s``: one all-reduce of a small tensor between two
+    worker processes (torch.distributed's gloo), its mean with its tail (``None``: a ring of messages at
+    ``latency_s`` and ``message_s``). ``spread``: how far
     :func:`~fragnb.predict.calibrate.calibrate`'s repeated measurements of this cluster strayed from
     their median, as a fraction: a prediction's range widens by it."""
 
@@ -55,6 +57,7 @@ class Cluster:
     iteration_s: float = 0.0
     step_s: float = 0.0
     loaded_latency_s: float | None = None
+    collective_s: float | None = None
     spread: float = 0.0
 
     @property
@@ -84,6 +87,7 @@ class Cluster:
             self,
             latency_s=self.latency_s * factor,
             loaded_latency_s=None if self.loaded_latency_s is None else self.loaded_latency_s * factor,
+            collective_s=None if self.collective_s is None else self.collective_s * factor,
             message_s=self.message_s * factor,
             bandwidth=self.bandwidth / factor,
             iteration_s=self.iteration_s * factor,
@@ -110,6 +114,9 @@ PRESETS = {
         message_s=120e-6,
         bandwidth=250e6,
         iteration_s=6e-3,
+        # a gloo all-reduce of 4-40 KB between two workers: 0.5-0.6 ms median, 1.5-1.7 ms mean (a tail of
+        # 4 ms in one of ten), 2026-12-03; the mean is what a run's updates add up to
+        collective_s=1.6e-3,
     ),
     "laptop": Cluster("a laptop (8 cores)", 1, 8, latency_s=60e-6, message_s=40e-6, bandwidth=2e9),
     "8-gpu node": Cluster(
@@ -413,16 +420,17 @@ class _Model:
         return self.latency + messages * c.message_s + nbytes / c.bandwidth
 
     def allreduce(self) -> float:
+        """Seconds per iteration the replicas' all-reduces take: one per optimizer step (a whole-cell
+        replica's two: how many step, then the gradients)."""
         n = max(self.count.values())
         if n < 2 or not self.placement.policy.collectives:
             return 0.0
-        c = self.cluster  # a ring all-reduce: 2 (n - 1) steps of a 1/n share
-        return (
-            self.profile.updates
-            * 2
-            * (n - 1)
-            * (self.latency + c.message_s + self.profile.weight_bytes / n / c.bandwidth)
-        )
+        c = self.cluster
+        rounds = self.profile.updates * (2 if self.placement.policy.whole else 1)
+        share = 2 * (n - 1) * self.profile.weight_bytes / n / c.bandwidth  # a ring: 2 (n - 1) steps of a 1/n share
+        if c.collective_s is not None:  # measured for two; each added replica adds a step each way
+            return rounds * (c.collective_s * (n - 1) + share)
+        return rounds * (2 * (n - 1) * (self.latency + c.message_s) + share)
 
     # -- the program -----------------------------------------------------------------------------
     def iteration(self) -> tuple[float, dict[str, float], float]:
