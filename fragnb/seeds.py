@@ -367,7 +367,7 @@ def sweep(
     cluster=None,
     *,
     threshold: float | None = None,
-    progress: bool = True,
+    progress=True,
     plot: bool = True,
     stop: threading.Event | None = None,
     name: str | None = None,
@@ -383,8 +383,11 @@ def sweep(
     refused before anything starts). ``policy``: ``single`` (each run on one worker, side by side) or
     a distributed policy (each run on the cluster, one after another), ``run_options`` as
     :func:`fragnb.run` takes them. ``threshold``: a return the table gives each seed's env steps and
-    seconds to reach. ``roles``: as :func:`fragnb.capture` takes them (``--role``). Ctrl-C or ``stop`` ends every run at an iteration boundary and keeps what
-    finished; a run that fails is reported with its seed and settings, and the others go on.
+    seconds to reach. ``progress`` and ``plot``: a bar over the runs and, in a notebook, the live figure;
+    ``progress`` may instead be a :class:`~fragnb.ui.seeds.SweepView` that shows them elsewhere (the
+    explorer's widgets). ``roles``: as :func:`fragnb.capture` takes them (``--role``). Ctrl-C or
+    ``stop`` ends every run at an iteration boundary and keeps what finished; a run that fails is
+    reported with its seed and settings, and the others go on.
     """
     setup = Setup.of(setup)
     seeds = list(seeds)
@@ -400,11 +403,16 @@ def sweep(
         ns = setup.namespace(seeds[0], grid[0])
     except KeyError as e:
         raise ValueError(f"params: {e.args[0]}") from None
+    except NameError as e:
+        raise ValueError(
+            f"the setup {setup.name!r} uses {e.name!r}, which it does not define: each run starts it in a fresh "
+            "namespace on its worker, so a setup brings its own imports and definitions"
+        ) from None
     capture(cell, ns, name=name, roles=roles)
     runs = [Run(i, s, settings) for i, (settings, s) in enumerate(itertools.product(grid, seeds))]
     from .ui.seeds import SweepView
 
-    view = SweepView(name, policy, runs, threshold, progress=progress, plot=plot)
+    view = (progress if isinstance(progress, SweepView) else SweepView(progress, plot)).begin(name, policy, runs)
     start = time.perf_counter()
     stopped = ""
     try:

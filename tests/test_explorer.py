@@ -182,3 +182,23 @@ def test_the_live_dashboard_shows_speed_and_time_split():
     speed, split = fig.axes[1:]
     assert list(speed.get_lines()[0].get_ydata()) == [100.0, 120.0]
     assert [t.get_text() for t in split.get_yticklabels()] == ["learner", "env@step"]
+
+
+def test_run_seeds_runs_the_notebooks_setup_per_seed_and_shows_the_band_and_table(canonical, graph):
+    import ast
+
+    from fragnb import Setup
+
+    g = graph(2)
+    x = explore(g)
+    x.run_seeds()
+    assert x.wait(60) and "%%setup" in x.status.value and x.sweep is None  # no setup cell yet: says what to do
+    tree = ast.parse(canonical.setup)
+    tree.body = [n for n in tree.body if not (isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "seed")]
+    g.namespace["ppo_setup"] = Setup("ppo_setup", source=ast.unparse(tree) + "\niterations = 2\n")
+    x.seeds.value = 2
+    x.run_seeds()
+    assert x.wait(120) and x.error is None, x.error
+    assert [r.seed for r in x.sweep.runs] == [0, 1] and not x.sweep.failed
+    assert bytes(x.plot.value).startswith(b"\x89PNG") and x.bar.value == 2 and x.bar.description == "runs"
+    assert "final return" in x.status.value and not x.seeds_button.disabled

@@ -23,9 +23,11 @@ from fragnb.policies import ROLES, DistributionPolicy, choices
 from fragnb.predict import profile
 from fragnb.predict.model import PRESETS, predict, scaling
 from fragnb.runtime import run
+from fragnb.seeds import Setup, sweep
 from fragnb.text import human
 from fragnb.ui.live import LiveProgress, png
 from fragnb.ui.render import DOT_MISSING_HINT, svg
+from fragnb.ui.seeds import SweepView
 
 __all__ = ["Explorer"]
 
@@ -96,6 +98,13 @@ class Explorer:
         self.traffic = W.HTML().add_class("fragnb-traffic")
         self.run_button = W.Button(description="Run", icon="play", button_style="success")
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
+        self.seeds = W.BoundedIntText(value=4, min=2, max=64, description="seeds", layout=W.Layout(width="140px"))
+        self.seeds_button = W.Button(
+            description="Run seeds",
+            icon="random",
+            tooltip="run the loop once per seed, side by side, each after the notebook's %%setup cell with its seed",
+        )
+        self.sweep = None  # the last Run seeds' SweepResult
         self.status = W.HTML().add_class("fragnb-status")
         self.bar = W.IntProgress(value=0, min=0, max=1, description="iterations")
         self.link = W.HTML()
@@ -123,7 +132,7 @@ class Explorer:
                 W.HBox([self.preset, self.scaling_button]),
                 self.prediction,
                 self.scaling_plot,
-                W.HBox([self.run_button, self.stop_button, self.bar, self.link]),
+                W.HBox([self.run_button, self.stop_button, self.seeds, self.seeds_button, self.bar, self.link]),
                 self.status,
                 self.plot,
             ]
@@ -177,6 +186,7 @@ class Explorer:
         for dropdown in self.own_groups.values():
             dropdown.observe(lambda _: self._own(), "value")
         self.run_button.on_click(lambda _: self.run())
+        self.seeds_button.on_click(lambda _: self.run_seeds())
         self.stop_button.on_click(lambda _: self.stop())
         self.register_button.on_click(lambda _: self.register())
         self._policy_changed()
@@ -404,6 +414,15 @@ class Explorer:
 
     def run(self) -> None:
         """Start the chosen policy in a thread (what the Run button does); the kernel stays free."""
+        self._start(self._work)
+
+    def run_seeds(self) -> None:
+        """Run the chosen policy once per seed (the seeds box), side by side, each after the notebook's
+        ``%%setup`` cell with its seed, in a thread (what Run seeds does): every run's curve faintly and
+        their mean with a 95 % band, then the sweep's table (:func:`fragnb.sweep`)."""
+        self._start(self._work_seeds)
+
+    def _start(self, work) -> None:
         if self.running:
             return
         policy, params = self.current()
@@ -417,12 +436,12 @@ class Explorer:
         self.result = self.error = None
         self._stop = threading.Event()
         self._active = True
-        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.run_button.disabled, self.seeds_button.disabled, self.stop_button.disabled = True, True, False
         self.bar.value, self.link.value = 0, ""
         _picture(self.plot, b"")
         self.status.value = f"running {html.escape(policy.name)} {html.escape(str(params or ''))}: starting"
         self._thread = threading.Thread(
-            target=self._work, args=(policy, cluster, params), name="fragnb-explorer", daemon=True
+            target=work, args=(policy, cluster, params), name="fragnb-explorer", daemon=True
         )
         self._thread.start()
 
@@ -452,14 +471,42 @@ class Explorer:
             self.error = e
             self.status.value = _error(e)
         finally:
-            if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.runtime.cluster.clusters" in sys.modules:
-                sys.modules["fragnb.runtime.cluster.clusters"].shutdown(
-                    cluster or "local"
-                )  # Stop: no worker process is left
-                self.link.value = ""
-            self._active = False
-            self.run_button.disabled, self.stop_button.disabled = False, True
-            self._show()
+            self._ended(cluster)
+
+    def _work_seeds(self, policy: DistributionPolicy, cluster, params: dict) -> None:
+        try:
+            setups = [v for v in self.graph.namespace.values() if isinstance(v, Setup)]
+            if not setups:
+                raise ValueError(
+                    "Run seeds runs each seed's setup first: run a %%setup NAME cell in the notebook (its cell "
+                    "builds what the loop uses from `seed`)"
+                )
+            self.sweep = sweep(
+                self.graph,
+                setups[-1],  # the latest %%setup cell
+                seeds=range(self.seeds.value),
+                policy=policy.name,
+                cluster=cluster,
+                progress=_SeedsView(self),
+                stop=self._stop,
+                **params,
+            )
+            self.status.value = "<br>".join(html.escape(line) for line in str(self.sweep).splitlines())
+        except BaseException as e:  # shown, not raised: no cell waits for this thread
+            self.error = e
+            self.status.value = _error(e)
+        finally:
+            self._ended(cluster)
+
+    def _ended(self, cluster) -> None:
+        if self._stop.is_set() and cluster in (None, "cuda") and "fragnb.runtime.cluster.clusters" in sys.modules:
+            sys.modules["fragnb.runtime.cluster.clusters"].shutdown(
+                cluster or "local"
+            )  # Stop: no worker process is left
+            self.link.value = ""
+        self._active = False
+        self.run_button.disabled, self.seeds_button.disabled, self.stop_button.disabled = False, False, True
+        self._show()
 
     def _cluster(self):
         """The cluster box's value as ``run`` takes it; a name in the notebook holding a Client is that client."""
@@ -481,6 +528,7 @@ class _WidgetView(LiveProgress):
 
     def started(self, total: int | None, title: str) -> LiveProgress:
         self.x.bar.max, self.x.bar.value = total or 1, 0
+        self.x.bar.description = "iterations"
         return super().started(total, title)
 
     def show_bar(self, postfix: dict) -> None:
@@ -495,6 +543,31 @@ class _WidgetView(LiveProgress):
 
     def show_link(self, link: str) -> None:
         self.x.link.value = f'<a href="{html.escape(link)}" target="_blank">Dask dashboard</a>'
+
+
+class _SeedsView(SweepView):
+    """A sweep's progress in the explorer's bar, status line and image."""
+
+    def __init__(self, explorer: Explorer):
+        super().__init__(progress=False, plot=False, every=0.5)
+        self.x = explorer
+        self.plot = True
+
+    def begin(self, name: str, policy, runs) -> SweepView:
+        self.x.bar.max, self.x.bar.value = len(runs), 0
+        self.x.bar.description = "runs"
+        return super().begin(name, policy, runs)
+
+    def show_bar(self, run) -> None:
+        self.x.bar.value = min(self.x.bar.value + 1, self.x.bar.max)
+        failed = sum(bool(r.error) for r in self.runs)
+        self.x.status.value = html.escape(
+            f"running {self.graph}: {self.x.bar.value} of {len(self.runs)} runs ended"
+            + (f", {failed} failed" if failed else "")
+        )
+
+    def show_figure(self, fig) -> None:
+        _picture(self.x.plot, png(fig))
 
 
 def _picture(image: W.Image, data: bytes) -> None:

@@ -159,7 +159,7 @@ def run_placement(
         raise ValueError(f"checkpoint_every={checkpoint_every!r}: give a number of iterations (0: never), or None")
     graph, policy = placement.graph, placement.policy
     on_curve = _on_curve(until, graph.name, policy.name)
-    with _torch_threads(threads):
+    with torch_threads(threads):
         if policy.name == "single":
             if cluster is not None:
                 raise ValueError(
@@ -261,7 +261,7 @@ def _random_start(placement: Placement, draws: Draws | None) -> RandomStart:
 
 
 @contextlib.contextmanager
-def _torch_threads(count: int | None):
+def torch_threads(count: int | None):
     before = torch.get_num_threads()
     if count is not None:
         torch.set_num_threads(count)

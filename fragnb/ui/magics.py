@@ -12,6 +12,7 @@ from ..errors import FragmentError
 from ..graph import FragmentGraph, capture
 from ..runtime import CHECKPOINT_EVERY, CHECKPOINT_SHARE, measure, run_placement
 from ..runtime.cluster.clusters import warm
+from ..runtime.pipeline import torch_threads
 
 __all__ = ["FragmentMagics"]
 
@@ -199,7 +200,8 @@ class FragmentMagics(Magics):
     @argument("--seed", type=int, default=0, help="the seed this run of the cell uses (default 0)")
     @cell_magic
     def setup(self, line: str, cell: str):
-        """Run the cell now as plain Python with ``seed = S`` defined (``--seed``, default 0), and keep
+        """Run the cell now as plain Python with ``seed = S`` defined (``--seed``, default 0) and torch
+        at one thread (as fragnb's workers and ``fragnb.run`` use it), and keep
         its source as NAME: ``%%fragment ... --seeds 0-3 --run`` runs it on each worker with that run's
         seed before the loop, and ``fragnb.sweep(graph, setup=NAME, ...)`` takes it.
 
@@ -222,7 +224,10 @@ class FragmentMagics(Magics):
             )
         ns = self.shell.user_ns
         ns["seed"] = args.seed
-        self.shell.ex(source)
+        # torch at one thread, as on the workers the sweep's runs take: an orthogonal initialisation
+        # (QR) rounds differently with two threads, and seed S's objects here would not be its run's
+        with torch_threads(1):
+            self.shell.ex(source)
         ns[args.name] = Setup(args.name, source="\n" + source)
 
 

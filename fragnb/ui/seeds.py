@@ -54,47 +54,60 @@ def _title(sweep) -> str:
 
 class SweepView:
     """What a sweep shows while it runs: a tqdm bar over its runs and, in a notebook, the figure of
-    :func:`draw` redrawn at most every ``every`` seconds (the display-handle pattern)."""
+    :func:`draw` redrawn at most every ``every`` seconds (the display-handle pattern).
 
-    def __init__(
-        self, name: str, policy, runs, threshold, progress: bool = True, plot: bool = True, every: float = 1.0
-    ):
-        self.name, self.runs, self.every = name, runs, every
-        self.policy = str(getattr(policy, "name", policy))
-        self.graph = f"{name} under {self.policy}"
+    Subclasses show the same elsewhere (the explorer: in its widgets) by overriding :meth:`show_bar`
+    and :meth:`show_figure`; a sweep takes one through ``fragnb.sweep(..., progress=...)``."""
+
+    def __init__(self, progress: bool = True, plot: bool = True, every: float = 1.0):
+        self.progress, self.every = progress, every
+        self.runs: list = []
+        self.name = self.graph = ""
         self.bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=len(runs), desc=f"{name}: runs", unit="run", leave=True)
         self.plot = plot and in_notebook()
         self.handle = None
         self.last = 0.0
 
+    def begin(self, name: str, policy, runs) -> SweepView:
+        """This view, for a sweep of ``runs`` of the loop ``name`` under ``policy`` (called as it starts)."""
+        self.name, self.runs = name, runs
+        self.graph = f"{name} under {getattr(policy, 'name', policy)}"
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=len(runs), desc=f"{name}: runs", unit="run", leave=True)
+        return self
+
     def update(self) -> None:
+        """Runs have reported: redraw if the last drawing is ``every`` seconds old."""
         if self.plot and time.perf_counter() - self.last >= self.every:
             self._show()
 
     def finished(self, run) -> None:
+        self.show_bar(run)
+        self.update()
+
+    def show_bar(self, run) -> None:
+        """``run`` has ended (finished or failed)."""
         if self.bar is not None:
             self.bar.update(1)
             if run.error:
                 self.bar.write(f"{self.name}, {run.label}: failed: {run.error}")
-        self.update()
 
     def _show(self) -> None:
+        done = sum(r.result is not None for r in self.runs)
+        self.show_figure(draw(self, title=f"{self.graph}: {done} of {len(self.runs)} runs finished"))
+        self.last = time.perf_counter()
+
+    def show_figure(self, fig) -> None:
+        """Show ``fig`` in place of the last one."""
         from IPython.display import Image, display
 
-        fig = draw(
-            self,
-            title=f"{self.graph}: {sum(r.result is not None for r in self.runs)} of {len(self.runs)} runs finished",
-        )
         image = Image(data=png(fig), format="png")
         if self.handle is None:
             self.handle = display(image, display_id=True)
         else:
             self.handle.update(image)
-        self.last = time.perf_counter()
 
     def close(self, result) -> None:
         if self.plot:
