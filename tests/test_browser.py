@@ -233,6 +233,10 @@ def test_notebook_01_trains_in_the_browser_about_as_fast_as_headless(browser, la
     browser_train = _training_seconds(
         page.locator(".jp-CodeCell", has_text="result = fragnb.run(ppo)").first.inner_text()
     )
+    seeds = page.locator(".jp-CodeCell", has_text="%%fragment seeds --seeds 0-3").first
+    seeds.scroll_into_view_if_needed()
+    assert "4 of 4 runs finished" in seeds.inner_text() and seeds.locator(".jp-OutputArea-output img").count() >= 1
+    seeds.screenshot(path=ARTIFACTS / "01_seeds.png")  # the seeds' curves, their band and the table
     _check_quiz_and_solutions(page)
     page.close()
     demo = subprocess.run(
