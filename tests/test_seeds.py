@@ -179,3 +179,15 @@ def test_a_run_whose_worker_dies_runs_again_from_its_start_and_the_others_go_on(
     assert sum(r.restarts for r in result.runs) == 1 and "ran again from its start" in str(result)
     for run in result.runs:
         _same_as_plain(run, _plain(setup, canonical.body, run.seed))
+
+
+def test_under_a_distributed_policy_the_runs_go_one_after_another_each_as_plain_python(
+    notebook_setup, canonical, one_thread
+):
+    result = fragnb.sweep(
+        canonical.body, notebook_setup, seeds=[0, 1], policy="coarse", actors=2, progress=False, plot=False
+    )
+    assert result.policy == "coarse" and not result.failed
+    for run in result.runs:
+        assert run.result.policy == "coarse" and run.result.guarantee == "exact"
+        _same_as_plain(run, _plain(notebook_setup, canonical.body, run.seed))
