@@ -460,22 +460,20 @@ def _side_by_side(setup, cell, name, roles, runs, cluster, view, stop) -> str:
     stopped = ""
     try:
         while pending:
-            try:
-                time.sleep(0.2)  # Dask's wait() takes the default client, which fragnb never sets
-                done = {f for f in pending if f.done()}
-                pending -= done
+            try:  # a Ctrl-C anywhere in here is the first: every run ends at its next iteration boundary
+                _pause()
                 if stop is not None and stop.is_set() and not stopped:
                     stopped = "stopped: every run ended at an iteration boundary"
                     halt.set()
+                _drain(reports, runs, view)
+                for f in [f for f in pending if f.done()]:
+                    _finish(futures[f], f, view)
+                    pending.discard(f)
             except KeyboardInterrupt:
                 if stopped.startswith("interrupted"):
                     raise  # a second Ctrl-C: cancel what still runs
                 stopped = "interrupted: every run ended at an iteration boundary"
                 halt.set()
-                continue
-            _drain(reports, runs, view)
-            for f in done:
-                _finish(futures[f], f, view)
     except BaseException:
         halt.set()
         client.cancel(list(pending))
@@ -486,6 +484,12 @@ def _side_by_side(setup, cell, name, roles, runs, cluster, view, stop) -> str:
         with contextlib.suppress(Exception):
             halt.clear()
     return stopped
+
+
+def _pause() -> None:
+    """Wait a little for runs to report or end (Dask's ``wait()`` takes the default client, which fragnb
+    never sets)."""
+    time.sleep(0.2)
 
 
 def _finish(run: Run, future, view) -> None:

@@ -191,3 +191,21 @@ def test_under_a_distributed_policy_the_runs_go_one_after_another_each_as_plain_
     for run in result.runs:
         assert run.result.policy == "coarse" and run.result.guarantee == "exact"
         _same_as_plain(run, _plain(notebook_setup, canonical.body, run.seed))
+
+
+def test_a_ctrl_c_ends_every_run_at_an_iteration_boundary_and_keeps_them(notebook_setup, canonical, monkeypatch):
+    import fragnb.seeds
+
+    setup = Setup("s", source=notebook_setup.source.replace("iterations = 2", "iterations = 400"))
+    pauses, pause = [], fragnb.seeds._pause
+
+    def interrupted_once():
+        pauses.append(1)
+        if len(pauses) == 15:  # about 3 s in: a first Ctrl-C
+            raise KeyboardInterrupt
+        pause()
+
+    monkeypatch.setattr(fragnb.seeds, "_pause", interrupted_once)
+    result = fragnb.sweep(canonical.body, setup, seeds=[0, 1], progress=False, plot=False)
+    assert result.stopped.startswith("interrupted")
+    assert all(0 < run.result.iterations < 400 and run.result.stopped for run in result.runs)
