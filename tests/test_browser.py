@@ -202,7 +202,7 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
     explorer.screenshot(path=ARTIFACTS / "04_explorer_prediction.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
 
-    explorer.locator("button", has_text="Run").click()
+    explorer.locator("button", has_text=re.compile(r"^\s*Run\s*$")).click()  # not "Run seeds"
     image = explorer.locator(".fragnb-live").first
     seen, deadline = set(), time.monotonic() + 180
     while len(seen) < 3 and time.monotonic() < deadline:  # the first picture and at least two updates
