@@ -323,7 +323,6 @@ def run_one(
             unreturned.append(k)
         else:
             values[k] = v
-    result.replica_values = {}
     return result, values, unreturned
 
 

@@ -12,7 +12,7 @@ import io
 import time
 from collections.abc import Sequence
 
-__all__ = ["LiveProgress", "learning_curve", "dashboard", "timeline", "in_notebook", "png"]
+__all__ = ["LiveProgress", "learning_curve", "dashboard", "timeline", "in_notebook", "png", "shown_in_place"]
 
 
 def in_notebook() -> bool:
@@ -158,6 +158,18 @@ def png(fig) -> bytes:
     return buf.getvalue()
 
 
+def shown_in_place(fig, handle=None):
+    """Show ``fig`` as a PNG in place of what ``handle`` shows (a new output if None): the display-handle
+    pattern. Returns the handle to pass next time."""
+    from IPython.display import Image, display
+
+    image = Image(data=png(fig), format="png")
+    if handle is None:
+        return display(image, display_id=True)
+    handle.update(image)
+    return handle
+
+
 #: The shortest span an env steps/s point of the live dashboard is measured over (seconds).
 RATE_WINDOW_S = 0.2
 
@@ -260,14 +272,7 @@ class LiveProgress:
         self.last_draw = time.perf_counter()
 
     def show_figure(self, fig) -> None:
-        """Show ``fig`` in place of the last one (the display-handle pattern)."""
-        from IPython.display import Image, display
-
-        image = Image(data=png(fig), format="png")
-        if self.handle is None:
-            self.handle = display(image, display_id=True)
-        else:
-            self.handle.update(image)
+        self.handle = shown_in_place(fig, self.handle)
 
     def show_link(self, link: str) -> None:
         """The address of the cluster's Dask dashboard, once the run's workers are ready."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from ..stats import LAST_EPISODES, band
-from .live import _figure_class, in_notebook, png
+from .live import _figure_class, in_notebook, shown_in_place
 
 __all__ = ["SweepView", "draw"]
 
@@ -101,13 +101,7 @@ class SweepView:
 
     def show_figure(self, fig) -> None:
         """Show ``fig`` in place of the last one."""
-        from IPython.display import Image, display
-
-        image = Image(data=png(fig), format="png")
-        if self.handle is None:
-            self.handle = display(image, display_id=True)
-        else:
-            self.handle.update(image)
+        self.handle = shown_in_place(fig, self.handle)
 
     def close(self, result) -> None:
         if self.plot:
