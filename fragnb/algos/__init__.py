@@ -1,5 +1,5 @@
 """Reference algorithms written as fragnb components."""
 
-from . import a2c, dqn, mappo, ppo
+from . import a2c, dqn, grpo, mappo, ppo
 
-__all__ = ["a2c", "dqn", "mappo", "ppo"]
+__all__ = ["a2c", "dqn", "grpo", "mappo", "ppo"]

@@ -366,7 +366,12 @@ class _Capture:
         self.limits: list[FragmentError] = []
         self.whole_limits: list[FragmentError] = []
         tree = self.parse()
-        self.native = any(role_of(self.namespace.get(n.id)) for n in ast.walk(tree) if isinstance(n, ast.Name))
+        # A loop that acts or learns through fragnb's components keeps their roles alone; one that only
+        # steps a fragnb environment (a text task, the Gymnasium adapter) with its own networks and
+        # optimiser is the field's kind of loop, its roles from the ecosystem's types.
+        self.native = any(
+            role_of(self.namespace.get(n.id)) not in (None, "env") for n in ast.walk(tree) if isinstance(n, ast.Name)
+        )
         normalizer = Normalizer(reentrant=lambda expr: reentrant_context(expr, self.namespace))
         tree.body = normalizer.control_flow(tree.body)
         self.check_constructs(tree)

@@ -11,7 +11,7 @@ import torch
 from ...errors import FragmentError
 from ...plan.program import header_names
 from ...shards import splits
-from ...streams import reached
+from ...streams import EnvStreams, reached
 from .travel import blocker, described, pickled
 
 __all__ = ["Payload", "pack"]
@@ -26,7 +26,9 @@ class Payload(NamedTuple):
     codes: bytes
     sharded: list[str]
     scattered: dict[str, int]
-    streams: list[str]  # EnvStreams its classes' methods draw from by name: they come back at the end
+    streams: list[
+        str
+    ]  # EnvStreams it draws from (by name in its classes' methods, or handed to a call): they come back
     reseed: int | None = None  # whole copies (data_parallel): the run's seed, which replicas 1.. re-seed them from
     rebound: tuple[str, ...] = ()  # whole copies: the notebook's functions, to run on the replica's namespace
 
@@ -43,6 +45,8 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
     scattered = {v: axis for v in sorted(names) if n > 1 and (axis := _env_axis(ns[v], v, script)) is not None}
     objects = {v: ns[v] for v in sorted(names)}
     streams = reached(objects.values(), ns)
+    # and those the cell hands to a call itself (`policy.generate(prompts, n, streams=streams)`)
+    streams.update({v: obj for v, obj in objects.items() if isinstance(obj, EnvStreams)})
     objects.update(streams)  # one pickle: the replica's methods and its namespace hold the same object
     try:
         blob = pickled(objects)
