@@ -185,3 +185,18 @@ def test_grpo_raises_exact_match_above_the_warm_ups_within_a_fixed_budget(seed):
     after = accuracy(ns["policy"], ns["env"])
     assert after > before + 0.03, (before, after)
     assert sum(ns["rewards"][-10:]) > sum(ns["rewards"][:10])
+
+
+def test_sharded_trainers_refuse_the_plain_cell_naming_its_optimiser_and_run_the_components():
+    loop = grpo()
+    graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
+    with pytest.raises(
+        fragnb.FragmentError, match=r"line 15: .*`optimizer` \(Adam\) steps networks trained by the loop"
+    ):
+        graph.place("multi_learner", learners=2)
+    loop = grpo_components()
+    ns = loop.namespace()
+    result = fragnb.run(
+        fragnb.capture(loop.cell, ns, name=loop.name), "multi_learner", learners=2, progress=False, plot=False
+    )
+    assert ns["learner"].updates == 4 and result.iterations == 4

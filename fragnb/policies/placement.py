@@ -406,23 +406,30 @@ def _check_plain_learners(
     network would train on each replica's share alone."""
     import torch
 
+    found = []  # (statement, name): what the replicated learner fragments train with plain torch
     for frag in graph.fragments:
         if frag.role != "learner" or fragments[frag.name].replicas == 1:
             continue
         for s in frag.statements:
-            plain = [
-                c for c in s.components if isinstance(graph.namespace[c], (torch.nn.Module, torch.optim.Optimizer))
-            ]
-            if plain:
-                raise FragmentError.in_source(
-                    f"policy {policy.name!r} runs {fragments[frag.name].replicas} learners, which average the gradients of "
-                    f"fragnb Learners' networks; `{plain[0]}` ({type(graph.namespace[plain[0]]).__name__}) is trained by the "
-                    "loop itself, so each learner would train on its own share alone. Use 'data_parallel', which averages the "
-                    "gradients of any optimiser, one learner (coarse, fine, async, srl), or wrap the update in a "
-                    "fragnb.components.Learner",
-                    s.lineno,
-                    graph.source,
-                )
+            for c in s.components:
+                value = graph.namespace[c]
+                trainable = isinstance(value, torch.nn.Module) and any(p.requires_grad for p in value.parameters())
+                if trainable or isinstance(value, torch.optim.Optimizer):
+                    found.append((s, c, frag))
+    if not found:
+        return
+    # The optimiser is the true cause (what steps the weights), not a frozen reference network read beside it.
+    s, name, frag = next((f for f in found if isinstance(graph.namespace[f[1]], torch.optim.Optimizer)), found[0])
+    raise FragmentError.in_source(
+        f"policy {policy.name!r} runs {fragments[frag.name].replicas} learners, which average the gradients of "
+        f"fragnb Learners' networks; `{name}` ({type(graph.namespace[name]).__name__}) "
+        + ("steps networks" if isinstance(graph.namespace[name], torch.optim.Optimizer) else "is")
+        + " trained by the loop itself, so each learner would train on its own share alone. Use 'data_parallel', which averages the "
+        "gradients of any optimiser, one learner (coarse, fine, async, srl), or wrap the update in a "
+        "fragnb.components.Learner",
+        s.lineno,
+        graph.source,
+    )
 
 
 def _check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> None:
