@@ -200,3 +200,12 @@ def test_sharded_trainers_refuse_the_plain_cell_naming_its_optimiser_and_run_the
         fragnb.capture(loop.cell, ns, name=loop.name), "multi_learner", learners=2, progress=False, plot=False
     )
     assert ns["learner"].updates == 4 and result.iterations == 4
+
+
+def test_srl_trains_the_grpo_cell_with_generation_on_its_policy_workers():
+    loop = grpo(iterations=4)
+    ns = loop.namespace()
+    before = {k: v.clone() for k, v in ns["policy"].state_dict().items()}
+    result = fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), "srl", actors=2, progress=False, plot=False)
+    assert result.iterations == 4 and len(ns["rewards"]) == 4
+    assert any(not torch.equal(before[k], v) for k, v in ns["policy"].state_dict().items())

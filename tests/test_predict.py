@@ -79,6 +79,9 @@ def test_decoupled_groups_run_side_by_side(graph):
     assert (
         free.seconds_per_iteration == pytest.approx(0.4) and free.seconds_per_iteration < sync
     )  # the learner's 0.4 s, the actors' 0.2 s beside it
+    # bounded at staleness 0 (AReaL's η = 0) the actors wait for the newest weights: the sides take turns
+    turns = predict(graph.place("async", actors=2, max_staleness=0), _profile(), IDEAL)
+    assert turns.seconds_per_iteration == pytest.approx(0.6)
 
 
 def test_a_gpu_speeds_up_the_learner_and_data_parallel_replicas_pay_an_all_reduce_per_update(graph):

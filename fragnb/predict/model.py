@@ -371,6 +371,11 @@ def scaling(
 class _Model:
     def __init__(self, placement, profile, cluster: Cluster, replicas: int | None = None):
         self.placement, self.profile, self.cluster = placement, profile, cluster
+        # A decoupled policy bounded at staleness 0 (AReaL's η = 0) waits for the newest weights before
+        # every rollout: its sides take turns, as a synchronous policy's groups do.
+        self.overlaps = (
+            placement.policy.decoupled and {**placement.policy.options, **placement.params}.get("max_staleness", 1) != 0
+        )
         graph = placement.graph
         self.program = plan(placement)
         self.count = {g: n for g, (n, _) in placement.groups.items()}
@@ -464,7 +469,7 @@ class _Model:
         )
         cpu += sum(self.count.values()) * self.cluster.iteration_s if self.runtime else 0.0  # every replica pays it
         cpu /= max(1, self.cluster.total_cores)
-        seconds = max(parts["home"], parts["free"], cpu)
+        seconds = max(parts["home"], parts["free"], cpu) if self.overlaps else max(parts["home"] + parts["free"], cpu)
         bound = max(parts, key=parts.get)
         self.terms = terms[bound] if parts[bound] >= cpu else {"work: all groups on the cores": cpu}
         return (
@@ -555,7 +560,7 @@ class _Model:
             sum(t for g, t in lower.items() if g == home),
             sum(t for g, t in lower.items() if g != home) / max(self.placement.colocated.values(), default=1),
         )
-        return max(*sides, cpu)
+        return max(*sides, cpu) if self.overlaps else max(sum(sides), cpu)
 
     def crossing(self, sender: Segment, receiver: Segment) -> int | None:
         """Bytes per iteration the placement's edges carry from one segment's fragments to the
