@@ -1,6 +1,7 @@
 """The project's files agree with each other, and the layers import one way."""
 
 import ast
+import os
 import pathlib
 import re
 import subprocess
@@ -23,13 +24,31 @@ def _name(requirement: str) -> str:
 def test_environment_yml_names_the_same_dependencies_as_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    pypi = {_name(r) for r in project["dependencies"] + extras["dev"] + extras["bench"]}
+    pypi = {_name(r) for r in project["dependencies"] + extras["dev"] + extras["bench"] + extras["class"]}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda = {_name(d) for d in env["dependencies"] if isinstance(d, str)} - CONDA_ONLY
     pip_part = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     pip_only = {_name(p) for p in pip_part if p != "-e ."}  # not on conda-forge
     assert conda | pip_only == {CONDA_NAME.get(n, n) if n not in pip_only else n for n in pypi}
     assert "-e ." in pip_part
+
+
+def test_binders_environment_is_the_courses_part_of_the_root_one_with_the_same_pins():
+    """binder/ builds the course on mybinder.org (repo2docker): the root environment.yml's entries a notebook
+    needs, none of its own, and fragnb itself from postBuild (repo2docker installs the environment before
+    it copies the repository, so `-e .` cannot be there)."""
+    root = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    binder = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text())["dependencies"]
+    assert all(isinstance(d, str) for d in binder), "binder's environment installs no pip part (postBuild does)"
+    assert set(binder) <= {d for d in root if isinstance(d, str)}, set(binder) - set(root)
+    runtime = {CONDA_NAME.get(_name(r), _name(r)) for r in project_dependencies()} | {"dask-labextension"}
+    assert runtime <= {_name(d) for d in binder}, runtime - {_name(d) for d in binder}
+    post = (ROOT / "binder" / "postBuild").read_text()
+    assert "pip install --no-deps" in post and "-e ." in post and os.access(ROOT / "binder" / "postBuild", os.X_OK)
+
+
+def project_dependencies() -> list[str]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 
 
 def test_capture_and_policies_import_no_cluster_or_plotting_library():
