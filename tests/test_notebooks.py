@@ -98,3 +98,121 @@ def test_the_course_page_lists_every_notebook_with_its_minutes():
         row = next((line for line in page.splitlines() if f"({path.name})" in line), None)
         assert row is not None, f"notebooks/README.md does not link {path.name}"
         assert row.rstrip(" |").rsplit("|", 1)[-1].strip().replace(".", "", 1).isdigit(), f"no minutes in: {row}"
+
+
+# -- what each notebook claims, checked by its own run -----------------------------------------------
+#: Per notebook, each claim its text makes about what it measured or computed, with the assert that
+#: checks it on the notebook's own run (a fragment of the assert's condition as Python writes it back).
+#: nbval runs every notebook, so a rerun that reverses a claim fails; this list keeps the asserts from
+#: going missing, and a new assert from going in without the claim it checks being written down here.
+CLAIMS = {
+    "01": [
+        ("capturing runs nothing: the cell's variables do not exist yet", "'returns' not in dir()"),
+        ("the roles of the nine fragments", "[f.role for f in ppo.fragments] =="),
+        ("four seeds ran side by side, none failed", "not sweep.failed and len(sweep.runs) == 4"),
+        ("exercise 1: another batch shape keeps the graph's shape", "shape(again) == shape(ppo)"),
+        ("exercise 3: bookkeeping goes to the driver", "role_of(with_seen, 'seen =') == 'driver'"),
+        ("exercise 4: two learning rates over four seeds each ran", "not grid.failed and all("),
+    ],
+    "02": [
+        ("coarse leaves single's weights", "(weights['coarse'] - weights['single']).abs().max() < 1e-05"),
+        ("fine leaves single's weights", "(weights['fine'] - weights['single']).abs().max() < 1e-05"),
+        ("on a cheap environment no 2-4 actor run is 10 % faster than single", "rate[cheap, p, n] < 1.1 *"),
+        ("on a costly environment coarse gains with a second actor", "rate[costly, 'coarse', 2] > 1.1 *"),
+        ("fine's best is not 10 % above coarse's", "max((rate[costly, 'fine', n] for n in counts)) < 1.1 *"),
+        ("4 actors on 2 cores gain under 15 % over 2", "rate[costly, 'coarse', 4] < 1.15 *"),
+        ("any bookkeeping, same answer", "distributed == (episodes, log['value_loss'])"),
+    ],
+    "03": [
+        ("srl's rings: every actor worker busy more than half the time", "all((s > 0.5 for s in shares.values()))"),
+        ("a looser staleness bound: one actor 1.2x the steps/s", "sweep[8, 1].env_steps_per_s > 1.2 *"),
+        ("the design table's SEED RL row, checked on a placement", "facts['SEED RL']['inference'] =="),
+        ("the design table's IMPALA, SRL and DD-PPO rows", "facts['IMPALA']['sync'] == facts['SRL']['sync']"),
+        ("Anakin sends nothing", "facts['Anakin']['crosses'] == ['nothing']"),
+    ],
+    "04": [
+        ("the explorer's run iterated as the result says", "it == explorer.result.iterations - 1"),
+        ("srl's ring choices at 16 actors", "choices(ppo, 'srl', 'ring', actors=16) == [1, 2]"),
+        ("a composed policy keeps single's weights", "(weights['buffer_with_learner'] - weights['single'])"),
+    ],
+    "05": [
+        ("the remote cluster trains the same weights", "same and trained"),
+        ("the drill: one worker lost, resumed, the same returns", "len(drill.lost_workers) == 1 and same"),
+        ("an async actor lost: the run goes on to the end", "len(drill_async.lost_workers) == 1 and"),
+        ("no capacity left: the checkpoint is kept", "it == 3 and kept"),
+        ("shutting down leaves no process", "all((proc.poll() is not None for proc in"),
+        ("ending the session ends every process", "all((session_ended(proc) for proc in"),
+    ],
+    "06": [
+        ("your own policy keeps the invariant", "invariant"),
+        ("the buffer's edge becomes an exchange", "operator(placed, 'buffer@it', 'learner') == 'exchange'"),
+        ("a policy that cannot run a loop refuses it", "refusal(logged, 'own_buffer', actors=2) == 'FragmentError'"),
+        ("a rewritten fine places as fine", "shape(ppo.place('my_fine', actors=2)) =="),
+    ],
+    "07": [
+        ("MAPPO's fragments and roles", "[f.role for f in mappo.fragments] =="),
+        ("MAPPO trains 10 above its baseline", "trained > baseline + 10"),
+        ("coarse leaves single's weights and returns", "(w_single - w_coarse).abs().max() < 1e-05 and r_single"),
+        ("exercise: more agents keep the graph's shape", "shape(regraph) == shape(mappo)"),
+    ],
+    "08": [
+        ("coarse leaves single's weights and returns", "(w_single - w_coarse).abs().max() < 1e-05 and r_single"),
+        ("collect-then-train: coarse leaves single's weights", "(wc_single - wc_coarse).abs().max() < 1e-05"),
+        ("the replay-ratio sweep ran every seed", "not grid.failed"),
+        ("time grows with the replay ratio", "replay[1 / 4]['seconds'] > 1.5 *"),
+        ("prioritised replay's update goes with the learner", "placed.fragments[fragment.name].group =="),
+    ],
+    "09": [
+        ("CleanRL's loop under coarse: statistical, every step taken", "statistical.guarantee == 'statistical'"),
+        ("under fine: exact", "cleanrl_fine.guarantee == 'exact'"),
+        ("with streams: exact", "exact.guarantee == 'exact'"),
+        ("the agent's weights equal single's", "torch.allclose(single_weights[k], v, atol=1e-05) for k, v in agent"),
+        ("the logs equal single's", "[(tag, step) for tag, _, step in writer] =="),
+        ("a REINFORCE loop's returns equal single's", "returns == single_returns"),
+        ("its policy's weights equal single's", "torch.allclose(single_weights[k], v, atol=1e-05) for k, v in policy"),
+        ("the REINFORCE loop under fine: exact", "fine.guarantee == 'exact'"),
+    ],
+    "10": [
+        ("a refined cluster predicts the run closer than the preset", "abs(again.seconds_per_iteration -"),
+    ],
+    "11": [
+        ("the reward: right 1, one digit wrong partial, a bad token 0", "rewards_demo[0] == 1.0"),
+        ("GRPO raises the reward and the exact match", "last > first and after > before"),
+        ("training takes more of the colocated run than generation", "training > generating"),
+        (
+            "split: the two sides' idle ratios add up to about one",
+            "split['rollout idle'] + split['trainer idle'] > 0.75",
+        ),
+        ("async: both sides wait less than split", "loose['trainer idle'] < split['trainer idle']"),
+        ("the staleness bound holds", "table['async, η=1']['staleness'][1] <= 1"),
+        ("async with η=1 takes less time per iteration than split", "loose['s/iteration'] < split['s/iteration']"),
+        ("async with η=0 is the colocated run", "eta0_is_colocated"),
+        ("exercise 1: a learning rate of 3e-3 loses the warm-up's accuracy", "accuracy(policy, env) < start"),
+        ("exercise 2: the sparse reward leaves more groups flat", "flat['exact'] > flat['partial']"),
+        ("exercise 3: η=4's data is staler", "table['async, η=4']['staleness'][0] >="),
+        ("exercise 3: η=4 is no faster beyond the seeds' spread", "med['async, η=4']['s/iteration'] > 0.9 *"),
+    ],
+}
+
+
+def _asserts(path) -> list[str]:
+    """The conditions of every assert in a notebook's code cells, as Python writes them back (magics dropped)."""
+    import ast
+
+    found = []
+    for c in _cells(path):
+        if c["cell_type"] != "code":
+            continue
+        lines = [line for line in _source(c).splitlines() if not line.lstrip().startswith(("%", "!"))]
+        found += [ast.unparse(n.test) for n in ast.walk(ast.parse("\n".join(lines))) if isinstance(n, ast.Assert)]
+    return [a for a in found if a != "quiz(answers, truth) == len(truth)"]  # the quiz's key, checked apart
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+def test_every_claim_a_notebook_makes_is_asserted_on_its_own_run(path):
+    claims = CLAIMS[path.name[:2]]
+    asserts = _asserts(path)
+    missing = [claim for claim, condition in claims if not any(condition in a for a in asserts)]
+    assert not missing, f"{path.name} no longer asserts: {missing}"
+    unlisted = [a for a in asserts if not any(condition in a for _, condition in claims)]
+    assert not unlisted, f"{path.name} asserts what CLAIMS does not list (write down the claim it checks): {unlisted}"
