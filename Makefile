@@ -65,6 +65,7 @@ demo: setup
 # Run it after changing a notebook: tests/test_notebooks.py checks that docs/course/ matches notebooks/.
 course: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 --output-dir docs/course notebooks/[0-9]*.ipynb
+	$(PY) -m fragnb.course settle docs/course/[0-9]*.ipynb
 
 # The notebooks without the cells tagged `solution` (exercise solutions and quiz keys), for students.
 handouts: setup

@@ -1,8 +1,19 @@
-"""The course's quizzes: answers checked against what the notebook's own objects say, not against a key."""
+"""The course's quizzes (answers checked against what the notebook's own objects say, not against a key), and
+the rendered copies' progress bars written as they ended.
+
+``python -m fragnb.course settle docs/course/*.ipynb`` (``make course`` runs it) rewrites, in each rendered
+copy, the plain-text line of every tqdm bar to its final state. A viewer without the widgets (GitHub, nbviewer,
+a diff) shows that line, which the kernel wrote when the bar started: ``0%|          | 0/146``. The widget's
+final state is saved in the notebook's metadata; the line is made from it.
+"""
 
 from __future__ import annotations
 
-__all__ = ["quiz"]
+import html
+import json
+import sys
+
+__all__ = ["quiz", "settle_progress_bars"]
 
 
 def quiz(answers: dict, truth: dict) -> int:
@@ -27,3 +38,56 @@ def _same(given, correct) -> bool:
     if isinstance(given, str) and isinstance(correct, str):
         return given.strip().lower() == correct.strip().lower()
     return given == correct
+
+
+_VIEW = "application/vnd.jupyter.widget-view+json"
+_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def settle_progress_bars(notebook: dict) -> int:
+    """Rewrite, in a rendered notebook (as JSON), the ``text/plain`` of every tqdm bar's output to the bar's
+    final state from the saved widget state; returns how many it rewrote. Other widgets are left alone."""
+    state = notebook.get("metadata", {}).get("widgets", {}).get(_STATE, {}).get("state", {})
+    settled = 0
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(_VIEW)
+            line = _bar_line(state, view["model_id"]) if view else None
+            if line is not None:
+                output["data"]["text/plain"] = [line]
+                settled += 1
+    return settled
+
+
+def _bar_line(state: dict, model_id: str) -> str | None:
+    """``label|#####     | n/total [time]`` for tqdm's widget (an HBox of HTML, FloatProgress, HTML), else None."""
+    box = state.get(model_id, {})
+    children = [state.get(c.removeprefix("IPY_MODEL_"), {}) for c in box.get("state", {}).get("children", [])]
+    kinds = [c.get("model_name") for c in children]
+    if box.get("model_name") != "HBoxModel" or kinds != ["HTMLModel", "FloatProgressModel", "HTMLModel"]:
+        return None
+    left, bar, right = (c["state"] for c in children)
+    done = min(1.0, bar.get("value", 0) / bar["max"]) if bar.get("max") else 0.0
+    filled = round(10 * done)
+
+    def text(value: str) -> str:
+        return html.unescape(value).replace("\u2007", " ")
+
+    return f"{text(left.get('value', ''))}|{'█' * filled}{' ' * (10 - filled)}|{text(right.get('value', ''))}"
+
+
+def _settle_files(paths: list[str]) -> None:
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            notebook = json.load(f)
+        n = settle_progress_bars(notebook)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(notebook, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        print(f"{path}: {n} progress bar{'s' if n != 1 else ''} written as they ended")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["settle"] or len(sys.argv) < 3:
+        sys.exit("usage: python -m fragnb.course settle NOTEBOOK.ipynb ...")
+    _settle_files(sys.argv[2:])

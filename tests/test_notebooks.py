@@ -216,3 +216,50 @@ def test_every_claim_a_notebook_makes_is_asserted_on_its_own_run(path):
     assert not missing, f"{path.name} no longer asserts: {missing}"
     unlisted = [a for a in asserts if not any(condition in a for _, condition in claims)]
     assert not unlisted, f"{path.name} asserts what CLAIMS does not list (write down the claim it checks): {unlisted}"
+
+
+def _bar(state: dict, key: str, value: float, total: float, left: str, right: str) -> None:
+    """A tqdm bar's widgets, as a rendered notebook saves them: an HBox of HTML, FloatProgress, HTML."""
+    ids = [f"{key}-left", f"{key}-bar", f"{key}-right"]
+    state[key] = {"model_name": "HBoxModel", "state": {"children": [f"IPY_MODEL_{i}" for i in ids]}}
+    state[ids[0]] = {"model_name": "HTMLModel", "state": {"value": left}}
+    state[ids[1]] = {"model_name": "FloatProgressModel", "state": {"value": value, "max": total}}
+    state[ids[2]] = {"model_name": "HTMLModel", "state": {"value": right}}
+
+
+def test_a_rendered_progress_bar_shows_how_it_ended_where_widgets_do_not_render():
+    from fragnb.course import settle_progress_bars
+
+    state: dict = {}
+    _bar(state, "done", 146, 146, "ppo:\u2007100%", "\u2007146/146\u2007[00:13&lt;00:00]")
+    _bar(state, "half", 2, 4, "seeds:\u200750%", "\u20072/4")
+    state["box"] = {"model_name": "VBoxModel", "state": {"children": []}}  # the explorer: not a bar
+
+    def output(model_id, text):
+        view = {"model_id": model_id, "version_major": 2, "version_minor": 0}
+        return {
+            "output_type": "display_data",
+            "data": {"application/vnd.jupyter.widget-view+json": view, "text/plain": [text]},
+        }
+
+    cell = {
+        "cell_type": "code",
+        "outputs": [output("done", "ppo:   0%|"), output("half", "0%"), output("box", "VBox()")],
+    }
+    notebook = {
+        "cells": [cell],
+        "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}},
+    }
+    assert settle_progress_bars(notebook) == 2
+    lines = [o["data"]["text/plain"] for o in cell["outputs"]]
+    assert lines == [["ppo: 100%|██████████| 146/146 [00:13<00:00]"], ["seeds: 50%|█████     | 2/4"], ["VBox()"]]
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+def test_no_rendered_progress_bar_is_left_frozen_at_its_start(path):
+    from fragnb.course import settle_progress_bars
+
+    rendered = json.loads((ROOT / "docs" / "course" / path.name).read_text())
+    before = json.dumps(rendered)
+    settle_progress_bars(rendered)
+    assert json.dumps(rendered) == before, f"run `make course` (or `python -m fragnb.course settle {path.name}`)"
