@@ -4,7 +4,8 @@ the rendered copies' progress bars written as they ended.
 ``python -m fragnb.course settle docs/course/*.ipynb`` (``make course`` runs it) rewrites, in each rendered
 copy, the plain-text line of every tqdm bar to its final state. A viewer without the widgets (GitHub, nbviewer,
 a diff) shows that line, which the kernel wrote when the bar started: ``0%|          | 0/146``. The widget's
-final state is saved in the notebook's metadata; the line is made from it.
+final state is saved in the notebook's metadata; the line is made from it. Any other widget (04's explorer)
+gets a picture of itself as JupyterLab draws it (:data:`WIDGET_PICTURES`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import html
 import json
 import sys
 
-__all__ = ["quiz", "settle_progress_bars"]
+__all__ = ["quiz", "settle_progress_bars", "picture_widgets", "WIDGET_PICTURES"]
 
 
 def quiz(answers: dict, truth: dict) -> int:
@@ -42,6 +43,28 @@ def _same(given, correct) -> bool:
 
 _VIEW = "application/vnd.jupyter.widget-view+json"
 _STATE = "application/vnd.jupyter.widget-state+json"
+
+
+#: The picture a rendered copy shows in place of a widget that is not a progress bar, by notebook (relative to
+#: the repository): the explorer as ``tests/test_browser.py`` photographed it in JupyterLab.
+WIDGET_PICTURES = {"04_explore_policies.ipynb": "docs/explorer.png"}
+
+
+def picture_widgets(notebook: dict, png: bytes) -> int:
+    """Give every widget output of a rendered notebook that is not a progress bar the picture ``png``
+    (``image/png``, which a viewer without the widgets shows instead of ``VBox(children=...)``); returns how many."""
+    import base64
+
+    state = notebook.get("metadata", {}).get("widgets", {}).get(_STATE, {}).get("state", {})
+    pictured = 0
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(_VIEW)
+            if view and _bar_line(state, view["model_id"]) is None:
+                output["data"]["image/png"] = base64.b64encode(png).decode()
+                output["data"]["text/plain"] = ["(a widget: the picture shows it as JupyterLab draws it)"]
+                pictured += 1
+    return pictured
 
 
 def settle_progress_bars(notebook: dict) -> int:
@@ -77,10 +100,16 @@ def _bar_line(state: dict, model_id: str) -> str | None:
 
 
 def _settle_files(paths: list[str]) -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
     for path in paths:
         with open(path, encoding="utf-8") as f:
             notebook = json.load(f)
         n = settle_progress_bars(notebook)
+        picture = WIDGET_PICTURES.get(Path(path).name)
+        if picture:
+            picture_widgets(notebook, (root / picture).read_bytes())
         with open(path, "w", encoding="utf-8") as f:
             json.dump(notebook, f, indent=1, ensure_ascii=False)
             f.write("\n")

@@ -263,3 +263,18 @@ def test_no_rendered_progress_bar_is_left_frozen_at_its_start(path):
     before = json.dumps(rendered)
     settle_progress_bars(rendered)
     assert json.dumps(rendered) == before, f"run `make course` (or `python -m fragnb.course settle {path.name}`)"
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+def test_every_widget_of_a_rendered_copy_that_is_not_a_bar_has_a_picture(path):
+    """Where a viewer without the widgets would show ``VBox(children=...)`` (04's explorer), the copy holds
+    the picture ``make course`` put there."""
+    from fragnb.course import _STATE, _VIEW, _bar_line
+
+    rendered = json.loads((ROOT / "docs" / "course" / path.name).read_text())
+    state = rendered["metadata"].get("widgets", {}).get(_STATE, {}).get("state", {})
+    for cell in rendered["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if _VIEW in data and _bar_line(state, data[_VIEW]["model_id"]) is None:
+                assert "image/png" in data, f"{path.name}: a widget without its picture; run `make course`"
