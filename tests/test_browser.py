@@ -301,3 +301,32 @@ def _record(name: str, figures: dict) -> None:
     timings = json.loads(path.read_text()) if path.exists() else {}
     timings[name] = figures
     path.write_text(json.dumps(timings, indent=1) + "\n")
+
+
+def test_the_dask_dashboard_opens_inside_jupyterlab_and_through_the_jupyter_server(browser, lab):
+    """What a remote student needs (docs/jupyterhub.md): dask-labextension's Dask tab in JupyterLab's left
+    bar, and a cluster's dashboard, which listens on loopback, served at the Jupyter server's /proxy/PORT/
+    by jupyter-server-proxy."""
+    pytest.importorskip("dask_labextension")
+    pytest.importorskip("jupyter_server_proxy")
+    from distributed import LocalCluster
+
+    url, _ = lab
+    port = _free_port()
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=f"127.0.0.1:{port}"):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{url}/lab/workspaces/w{time.monotonic_ns()}?reset")
+        page.wait_for_selector("#jp-main-dock-panel", timeout=120_000)
+        tab = page.locator(".jp-SideBar [title^='Dask']").first
+        tab.wait_for(state="visible", timeout=60_000)
+        tab.click()
+        page.locator(".dask-DaskDashboardLauncher").first.wait_for(state="visible", timeout=30_000)
+        page.screenshot(path=ARTIFACTS / "dask_labextension.png")
+        proxied = browser.new_page(viewport={"width": 1400, "height": 1000})
+        response = proxied.goto(f"{url}/proxy/{port}/status")
+        assert response is not None and response.ok, response and response.status
+        proxied.wait_for_function("document.title.includes('Dask')", timeout=60_000)  # Dask's own page, not the lab's
+        proxied.locator("canvas").first.wait_for(state="visible", timeout=60_000)  # its plots, over the proxied websocket
+        proxied.screenshot(path=ARTIFACTS / "dask_dashboard_proxied.png")
+        page.close()
+        proxied.close()
