@@ -326,7 +326,9 @@ def test_the_dask_dashboard_opens_inside_jupyterlab_and_through_the_jupyter_serv
         response = proxied.goto(f"{url}/proxy/{port}/status")
         assert response is not None and response.ok, response and response.status
         proxied.wait_for_function("document.title.includes('Dask')", timeout=60_000)  # Dask's own page, not the lab's
-        proxied.locator("canvas").first.wait_for(state="visible", timeout=60_000)  # its plots, over the proxied websocket
+        proxied.locator("canvas").first.wait_for(
+            state="visible", timeout=60_000
+        )  # its plots, over the proxied websocket
         proxied.screenshot(path=ARTIFACTS / "dask_dashboard_proxied.png")
         page.close()
         proxied.close()
