@@ -21,6 +21,7 @@ fragnb components, for a loop written against them (as :mod:`fragnb.algos.ppo` h
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -205,8 +206,6 @@ class GRPOLearner(Learner):
     """
 
     def __init__(self, model: TinyLM, group: int, lr: float = 1e-3, epochs: int = 2, clip: float = 0.2, kl_coef=0.04):
-        import copy
-
         self.model, self.group, self.epochs, self.clip, self.kl_coef = model, int(group), int(epochs), clip, kl_coef
         self.reference = copy.deepcopy(model).requires_grad_(False)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
