@@ -102,20 +102,25 @@ class TinyLM(nn.Module):
         return self.head(self.norm(x))
 
     @torch.no_grad()
-    def generate(self, prompts: torch.Tensor, max_new_tokens: int, streams=None, temperature: float = 1.0):
+    def generate(
+        self, prompts: torch.Tensor, max_new_tokens: int, streams=None, temperature: float = 1.0, greedy: bool = False
+    ):
         """Sample a completion of each prompt: ``(tokens, logprobs)``, both ``(n, max_new_tokens)``.
 
         After a completion's end token the rest is padding with log-probability 0. ``streams`` (a
         :class:`fragnb.streams.EnvStreams`, one stream per prompt row) makes the draws those of each
         environment's own stream, independent of how the batch is split; without it the draws come from
-        torch's global generator.
+        torch's global generator. ``greedy`` takes the likeliest token instead (no draw).
         """
         seq, done = prompts, torch.zeros(len(prompts), dtype=torch.bool, device=prompts.device)
         tokens, logps = [], []
         for _ in range(max_new_tokens):
             logits = self(seq)[:, -1] / temperature
             dist = torch.distributions.Categorical(logits=logits)
-            token = streams.sample(dist) if streams is not None else dist.sample()
+            if greedy:
+                token = logits.argmax(-1)
+            else:
+                token = streams.sample(dist) if streams is not None else dist.sample()
             logp = dist.log_prob(token)
             token, logp = token.masked_fill(done, PAD), logp.masked_fill(done, 0.0)
             done = done | (token == EOS)
@@ -156,11 +161,8 @@ def warm_up(model: TinyLM, task: TextTask, steps: int = 300, batch: int = 128, l
 def accuracy(model: TinyLM, task: TextTask, n: int = 512, seed: int = 12345) -> float:
     """Exact-match share of greedy completions on ``n`` held-out problems of ``task``."""
     prompts, answers = task.problems(n, seed=seed)
-    seq = prompts
-    for _ in range(answers.shape[1]):
-        seq = torch.cat([seq, model(seq)[:, -1].argmax(-1, keepdim=True)], 1)
-    out = seq[:, prompts.shape[1] :]
-    return float((out * completion_mask(out).long() == answers).all(1).float().mean())
+    out, _ = model.generate(prompts, answers.shape[1], greedy=True)
+    return float((out == answers).all(1).float().mean())
 
 
 def group_advantages(rewards: torch.Tensor, group: int, eps: float = 1e-4) -> torch.Tensor:

@@ -96,14 +96,17 @@ class TextTask(Env):
 
     # -- the environment ---------------------------------------------------------------------------
     def _reset(self, mask: torch.Tensor) -> torch.Tensor:
-        prompts, answers = self._problems(self.prompt_streams.uniform(self.draws, mask))
-        self.prompts[mask] = torch.tensor([encode(p) for p in prompts], dtype=torch.int64)
+        self.prompts[mask], self.answers[mask] = self._tokens(self.prompt_streams.uniform(self.draws, mask))
+        return self.prompts[mask].clone()
+
+    def _tokens(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The problems of uniform numbers ``u`` as tokens: prompts, and answers ended and padded."""
+        prompts, answers = self._problems(u)
         tokens = torch.full((len(answers), self.answer_len), PAD, dtype=torch.int64)
         for row, answer in enumerate(answers):
             ids = encode(answer) + [EOS]
             tokens[row, : len(ids)] = torch.tensor(ids)
-        self.answers[mask] = tokens
-        return self.prompts[mask].clone()
+        return torch.tensor([encode(p) for p in prompts], dtype=torch.int64), tokens
 
     def score(self, completions: torch.Tensor) -> torch.Tensor:
         """The reward of each completion against the current answers, float32 in [0, 1]."""
@@ -131,12 +134,7 @@ class TextTask(Env):
 
     def problems(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` fresh prompts and answer tokens from streams of their own (``seed``): a held-out test set."""
-        prompts, answers = self._problems(EnvStreams(seed, torch.arange(n), "test").uniform(self.draws))
-        tokens = torch.full((n, self.answer_len), PAD, dtype=torch.int64)
-        for row, answer in enumerate(answers):
-            ids = encode(answer) + [EOS]
-            tokens[row, : len(ids)] = torch.tensor(ids)
-        return torch.tensor([encode(p) for p in prompts], dtype=torch.int64), tokens
+        return self._tokens(EnvStreams(seed, torch.arange(n), "test").uniform(self.draws))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_envs={self.num_envs}, group={self.group}, reward={self.reward!r})"
