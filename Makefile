@@ -67,10 +67,10 @@ course: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 --output-dir docs/course notebooks/[0-9]*.ipynb
 	$(PY) -m fragnb.course settle docs/course/[0-9]*.ipynb
 
-# The notebooks without the cells tagged `solution` (exercise solutions and quiz keys), for students.
+# For a class: students' copies without the cells tagged `solution` (exercise solutions, quiz keys) or the
+# hidden tests, and per notebook the otter-grader autograder that grades what they hand in (fragnb/course/handouts.py).
 handouts: setup
-	$(VENV)/bin/jupyter nbconvert --to notebook --TagRemovePreprocessor.enabled=True \
-		--TagRemovePreprocessor.remove_cell_tags=solution --output-dir handouts notebooks/[0-9]*.ipynb
+	$(PY) -m fragnb.course handouts --out handouts notebooks/[0-9]*.ipynb
 
 # The `bench` extra adds Stable-Baselines3, which benchmarks/ppo_cartpole.py compares against.
 bench: setup

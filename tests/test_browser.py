@@ -270,17 +270,19 @@ def test_notebook_01_trains_in_the_browser_about_as_fast_as_headless(browser, la
 
 
 def _check_quiz_and_solutions(page) -> None:
-    """The end of a course notebook as a student meets it: the quiz checked (nothing answered yet),
-    the solutions collapsed until clicked, prose and code alike."""
-    quiz = page.locator(".jp-CodeCell", has_text="quiz(answers, truth);").first
+    """The end of a course notebook as a student meets it: the quiz's answers cell, its key collapsed, the
+    autograder's tests run without an error on the key; the solutions collapsed until clicked, prose and code
+    alike."""
+    quiz = page.locator(".jp-CodeCell", has_text="answers = {1: None").first
     quiz.scroll_into_view_if_needed()
-    assert "not answered yet" in quiz.inner_text()
+    tests = page.locator(".jp-CodeCell", has_text="# HIDDEN")
+    assert tests.count() == 4 and page.locator(".jp-CodeCell .jp-OutputArea-output", has_text="Error").count() == 0
     page.locator(".jp-Cell", has_text="Try the exercises and the quiz first").first.scroll_into_view_if_needed()
     closed = page.locator(".jp-MarkdownCell details:not([open])")
     hidden = page.locator(".jp-CodeCell .jp-InputPlaceholder")
     page.wait_for_timeout(300)
     assert closed.count() >= 1 and hidden.count() >= 1, (closed.count(), hidden.count())
-    assert not page.get_by_text("assert quiz(answers, truth) == len(truth)").first.is_visible()  # the key stays hidden
+    assert not page.get_by_text('answers = {1: 9, 2: "buffer"').first.is_visible()  # the key stays hidden
     page.screenshot(path=ARTIFACTS / "01_solutions_collapsed.png")
     closed.first.locator("summary").click()
     assert page.locator(".jp-MarkdownCell details[open]").count() == 1

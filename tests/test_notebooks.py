@@ -38,21 +38,39 @@ def _source(cell: dict) -> str:
     return "".join(cell["source"])
 
 
+def _quiz(cells: list[dict]) -> dict:
+    """A notebook's quiz as otter-grader reads it: the cells between its markers, by block."""
+    text = [_source(c) for c in cells]
+    begin = next(i for i, t in enumerate(text) if cells[i]["cell_type"] == "raw" and t.startswith("# BEGIN QUESTION"))
+    end = text.index("# END QUESTION", begin)
+    blocks, current = {"solution": [], "tests": []}, None
+    for c in cells[begin + 1 : end]:
+        t = _source(c)
+        if c["cell_type"] == "raw":
+            current = {"# BEGIN SOLUTION": "solution", "# BEGIN TESTS": "tests"}.get(t)
+        elif current:
+            blocks[current].append(c)
+    return blocks
+
+
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
 def test_every_notebook_has_goals_exercises_a_quiz_and_solutions(path):
     cells = _cells(path)
     text = [_source(c) for c in cells]
     assert "**Goals.**" in text[0], "the first cell states the learning goals"
     assert any("## Exercise" in t for t in text)
-    quiz = [i for i, t in enumerate(text) if "## Quiz" in t]
-    assert (
-        len(quiz) == 1 and text[quiz[0] + 1].startswith("answers = {") and "quiz(answers, truth)" in text[quiz[0] + 2]
+    assert len([t for t in text if "## Quiz" in t]) == 1
+    quiz = _quiz(cells)
+    answers, *key = quiz["solution"]
+    assert _source(answers).startswith("answers = {") and "None" in _source(answers), "the students' answers cell"
+    assert key and all("solution" in c["metadata"].get("tags", []) for c in key), "the key: dropped from handouts"
+    assert any(_source(c).startswith("# The quiz's key") for c in key)
+    hidden = [c for c in quiz["tests"] if _source(c).startswith("# HIDDEN")]
+    questions = len(eval(_source(answers).split("=", 1)[1]))  # noqa: S307 - a dict of Nones
+    assert len(hidden) == questions and all("assert same(answers.get(" in _source(c) for c in hidden), (
+        "one hidden test per question, computing its answer from the notebook's objects"
     )
     solutions = [c for c in cells if "solution" in c["metadata"].get("tags", [])]
-    assert solutions, "exercise solutions and the quiz's key are tagged 'solution' (make handouts drops them)"
-    assert any("assert quiz(answers, truth) == len(truth)" in _source(c) for c in solutions), (
-        "the key is checked against the computed truth"
-    )
     for c in solutions:  # collapsed where a student opens them: JupyterLab and GitHub
         if c["cell_type"] == "code":
             assert c["metadata"].get("jupyter", {}).get("source_hidden"), _source(c)[:60]
@@ -77,19 +95,59 @@ def test_the_rendered_course_is_in_step_with_the_notebooks(path):
             )
 
 
-def test_handouts_drop_the_solutions():
-    import nbformat
-    from nbconvert.preprocessors import TagRemovePreprocessor
+@pytest.fixture(scope="module")
+def handouts(tmp_path_factory):
+    from fragnb.course.handouts import write_handouts
 
-    handout, _ = TagRemovePreprocessor(remove_cell_tags={"solution"}, enabled=True).preprocess(
-        nbformat.read(COURSE[0], as_version=4), {}
-    )
-    kept = [_source(c) for c in handout.cells]
-    assert (
-        len(kept) < len(_cells(COURSE[0]))
-        and not any("assert quiz(" in t for t in kept)
-        and any("## Quiz" in t for t in kept)
-    )
+    out = tmp_path_factory.mktemp("handouts")
+    write_handouts([str(p) for p in COURSE], str(out))
+    return out
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+def test_a_handout_holds_no_key_and_its_autograder_every_test(path, handouts):
+    """`make handouts`: the students' copy has no solution, no key and no hidden test, an answers cell they can
+    edit and a check of it; the autograder's zip has every test of the quiz."""
+    import zipfile
+
+    student = json.loads((handouts / path.stem / "student" / path.name).read_text())
+    text = json.dumps(student)
+    key = next(_source(c) for c in _quiz(_cells(path))["solution"] if _source(c).startswith("# The quiz's key"))
+    assert key.splitlines()[-1] not in text and "same(answers" not in text and "# HIDDEN" not in text
+    assert not [c for c in student["cells"] if "solution" in c["metadata"].get("tags", [])]
+    sources = [_source(c) for c in student["cells"]]
+    at = next(i for i, t in enumerate(sources) if t.startswith("answers = {"))
+    assert student["cells"][at]["metadata"].get("editable", True) and sources[at + 1] == 'grader.check("quiz")'
+    public = student["metadata"]["otter"]["tests"]["quiz"]["suites"][0]["cases"]
+    assert [c["hidden"] for c in public] == [False]
+    (zipped,) = (handouts / path.stem / "autograder").glob("*.zip")
+    tests = zipfile.ZipFile(zipped).read("tests/quiz.py").decode()
+    assert tests.count("'hidden': True") == len(_quiz(_cells(path))["tests"]) - 1
+
+
+@pytest.mark.slow
+def test_the_autograder_grades_a_handed_in_handout_answer_by_answer(handouts, tmp_path):
+    """`otter run` on notebook 06's handout answered with its key but one wrong answer: every test runs in a
+    kernel on the student's run, and the score is one short of full."""
+    import subprocess
+    import sys
+
+    path = next(p for p in COURSE if p.name.startswith("06"))
+    key = next(_source(c) for c in _quiz(_cells(path))["solution"] if _source(c).startswith("# The quiz's key"))
+    answers = eval(key.splitlines()[-1].split("=", 1)[1])  # noqa: S307 - the key's dict literal
+    answers[4] = "ValueError"  # wrong: placing that policy raises a FragmentError
+    student = json.loads((handouts / path.stem / "student" / path.name).read_text())
+    cell = next(c for c in student["cells"] if _source(c).startswith("answers = {"))
+    cell["source"] = f"answers = {answers!r}"
+    handed_in = tmp_path / path.name
+    handed_in.write_text(json.dumps(student))
+    (zipped,) = (handouts / path.stem / "autograder").glob("*.zip")
+    otter = [sys.executable, "-m", "otter", "run", "-a", str(zipped), "-o", str(tmp_path), str(handed_in)]
+    done = subprocess.run(otter, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    quiz = next(t for t in results["tests"] if t["name"] == "quiz")
+    assert (quiz["score"], quiz["max_score"]) == (len(answers) - 1, len(answers)), quiz["output"][-2000:]
 
 
 def test_the_course_page_lists_every_notebook_with_its_minutes():
@@ -204,12 +262,13 @@ def _asserts(path) -> list[str]:
     import ast
 
     found = []
+    quiz = _quiz(_cells(path))["tests"]  # the autograder's tests: one per quiz question, checked apart
     for c in _cells(path):
-        if c["cell_type"] != "code":
+        if c["cell_type"] != "code" or c in quiz:
             continue
         lines = [line for line in _source(c).splitlines() if not line.lstrip().startswith(("%", "!"))]
         found += [ast.unparse(n.test) for n in ast.walk(ast.parse("\n".join(lines))) if isinstance(n, ast.Assert)]
-    return [a for a in found if a != "quiz(answers, truth) == len(truth)"]  # the quiz's key, checked apart
+    return found
 
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
@@ -273,7 +332,7 @@ def test_no_rendered_progress_bar_is_left_frozen_at_its_start(path):
 def test_every_widget_of_a_rendered_copy_that_is_not_a_bar_has_a_picture(path):
     """Where a viewer without the widgets would show ``VBox(children=...)`` (04's explorer), the copy holds
     the picture ``make course`` put there."""
-    from fragnb.course import _STATE, _VIEW, _bar_line
+    from fragnb.course.rendered import _STATE, _VIEW, _bar_line
 
     rendered = json.loads((ROOT / "docs" / "course" / path.name).read_text())
     state = rendered["metadata"].get("widgets", {}).get(_STATE, {}).get("state", {})

@@ -1,5 +1,5 @@
-"""The course's quizzes (answers checked against what the notebook's own objects say, not against a key), and
-the rendered copies' progress bars written as they ended.
+"""The rendered copies of the course (``docs/course/``): progress bars written as they ended, and a picture
+where a widget would show as text.
 
 ``python -m fragnb.course settle docs/course/*.ipynb`` (``make course`` runs it) rewrites, in each rendered
 copy, the plain-text line of every tqdm bar to its final state. A viewer without the widgets (GitHub, nbviewer,
@@ -12,33 +12,8 @@ from __future__ import annotations
 
 import html
 import json
-import sys
 
-__all__ = ["quiz", "settle_progress_bars", "picture_widgets", "WIDGET_PICTURES"]
-
-
-def quiz(answers: dict, truth: dict) -> int:
-    """Print, question by question, whether each answer in ``answers`` equals ``truth``'s (which a
-    notebook computes from its runs and placements); ``None`` is a question not answered yet.
-    Strings compare without case or surrounding spaces. Returns how many answers are right."""
-    right = 0
-    for q, correct in truth.items():
-        given = answers.get(q)
-        if given is None:
-            print(f"{q}. not answered yet")
-        elif _same(given, correct):
-            right += 1
-            print(f"{q}. right")
-        else:
-            print(f"{q}. not {given!r}: look again at the section above")
-    print(f"{right} of {len(truth)} right")
-    return right
-
-
-def _same(given, correct) -> bool:
-    if isinstance(given, str) and isinstance(correct, str):
-        return given.strip().lower() == correct.strip().lower()
-    return given == correct
+__all__ = ["settle_progress_bars", "picture_widgets", "WIDGET_PICTURES"]
 
 
 _VIEW = "application/vnd.jupyter.widget-view+json"
@@ -99,10 +74,11 @@ def _bar_line(state: dict, model_id: str) -> str | None:
     return f"{text(left.get('value', ''))}|{'█' * filled}{' ' * (10 - filled)}|{text(right.get('value', ''))}"
 
 
-def _settle_files(paths: list[str]) -> None:
+def settle_files(paths: list[str]) -> None:
+    """Settle the bars and picture the widgets of rendered notebooks, in place."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for path in paths:
         with open(path, encoding="utf-8") as f:
             notebook = json.load(f)
@@ -114,9 +90,3 @@ def _settle_files(paths: list[str]) -> None:
             json.dump(notebook, f, indent=1, ensure_ascii=False)
             f.write("\n")
         print(f"{path}: {n} progress bar{'s' if n != 1 else ''} written as they ended")
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] != ["settle"] or len(sys.argv) < 3:
-        sys.exit("usage: python -m fragnb.course settle NOTEBOOK.ipynb ...")
-    _settle_files(sys.argv[2:])
