@@ -1,6 +1,6 @@
 """The errors fragnb raises for a user's mistakes."""
 
-__all__ = ["FragmentError", "ClusterError"]
+__all__ = ["FragmentError", "ClusterError", "RenderingError"]
 
 
 class FragmentError(ValueError):
@@ -57,3 +57,12 @@ class FragmentError(ValueError):
 
 class ClusterError(RuntimeError):
     """A cluster fragnb cannot start or reach, or one without room for a run; the message names the fallback."""
+
+
+class RenderingError(RuntimeError):
+    """A picture fragnb cannot draw on this machine (no OpenGL for MuJoCo's offscreen renderer, a missing
+    package); the message names what is missing and how to get it."""
+
+    def _render_traceback_(self):
+        # IPython shows this instead of a traceback: what to install is one message, not a stack.
+        return [f"RenderingError: {self}"]
