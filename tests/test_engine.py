@@ -366,3 +366,11 @@ def test_a_checkpoint_waits_for_its_iterations_and_by_default_for_time_enough_to
     assert not checkpoint_due(20, kept, 10, 0.05, 101.9)  # 10 iterations, but 0.1 s is more than 5 % of 1.9 s
     assert checkpoint_due(20, kept, 10, 0.05, 102.0)  # 5 % of 2 s
     assert not checkpoint_due(19, kept, 10, 0.05, 500.0)  # time enough, iterations not
+
+
+def test_a_learner_samples_ahead_of_insertion_only_within_the_bound():
+    """Reverb's SampleToInsertRatio, the learner's side: drawing the next iteration's samples must keep the
+    samples per transition inserted within samples_per_insert; with nothing inserted it waits."""
+    assert d.may_sample_ahead(sampled=640, inserted=160, next_samples=640, samples_per_insert=8)  # 1280 <= 1280
+    assert not d.may_sample_ahead(sampled=641, inserted=160, next_samples=640, samples_per_insert=8)
+    assert not d.may_sample_ahead(sampled=0, inserted=0, next_samples=1, samples_per_insert=100)

@@ -192,6 +192,9 @@ class ReplayBuffer(Buffer):
         # Stored already raised to alpha: sampling then needs no power over the whole buffer.
         self.priorities = torch.zeros(capacity, dtype=torch.float64)
         self.max_priority = 1.0
+        # Transitions ever added and drawn: their ratio is the samples per insert that Reverb's rate
+        # limiter bounds, and that `async`'s samples_per_insert holds a learner sampling ahead to.
+        self.inserted, self.sampled = 0, 0
 
     def __len__(self) -> int:
         return self.size
@@ -212,6 +215,7 @@ class ReplayBuffer(Buffer):
         self.priorities[idx] = self.max_priority**self.alpha
         self.cursor = (self.cursor + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+        self.inserted += n
 
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
         """``batch_size`` transitions drawn with replacement (new tensors).
@@ -229,6 +233,7 @@ class ReplayBuffer(Buffer):
             weights = (weights / weights.max()).to(torch.float32)
         else:
             idx = torch.randint(self.size, (batch_size,), generator=self.generator)
+        self.sampled += batch_size
         batch = {
             "obs": self.obs[idx],
             "actions": self.actions[idx],

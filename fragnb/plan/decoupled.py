@@ -9,9 +9,10 @@ from __future__ import annotations
 import ast
 
 from ..errors import FragmentError
+from .instrument import DRIVER
 from .program import DrivenLoop, Program, header_names, segments_of
 
-__all__ = ["refuse"]
+__all__ = ["refuse", "sample_ahead"]
 
 
 def refuse(placement, program: Program) -> None:
@@ -75,3 +76,100 @@ def refuse(placement, program: Program) -> None:
                 "run it in a cell of its own afterwards",
                 seg.nodes[0].lineno,
             )
+
+
+def sample_ahead(placement, program: Program) -> str:
+    """``samples_per_insert`` (async): let the learner sample its replay buffer while no trajectory has
+    arrived, as Ape-X's learner does, within the bound. Each of the learner's segments in the iteration loop
+    gets an *ahead* variant (``Segment.ahead``): itself without the statements that take the actors'
+    trajectories (the replayed inserts, and what reads the actors' values). Returns the replay buffer whose
+    ``inserted`` and ``sampled`` counts the bound is checked on. Refused before any worker starts where an
+    iteration without a trajectory would not be the loop's updates on the replay: the updates read a value
+    that only comes with a trajectory, or the learner holds no buffer that counts."""
+    graph = placement.graph
+    home, policy = placement.home, placement.policy.name
+    bound = placement.params["samples_per_insert"]
+    loop = next(i for i in program.items if isinstance(i, DrivenLoop))
+    inside = segments_of(loop.body)
+    from_actors = {v for s in inside if s.group != home for v in s.writes}
+    ns = graph.namespace
+    counted = sorted(
+        c
+        for s in inside
+        if s.group == home
+        for c in s.components
+        if hasattr(ns.get(c), "inserted") and hasattr(ns.get(c), "sampled")
+    )
+    if not counted:
+        raise FragmentError(
+            f"policy {policy!r} with samples_per_insert={bound!r} bounds how often the learner samples its replay "
+            "buffer per transition inserted, so the learner's side must hold a buffer that counts both "
+            "(`inserted` and `sampled`, as fragnb.algos.dqn.ReplayBuffer does); this loop's learner holds none. "
+            "Leave samples_per_insert out: each learner iteration then takes one trajectory per actor"
+        )
+
+    def loads(node: ast.AST) -> list[ast.Name]:
+        return [n for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+    def calls(node: ast.AST) -> list[tuple[str, str]]:
+        return [
+            (n.func.value.id, n.func.attr)
+            for n in ast.walk(node)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+        ]
+
+    learning = {c for c, role in graph.components.items() if role in ("learner", "buffer")}
+
+    def takes(node: ast.stmt) -> bool:
+        """Whether ``node`` takes the actors' trajectories: their inserts replayed, or the bookkeeping of what
+        they send (refused if it also learns: without a trajectory it would silently not run)."""
+        if (DRIVER, "replay") in calls(node):
+            return True
+        late = next((n for n in loads(node) if n.id in from_actors), None)
+        if late is None:
+            return False
+        learns = next((f"{c}.{m}" for c, m in calls(node) if c in learning), None)
+        if learns:
+            raise FragmentError.in_source(
+                f"under {policy!r} with samples_per_insert the learner may run an iteration's updates before a "
+                f"new trajectory arrives, sampling its replay buffer alone; this line calls `{learns}` on "
+                f"`{late.id}`, which comes with the actors' trajectories: without one it would not run, and the "
+                f"updates would differ from the loop's. Count on the learner's side (e.g. `it`, or "
+                f"`learner.updates`) instead, or leave samples_per_insert out",
+                late.lineno,
+                graph.source,
+            )
+        return True
+
+    samples = False
+    for seg in inside:
+        if seg.group != home:
+            continue
+        taken = [node for node in seg.module.body if takes(node)]
+        if not taken:
+            continue
+        kept = [node for node in seg.module.body if node not in taken]
+        assigned = {
+            n.id for node in taken for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        for node in kept:
+            late = next((n for n in loads(node) if n.id in assigned), None)
+            if late is not None:
+                raise FragmentError.in_source(
+                    f"under {policy!r} with samples_per_insert the learner may run an iteration's updates before a "
+                    f"new trajectory arrives, sampling its replay buffer alone; this line reads `{late.id}`, which "
+                    "only the part that takes the actors' trajectories assigns: it would read the last "
+                    f"trajectory's `{late.id}` again. Let the updates read the replay buffer "
+                    f"({', '.join(f'`{c}`' for c in counted)}) and the learner's own objects, or leave samples_per_insert out",
+                    late.lineno,
+                    graph.source,
+                )
+        seg.ahead = ast.fix_missing_locations(ast.Module(kept, []))
+        samples |= any(n.id in counted for node in kept for n in loads(node))
+    if not samples:
+        raise FragmentError(
+            f"policy {policy!r} with samples_per_insert={bound!r}: this loop's learner trains only on what the "
+            "actors send, not on a replay buffer it samples, so an iteration without a new trajectory has nothing to "
+            "learn from (on-policy data is used once). Leave samples_per_insert out"
+        )
+    return counted[0]

@@ -40,6 +40,9 @@ class Segment:
     module: ast.Module = field(default=None, repr=False)  # instrumented; shipped as AST, compiled where it runs
     records: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> variables it records for a later group
     replays: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> variables it replays from them
+    #: ``samples_per_insert`` (async): the learner's segment without what takes the actors' trajectories,
+    #: run in an iteration that samples the replay buffer alone (:func:`fragnb.plan.decoupled.sample_ahead`).
+    ahead: ast.Module | None = field(default=None, repr=False)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import shards
 from ..components import role_of
 from ..graph.model import cell_filename
-from .decoupled import refuse
+from .decoupled import refuse, sample_ahead
 from .keys import WeightsKey, weights_key
 from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_of
 
@@ -115,6 +115,10 @@ class Script:
     #: Decoupled policies (fragnb.runtime.worker.free): groups other than the leader's run free of it.
     decoupled: bool = False
     max_staleness: int = 0
+    #: async: the most samples drawn per transition inserted; the learner samples its replay buffer
+    #: (``replay``) ahead of the actors within it, and keeps every trajectory (None: one per actor slot).
+    samples_per_insert: float | None = None
+    replay: str | None = None
     #: Synchronous Dask runs: every replica keeps its state after every this many iterations, for the
     #: notebook to fetch; a run that loses a worker resumes from the last one all replicas kept (0: never).
     checkpoint_every: int = 0
@@ -175,8 +179,11 @@ class Script:
         loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
         last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
         decoupled = placement.policy.decoupled
+        replay = None
         if decoupled:
             refuse(placement, program)
+            if placement.params.get("samples_per_insert") is not None:
+                replay = sample_ahead(placement, program)
             last = placement.home  # the driver's group leads: the other groups run free of it
         drawn = start.drawn
         drawing = None if drawn is None else frozenset(seg.index for seg in program.segments if seg.statements & drawn)
@@ -194,6 +201,8 @@ class Script:
             leader=str(ReplicaId(last, 0)),
             decoupled=decoupled,
             max_staleness=placement.params.get("max_staleness", 0),
+            samples_per_insert=placement.params.get("samples_per_insert"),
+            replay=replay,
             checkpoint_every=0 if decoupled else CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every,
             checkpoint_share=CHECKPOINT_SHARE if checkpoint_every is None else None,
             seed=start.seed,

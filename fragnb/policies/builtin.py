@@ -73,9 +73,11 @@ register(
         replicas={"actors": "actors", "learner": 1},
         gpu_groups=("learner",),
         required_roles=("actor", "learner"),
-        options={"max_staleness": 1},
+        # samples_per_insert: Ape-X's learner, sampling its replay while the actors insert, bounded as
+        # Reverb's rate limiter bounds it (fragnb.plan.decoupled.sample_ahead)
+        options={"max_staleness": 1, "samples_per_insert": None},
         decoupled=True,
-        tradeoff="nobody waits for a whole round: actors keep rolling out while the learner learns; it trains on trajectories up to max_staleness versions old",
+        tradeoff="nobody waits for a whole round: actors keep rolling out while the learner learns; it trains on trajectories up to max_staleness versions old (with samples_per_insert, it samples its replay buffer meanwhile, within that many samples per transition inserted)",
     )
 )
 

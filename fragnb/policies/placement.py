@@ -227,6 +227,12 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
             not isinstance(value, int) or isinstance(value, bool) or value < _LEAST.get(name, 0)
         ):
             raise ValueError(f"{name}={value!r}: policy {policy.name!r} needs an integer >= {_LEAST.get(name, 0)}")
+        if (
+            default is None
+            and value is not None
+            and (not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0)
+        ):
+            raise ValueError(f"{name}={value!r}: policy {policy.name!r} needs a positive number, or None (off)")
     for group, per_worker in colocated.items():  # checked above, as an option
         counts[group] *= per_worker
     _check_driver_replicas(graph, policy, counts)

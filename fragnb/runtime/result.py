@@ -67,6 +67,9 @@ class RunResult:
     #: actors produced that the learner never took (in flight when it stopped).
     dropped: int = 0
     unconsumed: int = 0
+    #: async with ``samples_per_insert``: learner iterations that sampled the replay buffer before a new
+    #: trajectory arrived (Ape-X's learner running ahead of insertion, within the bound).
+    ahead: int = 0
     #: Decoupled policies: how many replicas had a trajectory waiting each time the learner took one.
     queue_depth: list[int] = field(default_factory=list, repr=False)
     #: Environments one inference call serves (each replica of the actor fragments, e.g. srl's policy workers).
@@ -212,6 +215,10 @@ class RunResult:
                 f"{sum(self.queue_depth) / max(len(self.queue_depth), 1):.1f} replicas waiting per trajectory taken; "
                 f"{self.inference_batch} environments per inference call"
             )
+        if self.ahead:
+            lines.append(
+                f"  {self.ahead} learner iterations sampled the replay ahead of insertion (samples_per_insert)"
+            )
         total = sum(self.fragment_seconds.values()) or 1.0
         for name, sec in sorted(self.fragment_seconds.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {name:<14} {sec:8.3f} s  {100 * sec / total:5.1f} %")
@@ -254,6 +261,7 @@ class RunResult:
             stopped=lead.stopped,
             staleness=lead.staleness,
             dropped=lead.dropped,
+            ahead=lead.ahead,
             unconsumed=sum(
                 finals[peer].iterations - taken for peer, taken in lead.taken.items() if not finals[peer].lost
             ),

@@ -15,6 +15,12 @@ arrives. The walk is the same program as :mod:`fragnb.runtime.worker.walker`'s; 
   a free replica loads the newest that has arrived when its segment needs them, and **waits** only
   when even that is more than ``max_staleness`` versions behind its own iteration, which bounds how
   far actors run ahead (and how much they would produce for nothing).
+- **Sampling ahead** (``samples_per_insert``, Ape-X's learner). The learner need not wait for a
+  trajectory: when none is waiting, it runs the iteration's updates on its replay buffer alone (the
+  segment's *ahead* variant, :func:`fragnb.plan.decoupled.sample_ahead`), as long as the samples it has
+  drawn per transition inserted stay within the bound (:func:`~.machine.may_sample_ahead`); past it,
+  it waits for insertion. Replay is off-policy, so no trajectory is dropped as stale then: the bound on
+  staleness only keeps the actors from running further ahead.
 - **Halting.** The learner alone decides when the run ends (its loop's end, a stop condition,
   Ctrl-C) and tells the free replicas, which stop where they are; what they produced after the
   learner's last iteration is reported as unconsumed.
@@ -47,6 +53,7 @@ from .machine import (
     is_segment,
     iteration_of,
     may_act,
+    may_sample_ahead,
     news_tag,
     next_trajectory,
     pace,
@@ -97,6 +104,12 @@ class FreeWalker(Walker):
         self.lockstep = sum(g != self.home for g in script.groups) > 1
         self.round: int | None = None  # leader, lockstep: the round this iteration takes
         self.next_round = 0
+        # leader, samples_per_insert: this iteration samples ahead of insertion; how many did; what the
+        # last iteration drew, and the replay's draws when this one began
+        self.sampling_ahead = False
+        self.ahead = 0
+        self.last_samples: int | None = None
+        self.drawn_before = 0
 
     # -- the iteration loop ---------------------------------------------------------------------
     def iterate(self, loop: DrivenLoop, iterable) -> None:
@@ -123,8 +136,49 @@ class FreeWalker(Walker):
         finally:
             self.looping = False
 
+    def before_iteration(self) -> None:
+        """Leader, ``samples_per_insert``: sample the replay ahead of insertion this iteration if no
+        trajectory is waiting to fill it and the bound allows what the last iteration drew."""
+        if self.free or self.script.samples_per_insert is None:
+            return
+        replay = self.rep.ns[self.script.replay]
+        self.drawn_before = replay.sampled
+        self.sampling_ahead = (
+            self.script.limit is None  # the safety net compares whole iterations with plain Python's
+            and self.last_samples is not None  # the first iteration measures what one draws
+            and not self.trajectories_waiting()
+            and may_sample_ahead(replay.sampled, replay.inserted, self.last_samples, self.script.samples_per_insert)
+        )
+
+    def trajectories_waiting(self) -> bool:
+        """Whether whole trajectories have arrived for every slot of the free groups (insertion first)."""
+        self.ch.poll()
+        for group, n in self.script.groups.items():
+            if group == self.home:
+                continue
+            whole = sum(
+                1
+                for peer in peers(group, n)
+                for _, t in self.ch.arrived(peer)
+                if is_news(t) and iteration_of(t) >= self.cursor[peer]
+            )
+            if whole < n:
+                return False
+        return True
+
+    def segment(self, seg) -> None:
+        if self.sampling_ahead and seg.group == self.rep.group and ("ahead", seg.index) in self.rep.codes:
+            self.execute(seg, self.rep.codes["ahead", seg.index])  # receives nothing: no trajectory is taken
+            self.wrote(seg)
+            return
+        super().segment(seg)
+
     def decide(self, news: tuple[list, int]) -> tuple[bool, bool]:
         """As :meth:`Walker.decide`; a decoupled run keeps no checkpoints."""
+        if self.script.samples_per_insert is not None and not self.free:
+            self.last_samples = self.rep.ns[self.script.replay].sampled - self.drawn_before
+            self.ahead += self.sampling_ahead
+            self.sampling_ahead = False
         if self.free:
             self.ch.send([self.script.leader], news_tag(self.iterations - 1), news)
             self.ch.poll()
@@ -229,6 +283,7 @@ class FreeWalker(Walker):
                 if seq is not None:
                     waiting.append(Arrival(seq, peer, self.cursor[peer], version))
             arrival, usable = next_trajectory(waiting, self.iterations, self.script.max_staleness)
+            usable = usable or self.script.samples_per_insert is not None  # replay is off-policy: keep it all
             if arrival is None:
                 self.idle(group)
                 continue
@@ -335,6 +390,6 @@ class FreeWalker(Walker):
         out.taken = {
             p: n for p, n in self.cursor.items() if p in streams
         }  # trajectories it consumed or dropped, per replica
-        out.staleness, out.dropped, out.depth = self.staleness, self.dropped, self.depth
+        out.staleness, out.dropped, out.depth, out.ahead = self.staleness, self.dropped, self.depth, self.ahead
         out.produced = self.produced() if not self.free else {}
         return out

@@ -36,6 +36,7 @@ __all__ = [
     "round_is_fresh",
     "pace",
     "may_act",
+    "may_sample_ahead",
     "in_replica_order",
     "segment_tag",
     "news_tag",
@@ -203,6 +204,15 @@ def pace(iterations: int, count: int, gone: int) -> int:
 def may_act(version: int, pace_now: int, max_staleness: int) -> bool:
     """Whether a free replica may act with weights of ``version`` (else it waits for newer ones)."""
     return version >= pace_now - max_staleness
+
+
+def may_sample_ahead(sampled: int, inserted: int, next_samples: int, samples_per_insert: float) -> bool:
+    """Whether the learner may run an iteration's updates on its replay buffer before any new trajectory
+    arrives (``samples_per_insert``): drawing ``next_samples`` more (what its last iteration drew) must keep
+    the samples drawn per transition inserted within the bound. Reverb's ``SampleToInsertRatio`` rate
+    limiter, the learner's side of it (Acme; Ape-X's learner samples while the actors insert): past the bound
+    the learner waits for insertion. Nothing inserted yet: it waits."""
+    return inserted > 0 and sampled + next_samples <= samples_per_insert * inserted
 
 
 def in_replica_order(chosen: list[tuple[str, int, int]], index_of) -> list[tuple[str, int, int]]:

@@ -54,7 +54,7 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
         raise _cannot_travel(graph, objects, group) from e
     reseed = script.seed if script.whole else None
     rebound = tuple(v for v in sorted(names) if script.whole and getattr(ns[v], "__globals__", None) is ns)
-    codes = pickle.dumps({s.index: s.module for s in segs})
+    codes = pickle.dumps({s.index: s.module for s in segs} | {("ahead", s.index): s.ahead for s in segs if s.ahead})
     return Payload(blob, codes, sharded, scattered, sorted(streams), reseed, rebound)
 
 

@@ -99,6 +99,7 @@ class Finals:
     # -- a decoupled policy's learner -----------------------------------------------------------
     staleness: list[list[int]] = field(default_factory=list)  # per iteration, each trajectory's staleness
     dropped: int = 0  # trajectories dropped as staler than the bound
+    ahead: int = 0  # iterations that sampled the replay before a new trajectory arrived (samples_per_insert)
     depth: list[int] = field(default_factory=list)  # replicas waiting each time it took a trajectory
     taken: dict[str, int] = field(default_factory=dict)  # free replica -> trajectories it consumed or dropped
     produced: dict[str, int] = field(default_factory=dict)  # free replica -> whole trajectories delivered

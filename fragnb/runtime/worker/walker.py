@@ -102,6 +102,7 @@ class Walker:
             if self.flagged():
                 break
             bind(loop.node.target, value, self.scalars)
+            self.before_iteration()
             self.walk(loop.body)
             if self.script.whole:  # replicas whose episodes were shorter take part in the others' last steps
                 collectives.settle()
@@ -112,6 +113,10 @@ class Walker:
                 break
             if keep:
                 self.checkpoint()
+
+    def before_iteration(self) -> None:
+        """Called before each iteration of the iteration loop is walked (a decoupled learner decides there
+        whether it samples ahead of insertion)."""
 
     # -- checkpoints ----------------------------------------------------------------------------
     #: The bookkeeping a run resumed from a checkpoint needs to walk on as if it had never stopped.
@@ -244,13 +249,17 @@ class Walker:
                 if parts:
                     self.combine_into(key, into, parts, self.share(sender, keys[sender]))
             self.execute(seg)
+        self.wrote(seg)
+
+    def wrote(self, seg: Segment) -> None:
+        """What every replica records once ``seg`` has run: a new version of what it exports, and who wrote what."""
         exports = seg.exports | {
-            w.source for w in self.script.weights if w.owner == group and w.owner_comp in seg.components
+            w.source for w in self.script.weights if w.owner == seg.group and w.owner_comp in seg.components
         }
         for key in exports:
-            self.latest[key] = (group, self.latest.get(key, ("", 0))[1] + 1)
+            self.latest[key] = (seg.group, self.latest.get(key, ("", 0))[1] + 1)
         for var in seg.writes:
-            self.last_writer[var] = group
+            self.last_writer[var] = seg.group
 
     def inputs(self, seg: Segment) -> list[tuple[str, str, str]]:
         """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group
@@ -348,7 +357,8 @@ class Walker:
         elif not any(p is _MISSING for p in parts):
             rep.ns[into] = share(key, parts)
 
-    def execute(self, seg: Segment) -> None:
+    def execute(self, seg: Segment, code: Any = None) -> None:
+        """Run ``seg`` in this replica's namespace (or ``code``, a variant of it compiled alongside)."""
         rep = self.rep
         ns = rep.ns
         for k in seg.reads & self.scalars.keys():
@@ -356,7 +366,7 @@ class Walker:
         ns[DRIVER] = rep
         try:
             with rep.drawing(seg.index, self.script.drawing):
-                exec(rep.codes[seg.index], ns)
+                exec(rep.codes[seg.index] if code is None else code, ns)
         except Exception as e:
             e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
             if rep.count > 1 and self.script.num_envs and _shape_error(e):
