@@ -225,6 +225,15 @@ CLAIMS = {
         ("collect-then-train: coarse leaves single's weights", "(wc_single - wc_coarse).abs().max() < 1e-05"),
         ("the replay-ratio sweep ran every seed", "not grid.failed"),
         ("time grows with the replay ratio", "replay[1 / 4]['seconds'] > 1.5 *"),
+        (
+            "Ape-X without a bound: the loop's own 8 samples per insert, never ahead",
+            "r['ahead'] == 0 and r['per insert'] == 8",
+        ),
+        (
+            "Ape-X bound at 16: ahead of insertion, within the bound, on fewer transitions",
+            "r['per insert'] <= 16 and r['inserted'] < fewest",
+        ),
+        ("Ape-X bound at 16: the same updates sooner (medians)", "faster > 1.1"),
         ("prioritised replay's update goes with the learner", "placed.fragments[fragment.name].group =="),
     ],
     "09": [

@@ -132,10 +132,10 @@ def sample_ahead(placement, program: Program) -> str:
         if learns:
             raise FragmentError.in_source(
                 f"under {policy!r} with samples_per_insert the learner may run an iteration's updates before a "
-                f"new trajectory arrives, sampling its replay buffer alone; this line calls `{learns}` on "
-                f"`{late.id}`, which comes with the actors' trajectories: without one it would not run, and the "
-                f"updates would differ from the loop's. Count on the learner's side (e.g. `it`, or "
-                f"`learner.updates`) instead, or leave samples_per_insert out",
+                f"new trajectory arrives, sampling its replay buffer alone; this line reads `{late.id}`, which comes "
+                f"with the actors' trajectories, where the learner trains (`{learns}`): without a trajectory it "
+                "would not run, and the updates would differ from the loop's. Count on the learner's side (the "
+                "loop's `it`, or `learner.updates`) instead, or leave samples_per_insert out",
                 late.lineno,
                 graph.source,
             )
