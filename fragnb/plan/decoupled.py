@@ -128,7 +128,8 @@ def sample_ahead(placement, program: Program) -> str:
         late = next((n for n in loads(node) if n.id in from_actors), None)
         if late is None:
             return False
-        learns = next((f"{c}.{m}" for c, m in calls(node) if c in learning), None)
+        trains = sorted((graph.components[c] != "learner", f"{c}.{m}") for c, m in calls(node) if c in learning)
+        learns = trains[0][1] if trains else None  # the learner's own call first: it is what would not run
         if learns:
             raise FragmentError.in_source(
                 f"under {policy!r} with samples_per_insert the learner may run an iteration's updates before a "
