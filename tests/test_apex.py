@@ -3,11 +3,11 @@ insert, and waits when it runs ahead of insertion, the bound a DP option (Reverb
 workers for real."""
 
 import pytest
-import torch
+from test_dqn import namespace
 
 import fragnb
 from fragnb import capture, run
-from fragnb.algos.dqn import DQNConfig, DQNLearner, EpsilonGreedyActor, QNetwork, ReplayBuffer, linear_schedule
+from fragnb.algos.dqn import DQNConfig
 from fragnb.envs import CartPole
 
 #: DQN as distributed DQN papers write it, collect then train: the actors' chunk of steps, then the
@@ -34,23 +34,11 @@ for it in range(iterations):
 
 
 def _ns(iterations=40, step_cost=0.0, seed=0) -> dict:
-    torch.manual_seed(seed)
-    config = DQNConfig(num_envs=16)
-    env = CartPole(16, seed=seed, step_cost=step_cost)
-    q = QNetwork(obs_dim=4, num_actions=2, hidden=config.hidden)
-    return {
-        "config": config,
-        "env": env,
-        "q": q,
-        "actor": EpsilonGreedyActor(q, 16, seed=seed),
-        "buffer": ReplayBuffer(config.buffer_size, env.obs_shape, seed=seed),
-        "learner": DQNLearner(q, config),
-        "linear_schedule": linear_schedule,
-        "iterations": iterations,
-        "steps_per_iteration": 10,
-        "updates_per_iteration": 5,  # 5 x 128 samples per 2 x 160 transitions inserted: 2 per insert per actor slot
-        "target_every": 10,
-    }
+    """test_dqn's notebook namespace, on environments that cost ``step_cost`` a step."""
+    ns = namespace(DQNConfig(num_envs=16), iterations, steps_per_iteration=10, seed=seed)
+    ns["env"] = CartPole(16, seed=seed, step_cost=step_cost)
+    # 5 x 128 samples per 2 x 80 transitions inserted: the loop's own 4 samples per insert
+    return {**ns, "updates_per_iteration": 5, "target_every": 10}
 
 
 def test_the_learner_samples_ahead_of_slow_actors_within_the_bound_and_keeps_every_trajectory(one_thread):
