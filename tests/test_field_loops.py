@@ -321,3 +321,34 @@ def test_measure_sizes_what_it_can_and_leaves_a_gymnasium_envs_state_unmeasured(
     state = [(e.src, e.dst, e.kind) for e in graph.edges if e.kind == "state" and "env" in " ".join(e.variables)]
     assert state and all(key not in sizes for key in state)
     assert any(n > 0 for n in sizes.values())
+
+
+def test_measuring_a_loop_leaves_the_notebooks_global_generators_as_they_were():
+    """The magic measures a loop on copies before it draws and runs it; the copies hold the objects, not
+    torch's and NumPy's global generators, which the loop's `probs.sample()` and `np.random.shuffle` move."""
+    import random
+
+    import numpy as np
+
+    from fragnb.runtime import measure
+    from fragnb.runtime.worker.generators import moved, states
+
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
+    before = states()
+    measure(graph)
+    assert moved(before, states()) == []
+    assert torch.rand(1).item() == torch.rand(1, generator=torch.Generator().set_state(before["torch"])).item()
+    assert np.random.get_state()[1][0] == before["numpy"][1][0] and random.getstate() == before["random"]
+
+
+def test_field_loop_through_the_magic_under_fine_leaves_plain_pythons_namespace(shell):
+    """CleanRL's own ppo.py was silently different under `fine` through `%%fragment ... --run`, never
+    through fragnb.run: the drawing's measurement had moved the notebook's global generators."""
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    plain = _plain(loop)
+    ns = loop.namespace()
+    shell.user_ns.update(ns)
+    shell.run_cell_magic("fragment", "ppo --policy fine --actors 2 --run --no-progress --no-plot", loop.cell)
+    assert shell.user_ns.pop("ppo").last_run.guarantee == "exact"
+    compare_namespaces(plain, {k: shell.user_ns[k] for k in plain if k in shell.user_ns}, loop.cell)

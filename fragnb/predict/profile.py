@@ -8,16 +8,13 @@ takes it as an argument (``placement.predict(cluster, profile=p)``).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ..runtime.job import Job, Silent
-from ..runtime.local import InNotebook, copies
+from ..runtime.local import InNotebook, aside, copies
 from ..runtime.measure import measure
-from ..runtime.worker.generators import generators
 from ..shards import shard, splits
 
 __all__ = ["Profile", "profile", "spread"]
@@ -111,7 +108,7 @@ def spread(samples: list[float]) -> float:
 
 
 def _timed(graph, ns: dict, iterations: int):
-    with generators(), contextlib.redirect_stdout(io.StringIO()):
+    with aside():
         # a silent view, not fragnb.ui's: profiling shows nothing, and needs no later layer (nor tqdm) to run
         job = Job(graph.place("single"), None, ns, live=Silent, until=lambda curve, done, steps: done >= iterations)
         return InNotebook().execute(job)

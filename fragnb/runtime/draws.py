@@ -17,14 +17,12 @@ statement. Then:
 from __future__ import annotations
 
 import ast
-import contextlib
-import io
 from dataclasses import dataclass, field
 
 from ..errors import FragmentError
 from ..shards import SEED_STRIDE, networks
-from .local import Dry, copies, exec_cell
-from .worker.generators import GENERATORS, NAMES, generators, moved, states
+from .local import Dry, aside, copies, exec_cell
+from .worker.generators import GENERATORS, NAMES, moved, states
 
 __all__ = [
     "Draws",
@@ -228,7 +226,7 @@ def find_draws(graph, iterations: int = 1) -> Draws:
     run on copies (the notebook's objects and generators are left as they were)."""
     ns = copies(graph)
     watcher = Watching(graph, ns, iterations)
-    with generators(), contextlib.redirect_stdout(io.StringIO()):
+    with aside():
         exec_cell(graph, ns, watcher, trace=True)
     return watcher.draws()
 

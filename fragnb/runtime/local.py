@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import itertools
 import signal
 import threading
@@ -23,11 +24,12 @@ from ..errors import FragmentError
 from ..plan.instrument import DRIVER, compile_cell, instrument, plain_env_steps
 from ..shards import faithful_copies
 from .result import RunResult
+from .worker.generators import generators
 from .worker.stops import Interrupts, condition_held, interrupted, own_condition
 from .worker.timing import Timer
 from .worker.travel import blocker, described
 
-__all__ = ["InNotebook", "exec_cell", "copies", "run_plain", "Dry"]
+__all__ = ["InNotebook", "exec_cell", "copies", "aside", "run_plain", "Dry"]
 
 
 def exec_cell(graph, ns: dict, driver, trace: bool = False, count_steps: bool = False) -> None:
@@ -66,6 +68,15 @@ def copies(graph) -> dict:
         return {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
     except Exception as e:
         raise _cannot_copy(graph, values, kept) or e from None
+
+
+@contextlib.contextmanager
+def aside():
+    """Around a dry run on copies: the notebook's global generators (torch's, NumPy's, Python's) are left
+    as they were, and the cell prints nothing. The copies hold the objects, not the generators: a dry run
+    that draws moves the notebook's, and a run after it would draw other numbers than plain Python."""
+    with generators(), contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def _cannot_copy(graph, values: dict, memo: dict) -> FragmentError | None:

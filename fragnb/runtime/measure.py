@@ -8,15 +8,13 @@ whether or not it was measured before.
 
 from __future__ import annotations
 
-import contextlib
-import io
 from collections.abc import Iterator, Mapping
 
 import torch
 
 from ..graph import FragmentGraph
 from ..text import human
-from .local import Dry, copies, exec_cell
+from .local import Dry, aside, copies, exec_cell
 
 __all__ = ["measure", "nbytes", "EdgeSizes"]
 
@@ -65,7 +63,7 @@ def measure(graph: FragmentGraph) -> EdgeSizes:
     """
     ns = copies(graph)
     sizes = _DrySizes(graph, ns)
-    with contextlib.redirect_stdout(io.StringIO()):  # a dry run prints nothing of the cell's own
+    with aside():
         exec_cell(graph, ns, sizes, trace=True)
     return EdgeSizes(graph.name, sizes.totals())
 
