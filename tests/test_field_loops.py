@@ -41,6 +41,9 @@ UNDER_TWO_REPLICAS = [
     ("cleanrl_dqn", "fine", "exact"),
     ("vector_reinforce", "coarse", "statistical"),  # sampling and dropout in both actors
     ("vector_reinforce", "fine", "exact"),
+    # torch.arange(args.num_envs) indexes a replica's 2 Q-rows: refused before any worker, naming the line
+    ("q_lambda", "coarse", r"line 9: under 'coarse' the cell raises where plain Python does not.*steps 2 of the 4"),
+    ("q_lambda", "fine", "exact"),  # the rollout's draws and the indexing run once, in the one inference replica
     (
         "dqn_tutorial",
         "coarse",

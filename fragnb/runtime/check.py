@@ -137,7 +137,12 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
             if isinstance(plain.get(v), (torch.Tensor, np.ndarray)) and plain[v].ndim > 1
         }
         # the replicas join their tensors as plain Python's shapes say
-        InThreads().execute(job.walking(dataclasses.replace(script, shapes=shapes)))
+        try:
+            InThreads().execute(job.walking(dataclasses.replace(script, shapes=shapes)))
+        except FragmentError:
+            raise
+        except Exception as e:  # plain Python ran these iterations: the placement is the cause
+            raise _raises(placement, iterations, e) from e
     # what depends on the draws of a statistical run, or on a clock, is compared by its structure only
     loose = reached_from(graph, clock_reads(graph) | (set() if draws.exact(placement) else set(draws.statements)))
     for name in sorted(graph_writes(graph)) + sorted(graph.components):
@@ -202,6 +207,27 @@ def _differs(placement: Placement, iterations: int, name: str, diff: str) -> Fra
         "(--no-check) to run anyway",
         culprit.lineno if culprit else None,
         culprit.source.splitlines()[0] if culprit else None,
+    )
+
+
+def _raises(placement: Placement, iterations: int, error: Exception) -> FragmentError:
+    """The refusal for a cell that raises under this placement where plain Python ran: the cell line it
+    raised at, the error, and what the replica found about why (a tensor sized from the whole batch)."""
+    lineno, tb = None, error.__traceback__
+    while tb is not None:  # the innermost frame of the cell itself
+        if tb.tb_frame.f_code.co_filename == placement.graph.filename:
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    why = [n for n in getattr(error, "__notes__", ()) if not n.lstrip().startswith(("File ", "(raised in"))]
+    first = (str(error).splitlines() or [""])[0]
+    return FragmentError.in_source(
+        f"under {placement.policy.name!r} the cell raises where plain Python does not, in its first "
+        f"{'iteration' if iterations == 1 else f'{iterations} iterations'}: {type(error).__name__}: {first}"
+        + "".join(f". {n.rstrip('.')}" for n in why)
+        + ". Nothing "
+        "ran on the cluster; 'single' runs the loop as plain Python does",
+        lineno,
+        placement.graph.source,
     )
 
 

@@ -619,6 +619,88 @@ CLEANRL_DQN_CELL = """
                                                 for k, v in q_network.state_dict().items()})
 """
 
+# -- Q(lambda) as CleanRL's pqn.py writes it: epsilon-greedy on torch's generator, storage indexed per env --
+QLAMBDA_SETUP = """
+    import random
+    from dataclasses import dataclass
+
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    @dataclass
+    class Args:
+        seed: int = 1
+        num_envs: int = 4
+        num_steps: int = 8
+        iterations: int = 3
+        learning_rate: float = 1e-3
+        gamma: float = 0.99
+        q_lambda: float = 0.65
+        epsilon: float = 0.5
+        minibatches: int = 2
+        epochs: int = 2
+
+
+    args = Args()
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1")) for _ in range(args.num_envs)])
+    q_net = nn.Sequential(nn.Linear(4, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 2))
+    optimizer = torch.optim.RAdam(q_net.parameters(), lr=args.learning_rate)
+    obs = torch.zeros((args.num_steps, args.num_envs, 4))
+    actions = torch.zeros((args.num_steps, args.num_envs))
+    rewards = torch.zeros((args.num_steps, args.num_envs))
+    dones = torch.zeros((args.num_steps, args.num_envs))
+    values = torch.zeros((args.num_steps, args.num_envs))
+    next_obs = torch.Tensor(envs.reset(seed=args.seed)[0])
+    next_done = torch.zeros(args.num_envs)
+    batch_size = args.num_steps * args.num_envs
+"""
+
+QLAMBDA_CELL = """
+    for iteration in range(args.iterations):
+        for step in range(args.num_steps):
+            obs[step] = next_obs
+            dones[step] = next_done
+            random_actions = torch.randint(0, 2, (args.num_envs,))
+            with torch.no_grad():
+                q_values = q_net(next_obs)
+                greedy = torch.argmax(q_values, dim=1)
+                values[step] = q_values[torch.arange(args.num_envs), greedy]
+            explore = torch.rand((args.num_envs,)) < args.epsilon
+            action = torch.where(explore, random_actions, greedy)
+            actions[step] = action
+            next_obs, reward, term, trunc, infos = envs.step(action.numpy())
+            rewards[step] = torch.tensor(reward).view(-1)
+            next_obs, next_done = torch.Tensor(next_obs), torch.Tensor(np.logical_or(term, trunc))
+
+        with torch.no_grad():
+            returns = torch.zeros_like(rewards)
+            for t in reversed(range(args.num_steps)):
+                if t == args.num_steps - 1:
+                    returns[t] = rewards[t] + args.gamma * q_net(next_obs).max(dim=-1)[0] * (1.0 - next_done)
+                else:
+                    mixed = args.q_lambda * returns[t + 1] + (1 - args.q_lambda) * values[t + 1]
+                    returns[t] = rewards[t] + args.gamma * mixed * (1.0 - dones[t + 1])
+
+        b_obs, b_actions, b_returns = obs.reshape(-1, 4), actions.reshape(-1), returns.reshape(-1)
+        b_inds = np.arange(batch_size)
+        for epoch in range(args.epochs):
+            np.random.shuffle(b_inds)
+            for start in range(0, batch_size, batch_size // args.minibatches):
+                mb_inds = b_inds[start : start + batch_size // args.minibatches]
+                old_val = q_net(b_obs[mb_inds]).gather(1, b_actions[mb_inds].unsqueeze(-1).long()).squeeze()
+                loss = F.mse_loss(b_returns[mb_inds], old_val)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+"""
+
 # -- REINFORCE over a vector env: Monte-Carlo returns per environment, dropout, log-probs recomputed -----
 VECTOR_REINFORCE_SETUP = """
     import gymnasium as gym
@@ -795,6 +877,7 @@ FIELD: list[CorpusLoop] = [
     _loop("a2c", A2C_SETUP, A2C_CELL),
     _loop("cleanrl_dqn", CLEANRL_DQN_SETUP, CLEANRL_DQN_CELL),
     _loop("vector_reinforce", VECTOR_REINFORCE_SETUP, VECTOR_REINFORCE_CELL),
+    _loop("q_lambda", QLAMBDA_SETUP, QLAMBDA_CELL),
 ]
 #: Loops that need MuJoCo (the `mujoco` extra): kept out of FIELD, which every corpus test runs.
 MUJOCO: list[CorpusLoop] = [_loop("cleanrl_ppo_continuous", CLEANRL_PPO_CONTINUOUS_SETUP, CLEANRL_PPO_CONTINUOUS_CELL)]
