@@ -31,6 +31,8 @@ NETWORK = {
     "a2c": "net",
     "cleanrl_dqn": "q_network",
     "vector_reinforce": "policy",
+    "q_lambda": "q_net",
+    "reinforce_functions": "policy",
 }
 
 CHECKSUM = (
@@ -142,7 +144,7 @@ def test_one_replica_is_plain_python(name):
     compare_namespaces(plain, ns, loop.cell)
 
 
-@pytest.mark.parametrize("name", ["cleanrl_ppo", "reinforce"])
+@pytest.mark.parametrize("name", ["cleanrl_ppo", "reinforce", "reinforce_functions"])
 def test_the_magic_runs_a_field_loop_under_data_parallel_as_fragnb_run_does(shell, name, capsys):
     loop = FIELD_BY_NAME[name]
     shell.run_cell(loop.setup, store_history=False).raise_error()

@@ -355,3 +355,18 @@ def test_field_loop_through_the_magic_under_fine_leaves_plain_pythons_namespace(
     shell.run_cell_magic("fragment", "ppo --policy fine --actors 2 --run --no-progress --no-plot", loop.cell)
     assert shell.user_ns.pop("ppo").last_run.guarantee == "exact"
     compare_namespaces(plain, {k: shell.user_ns[k] for k in plain if k in shell.user_ns}, loop.cell)
+
+
+def test_a_dry_run_on_copies_calls_the_notebooks_functions_on_the_copies():
+    """The REINFORCE tutorial's select_action() and finish_episode() read `policy` from the notebook's
+    globals while the cell appends to `policy.rewards`: on copies they must read the copied `policy` (they
+    read the notebook's, finish_episode() found no rewards, and the magic's measurement raised
+    `torch.cat(): expected a non-empty list` before data_parallel ran), and leave the notebook's alone."""
+    from fragnb.runtime import measure
+
+    loop = FIELD_BY_NAME["reinforce_functions"]
+    ns = loop.namespace()
+    before = {k: v.clone() for k, v in ns["policy"].state_dict().items()}
+    measure(fragnb.capture(loop.cell, ns, name=loop.name))
+    assert ns["policy"].saved_log_probs == [] and ns["policy"].rewards == []
+    assert all(torch.equal(before[k], v) for k, v in ns["policy"].state_dict().items())

@@ -220,12 +220,18 @@ def _raises(placement: Placement, iterations: int, error: Exception) -> Fragment
         tb = tb.tb_next
     why = [n for n in getattr(error, "__notes__", ()) if not n.lstrip().startswith(("File ", "(raised in"))]
     first = (str(error).splitlines() or [""])[0]
+    others = "'single' runs the loop as plain Python does"
+    if not placement.policy.whole:
+        try:
+            placement.graph.place("data_parallel", replicas=2)
+            others += ", and 'data_parallel' runs the whole cell in each replica, splitting nothing"
+        except FragmentError:
+            pass
     return FragmentError.in_source(
         f"under {placement.policy.name!r} the cell raises where plain Python does not, in its first "
         f"{'iteration' if iterations == 1 else f'{iterations} iterations'}: {type(error).__name__}: {first}"
         + "".join(f". {n.rstrip('.')}" for n in why)
-        + ". Nothing "
-        "ran on the cluster; 'single' runs the loop as plain Python does",
+        + f". Nothing ran on the cluster; {others}",
         lineno,
         placement.graph.source,
     )

@@ -52,22 +52,56 @@ def exec_cell(graph, ns: dict, driver, trace: bool = False, count_steps: bool = 
 
 
 def copies(graph) -> dict:
-    """Deep copies (sharing preserved) of the namespace values the cell reads; modules, classes and
-    functions are shared as they are. What cannot be copied (a lock, an open file) is refused by
-    name, with the part of it that blocks and the line that first uses it."""
+    """Deep copies (sharing preserved) of the namespace values the cell reads; modules and classes are
+    shared as they are. A function the notebook defined reads and writes the notebook's globals: its copy
+    reads the copies instead, as plain Python's would read the namespace the cell runs in (the REINFORCE
+    tutorial's ``finish_episode()`` reads ``policy.rewards``, which the cell appends to), and the values
+    it reads are copied with the rest. What cannot be copied (a lock, an open file) is refused by name,
+    with the part of it that blocks and the line that first uses it."""
     keep = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
-    values = {
-        n: graph.namespace[n] for n in graph.inputs if n in graph.namespace
-    }  # what the cell takes from the notebook
+    names = set(graph.inputs) | _read_by_functions(graph.inputs, graph.namespace)
+    values = {n: graph.namespace[n] for n in sorted(names) if n in graph.namespace}  # what the cell takes
     memo = {id(v): v for v in values.values() if isinstance(v, keep)}
     for t in _tensors_with_graphs(values):  # deepcopy refuses them; the copy needs their values, not their history
         memo[id(t)] = t.detach().clone()
     kept = dict(memo)  # a failed deepcopy leaves its half-made copies in the memo it was given
     faithful_copies()
     try:
-        return {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
+        ns = {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
     except Exception as e:
         raise _cannot_copy(graph, values, kept) or e from None
+    for name, value in ns.items():
+        if isinstance(value, types.FunctionType) and value.__globals__ is graph.namespace:
+            ns[name] = _rebound(value, ns)
+    return ns
+
+
+def _read_by_functions(names, namespace: dict) -> set[str]:
+    """The globals that the notebook's functions among ``names`` read, and those their callees read."""
+    found: set[str] = set()
+    todo = [namespace[n] for n in names if isinstance(namespace.get(n), types.FunctionType)]
+    while todo:
+        fn = todo.pop()
+        if fn.__globals__ is not namespace:
+            continue  # a library's function reads its own module
+        codes = [fn.__code__]
+        while codes:
+            code = codes.pop()
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+            for n in code.co_names:
+                if n in namespace and n not in found:
+                    found.add(n)
+                    if isinstance(namespace[n], types.FunctionType):
+                        todo.append(namespace[n])
+    return found
+
+
+def _rebound(fn: types.FunctionType, ns: dict) -> types.FunctionType:
+    """``fn`` reading its globals from ``ns``."""
+    copied = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
+    copied.__kwdefaults__, copied.__qualname__, copied.__module__ = fn.__kwdefaults__, fn.__qualname__, fn.__module__
+    copied.__dict__.update(fn.__dict__)
+    return copied
 
 
 @contextlib.contextmanager

@@ -813,6 +813,53 @@ REINFORCE_CELL = """
             break
 """
 
+# -- REINFORCE as the PyTorch tutorial structures it: the cell calls notebook functions that read globals --
+# select_action() appends to policy.saved_log_probs and finish_episode() reads policy.rewards, which the
+# cell appends to: the functions and the cell must see one `policy`, in every copy a run makes.
+REINFORCE_FUNCTIONS_SETUP = (
+    REINFORCE_SETUP
+    + """
+
+    def select_action(state):
+        probs = policy(torch.from_numpy(state).float().unsqueeze(0))
+        m = Categorical(probs)
+        action = m.sample()
+        policy.saved_log_probs.append(m.log_prob(action))
+        return action.item()
+
+
+    def finish_episode():
+        R, policy_loss, returns = 0, [], []
+        for r in policy.rewards[::-1]:
+            R = r + gamma * R
+            returns.insert(0, R)
+        returns = torch.tensor(returns)
+        returns = (returns - returns.mean()) / (returns.std() + eps)
+        for log_prob, R in zip(policy.saved_log_probs, returns):
+            policy_loss.append(-log_prob * R)
+        optimizer.zero_grad()
+        torch.cat(policy_loss).sum().backward()
+        optimizer.step()
+        del policy.rewards[:]
+        del policy.saved_log_probs[:]
+"""
+)
+
+REINFORCE_FUNCTIONS_CELL = """
+    for i_episode in range(1, 4):
+        state, _ = env.reset(seed=543 + i_episode)
+        ep_reward = 0
+        for t in range(1, 10000):
+            action = select_action(state)
+            state, reward, terminated, truncated, _ = env.step(action)
+            policy.rewards.append(reward)
+            ep_reward += reward
+            if terminated or truncated:
+                break
+        running_reward = 0.05 * ep_reward + (1 - 0.05) * running_reward
+        finish_episode()
+"""
+
 # -- A2C on a vector env, n-step returns, one network with two heads ------------------------------
 A2C_SETUP = """
     import gymnasium as gym
@@ -878,6 +925,7 @@ FIELD: list[CorpusLoop] = [
     _loop("cleanrl_dqn", CLEANRL_DQN_SETUP, CLEANRL_DQN_CELL),
     _loop("vector_reinforce", VECTOR_REINFORCE_SETUP, VECTOR_REINFORCE_CELL),
     _loop("q_lambda", QLAMBDA_SETUP, QLAMBDA_CELL),
+    _loop("reinforce_functions", REINFORCE_FUNCTIONS_SETUP, REINFORCE_FUNCTIONS_CELL),
 ]
 #: Loops that need MuJoCo (the `mujoco` extra): kept out of FIELD, which every corpus test runs.
 MUJOCO: list[CorpusLoop] = [_loop("cleanrl_ppo_continuous", CLEANRL_PPO_CONTINUOUS_SETUP, CLEANRL_PPO_CONTINUOUS_CELL)]
