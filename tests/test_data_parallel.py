@@ -33,6 +33,9 @@ NETWORK = {
     "vector_reinforce": "policy",
     "q_lambda": "q_net",
     "reinforce_functions": "policy",
+    "episodes_while": "model",
+    "tensordict_for_else": "agent",
+    "optimiser_dict": "actor",
 }
 
 CHECKSUM = (

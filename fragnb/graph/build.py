@@ -450,7 +450,12 @@ class _Capture:
                 # a handler or a context inside one segment is fine: only spanning groups is not
                 self.limit(f"{what} is not supported in a %%fragment cell: {why}", node, whole=type(node) not in SPANS)
             if isinstance(node, ast.For) and node.orelse:
-                self.limit("`for ... else` is not supported in a %%fragment cell: loops always run to the end", node)
+                # an inner one is a single statement to a replica that runs the whole cell (collect() keeps it so)
+                self.limit(
+                    "`for ... else` is not supported in a %%fragment cell: loops always run to the end",
+                    node,
+                    whole=node in tree.body,
+                )
             if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
                 raise self.error("`import *` is not supported: fragnb must know every name the loop uses", node)
         if not any(isinstance(n, ast.For) for n in tree.body) and any(isinstance(n, ast.For) for n in ast.walk(tree)):
@@ -459,7 +464,7 @@ class _Capture:
 
     def collect(self, body: list[ast.stmt], loop: Loop | None) -> None:
         for node in body:
-            if isinstance(node, ast.For):
+            if isinstance(node, ast.For) and not (node.orelse and loop is not None):
                 header = self.segment(node).splitlines()[0].rstrip(":").strip()
                 var = ast.unparse(node.target)
                 inner = Loop(var, node.lineno, header, loop, first=len(self.statements), node=node)
@@ -472,6 +477,7 @@ class _Capture:
                     "a loop inside this statement is not supported: loops must nest directly in loops "
                     "(or in an `if`), so that fragnb knows how many times each fragment runs",
                     nested,
+                    whole=False,  # a replica that runs the whole cell runs the statement as it is
                 )
             reads, writes = _names(node)
             # A list the loop appends to is a value that flows on; a component's own state is not

@@ -195,8 +195,11 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     limits = graph.whole_limits if policy.whole else graph.limits
     if policy.name != "single" and limits:
         first = limits[0]
+        others = "`single` runs it as plain Python"
+        if first not in graph.whole_limits and "data_parallel" not in first.problem:
+            others += "; so does each replica of `data_parallel`, which runs the whole cell and splits nothing"
         raise FragmentError(
-            f"policy {policy.name!r} cannot split this cell: {first.problem} (`single` runs it as plain Python)",
+            f"policy {policy.name!r} cannot split this cell: {first.problem} ({others})",
             first.lineno,
             first.line,
         )
@@ -445,14 +448,29 @@ def _check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> Non
 
     import torch
 
-    seen = [graph.namespace[n] for n in graph.inputs if n in graph.namespace]
-    reached = list(seen)
-    for value in seen:
-        if isinstance(value, types.FunctionType):  # the DQN tutorial's optimize_model() steps a global
-            reached += [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
-        elif hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType)):
-            reached += list(vars(value).values())  # a Learner's optimiser
-    if not any(isinstance(v, torch.optim.Optimizer) for v in reached):
+    def optimisers(value, depth: int, visited: set) -> bool:
+        """Whether ``value`` is or holds a torch optimiser: in a dict or list (TorchRL's multi-agent tutorial
+        keeps one per agent group in a dict), an object's attributes (a Learner's), or the globals of a
+        function the cell calls (the DQN tutorial's optimize_model()); a few levels deep."""
+        if isinstance(value, torch.optim.Optimizer):
+            return True
+        if depth == 0 or id(value) in visited or isinstance(value, (type, types.ModuleType, torch.Tensor)):
+            return False
+        visited.add(id(value))
+        if isinstance(value, types.FunctionType):
+            inner = [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
+        elif isinstance(value, dict):
+            inner = list(value.values())
+        elif isinstance(value, (list, tuple)):
+            inner = list(value)
+        elif hasattr(value, "__dict__"):  # minimalRL's networks hold their optimiser as an attribute
+            inner = list(vars(value).values())
+        else:
+            return False
+        return any(optimisers(v, depth - 1, visited) for v in inner)
+
+    visited: set = set()
+    if not any(optimisers(graph.namespace[n], 3, visited) for n in graph.inputs if n in graph.namespace):
         first = graph.loops[0].lineno if graph.loops else None
         raise FragmentError.in_source(
             f"policy {policy.name!r} keeps its replicas' networks equal by averaging the gradients torch optimisers "

@@ -287,6 +287,8 @@ def difference(a, b, path: str) -> str | None:
         )
     if isinstance(a, Component):
         return difference(vars(a), vars(b), path)
+    if type(a).__name__ == "TensorDict":  # TensorDict rollouts (LeanRL, TorchRL): no truth value, its tensors by key
+        return difference(a.to_dict(), b.to_dict(), path)
     if type(a).__eq__ is object.__eq__:
         return None  # no value equality (e.g. a Gymnasium env object): its state shows elsewhere
     try:

@@ -76,6 +76,9 @@ def assert_same(plain: Any, other: Any, path: str = "", _seen: set | None = None
     if isinstance(plain, (torch.nn.Module, torch.optim.Optimizer)):
         assert_same(plain.state_dict(), other.state_dict(), f"{path}.state_dict()", seen)
         return
+    if type(plain).__name__ == "TensorDict":  # no truth value: its tensors, key by key
+        assert_same(plain.to_dict(), other.to_dict(), f"{path}.to_dict()", seen)
+        return
     if isinstance(plain, Episode):
         assert_same(tuple(plain._replace(time=0.0)), tuple(other._replace(time=0.0)), path, seen)
         return

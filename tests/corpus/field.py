@@ -860,6 +860,159 @@ REINFORCE_FUNCTIONS_CELL = """
         finish_episode()
 """
 
+# -- Shapes a replica that runs the whole cell takes as plain Python does (data_parallel) -----------------
+# minimalRL's PPO: the network holds its optimiser and its own rollout list, one environment, an episode
+# `while` with a horizon `for` inside it.
+EPISODES_WHILE_SETUP = """
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torch.optim as optim
+    from torch.distributions import Categorical
+
+    torch.manual_seed(3)
+    T_horizon = 8
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.data = []
+            self.fc1 = nn.Linear(4, 32)
+            self.fc_pi = nn.Linear(32, 2)
+            self.fc_v = nn.Linear(32, 1)
+            self.optimizer = optim.Adam(self.parameters(), lr=5e-4)
+
+        def pi(self, x, softmax_dim=0):
+            return F.softmax(self.fc_pi(F.relu(self.fc1(x))), dim=softmax_dim)
+
+        def v(self, x):
+            return self.fc_v(F.relu(self.fc1(x)))
+
+        def train_net(self):
+            s, a, r, s_prime, done = (torch.tensor(np.array(x), dtype=torch.float32) for x in zip(*self.data))
+            self.data = []
+            target = r.unsqueeze(1) + 0.98 * self.v(s_prime) * (1 - done).unsqueeze(1)
+            advantage = (target - self.v(s)).detach()
+            pi_a = self.pi(s, softmax_dim=1).gather(1, a.long().unsqueeze(1))
+            loss = -torch.log(pi_a) * advantage + F.smooth_l1_loss(self.v(s), target.detach())
+            self.optimizer.zero_grad()
+            loss.mean().backward()
+            self.optimizer.step()
+
+
+    env = gym.make("CartPole-v1")
+    model = Model()
+    score = 0.0
+"""
+
+EPISODES_WHILE_CELL = """
+    for n_epi in range(3):
+        s, _ = env.reset(seed=n_epi)
+        done = False
+        while not done:
+            for t in range(T_horizon):
+                prob = model.pi(torch.from_numpy(s).float())
+                a = Categorical(prob).sample().item()
+                s_prime, r, terminated, truncated, info = env.step(a)
+                model.data.append((s, a, r / 100.0, s_prime, float(terminated)))
+                s = s_prime
+                score += r
+                if terminated or truncated:
+                    done = True
+                    break
+            model.train_net()
+"""
+
+# LeanRL's PPO: the rollout stacked as a TensorDict, minibatch epochs that stop on a KL bound with
+# `for ... else: continue` / `break`.
+TENSORDICT_SETUP = """
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    from tensordict import TensorDict
+    from torch.distributions import Categorical
+
+    torch.manual_seed(5)
+    num_envs, num_steps, target_kl = 4, 8, 0.02
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(num_envs)])
+    agent = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 3))  # two logits and a value
+    optimizer = torch.optim.Adam(agent.parameters(), lr=3e-3)
+    next_obs = torch.tensor(envs.reset(seed=5)[0], dtype=torch.float32)
+    kls = []
+"""
+
+TENSORDICT_CELL = """
+    for iteration in range(3):
+        ts = []
+        for step in range(num_steps):
+            with torch.no_grad():
+                out = agent(next_obs)
+                dist = Categorical(logits=out[:, :2])
+                action = dist.sample()
+            obs_np, reward, term, trunc, _ = envs.step(action.numpy())
+            ts.append(TensorDict(obs=next_obs, actions=action, logprobs=dist.log_prob(action), vals=out[:, 2],
+                                 rewards=torch.as_tensor(reward, dtype=torch.float32), batch_size=(num_envs,)))
+            next_obs = torch.tensor(obs_np, dtype=torch.float32)
+        container = torch.stack(ts, 0)
+        container["returns"] = container["rewards"].flip(0).cumsum(0).flip(0)
+        flat = container.view(-1)
+        for epoch in range(4):
+            for b in torch.randperm(flat.shape[0]).split(8):
+                mb = flat[b]
+                out = agent(mb["obs"])
+                logratio = Categorical(logits=out[:, :2]).log_prob(mb["actions"]) - mb["logprobs"]
+                advantage = mb["returns"] - mb["vals"]
+                loss = -(logratio.exp() * advantage).mean() + 0.5 * (out[:, 2] - mb["returns"]).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                approx_kl = ((logratio.exp() - 1) - logratio).mean().item()
+                if approx_kl > target_kl:
+                    break
+            else:
+                continue
+            break
+        kls.append(approx_kl)
+"""
+
+# TorchRL's multi-agent tutorial keeps one optimiser per agent group in a dict.
+OPTIMISER_DICT_SETUP = """
+    import gymnasium as gym
+    import torch
+    import torch.nn as nn
+    from torch.distributions import Categorical
+
+    torch.manual_seed(7)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
+    actor = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 2))
+    critic = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 1))
+    optimizers = {"actor": torch.optim.Adam(actor.parameters(), lr=1e-3), "critic": torch.optim.Adam(critic.parameters(), lr=1e-3)}
+    obs = torch.tensor(envs.reset(seed=7)[0], dtype=torch.float32)
+    history = {"actor": [], "critic": []}
+"""
+
+OPTIMISER_DICT_CELL = """
+    for it in range(4):
+        dist = Categorical(logits=actor(obs))
+        action = dist.sample()
+        next_obs, reward, term, trunc, _ = envs.step(action.numpy())
+        next_obs = torch.tensor(next_obs, dtype=torch.float32)
+        with torch.no_grad():
+            target = torch.as_tensor(reward, dtype=torch.float32) + 0.99 * critic(next_obs).squeeze(1) * torch.as_tensor(1 - term, dtype=torch.float32)
+        value = critic(obs).squeeze(1)
+        losses = {"actor": -(dist.log_prob(action) * (target - value).detach()).mean(), "critic": (target - value).pow(2).mean()}
+        for group, opt in optimizers.items():
+            opt.zero_grad()
+            losses[group].backward()
+            opt.step()
+            history[group].append(losses[group].item())
+        obs = next_obs
+"""
+
 # -- A2C on a vector env, n-step returns, one network with two heads ------------------------------
 A2C_SETUP = """
     import gymnasium as gym
@@ -926,6 +1079,9 @@ FIELD: list[CorpusLoop] = [
     _loop("vector_reinforce", VECTOR_REINFORCE_SETUP, VECTOR_REINFORCE_CELL),
     _loop("q_lambda", QLAMBDA_SETUP, QLAMBDA_CELL),
     _loop("reinforce_functions", REINFORCE_FUNCTIONS_SETUP, REINFORCE_FUNCTIONS_CELL),
+    _loop("episodes_while", EPISODES_WHILE_SETUP, EPISODES_WHILE_CELL),
+    _loop("tensordict_for_else", TENSORDICT_SETUP, TENSORDICT_CELL),
+    _loop("optimiser_dict", OPTIMISER_DICT_SETUP, OPTIMISER_DICT_CELL),
 ]
 #: Loops that need MuJoCo (the `mujoco` extra): kept out of FIELD, which every corpus test runs.
 MUJOCO: list[CorpusLoop] = [_loop("cleanrl_ppo_continuous", CLEANRL_PPO_CONTINUOUS_SETUP, CLEANRL_PPO_CONTINUOUS_CELL)]
