@@ -48,12 +48,14 @@ def test_coarse_two_actors_and_fine_two_env_workers_match_single_weights(canonic
         assert torch.equal(ns["actor"].streams.counters, single["actor"].streams.counters)
 
 
-def test_multi_learner_replicas_stay_synchronised_through_all_reduce(canonical, ppo_ns):
+def test_multi_learner_replicas_stay_synchronised_through_all_reduce(canonical, ppo_ns, capsys):
     before = {k: v.clone() for k, v in _weights(ppo_ns()).items()}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # Learner.merge warns if the replicas' networks differ
         ns, result = _run(canonical, ppo_ns, "multi_learner", learners=2)
     assert result.env_steps == K * 32 * 32
+    # the safety net does not run for it, and the run says so before it starts
+    assert result.guarantee == "data-parallel" and "the safety net does not run for it" in capsys.readouterr().err
     assert any(not torch.equal(before[k], v) for k, v in _weights(ns).items())
 
 
@@ -203,7 +205,7 @@ PARAMS = {
 
 
 @pytest.mark.parametrize("policy", PARAMS)
-def test_error_in_a_fragment_names_the_cell_line_and_replica_and_leaves_no_processes(canonical, ppo_ns, policy):
+def test_error_in_a_fragment_names_the_cell_line_and_replica_and_leaves_no_processes(canonical, ppo_ns, policy, capsys):
     cell = canonical.body.replace("env.step(action)", "env.step(action[:3])")
     ns = ppo_ns(K)
     before = {k: v.clone() for k, v in _weights(ns).items()}
@@ -213,6 +215,10 @@ def test_error_in_a_fragment_names_the_cell_line_and_replica_and_leaves_no_proce
             capture(cell, ns, name="broken"), policy, progress=False, plot=False, check=False, **PARAMS[policy]
         )  # the worker-side path
     assert time.monotonic() - start < 60
+    said = capsys.readouterr().err  # before it started, the run said that nothing checked it
+    assert (
+        "each of the 2 replicas runs the whole cell" if policy == "data_parallel" else "the safety net is off"
+    ) in said
     lineno = next(i for i, line in enumerate(cell.splitlines(), 1) if "action[:3]" in line)
     note = "\n".join(info.value.__notes__)
     assert f'File "<fragment broken>", line {lineno}, in replica' in note and "env.step(action[:3])" in note

@@ -232,6 +232,8 @@ def _distributed(
         print(f"fragnb: {note}", file=sys.stderr)
     if policy.whole and not placement.exact:
         print(f"fragnb: {whole_copies(placement)}", file=sys.stderr)
+    elif draws is None:
+        print(f"fragnb: {_unchecked(placement, check)}", file=sys.stderr)
     result = OnDask(cluster, dashboard, restarts).execute(job)
     result.check_seconds = checked
     if draws is None:
@@ -243,6 +245,20 @@ def _distributed(
             ("exact", []) if draws.exact(placement) else ("statistical", draws.lines(placement))
         )
     return result
+
+
+def _unchecked(placement: Placement, check: bool) -> str:
+    """What a run that the safety net did not compare with plain Python says before it starts."""
+    if not check:
+        return (
+            f"the safety net is off (check=False, --no-check): nothing compares this {placement.policy.name!r} run with "
+            "plain Python before it starts, and what would differ shows only in its results"
+        )
+    return (
+        f"{placement.policy.name!r} averages gradients over its replicas, so its weights equal plain Python's only "
+        "statistically: the safety net does not run for it, and nothing compares this run's values with plain "
+        "Python's (the guarantee is 'data-parallel')"
+    )
 
 
 def _random_start(placement: Placement, draws: Draws | None) -> RandomStart:
