@@ -44,6 +44,9 @@ UNDER_TWO_REPLICAS = [
     # torch.arange(args.num_envs) indexes a replica's 2 Q-rows: refused before any worker, naming the line
     ("q_lambda", "coarse", r"line 9: under 'coarse' the cell raises where plain Python does not.*steps 2 of the 4"),
     ("q_lambda", "fine", "exact"),  # the rollout's draws and the indexing run once, in the one inference replica
+    # the optimisers stepped through `for group, opt in optimizers.items()` do not come back into the dict: the
+    # safety net compares what the cell only reads too, and refuses rather than leave Adam's state behind
+    ("optimiser_dict", "fine", r"`optimizers` differs: optimizers\['actor'\]\['state'\]"),
     (
         "dqn_tutorial",
         "coarse",

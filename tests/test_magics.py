@@ -108,3 +108,20 @@ def test_exact_refuses_a_statistical_run_before_any_worker_naming_the_draw(shell
             "fragment", "g --policy coarse --actors 2 --run --exact --no-progress --no-plot --quiet", CELL
         )
     assert "it" not in shell.user_ns and shell.user_ns["env"].vector_steps == 0
+
+
+def test_a_whole_cell_policy_is_drawn_without_a_dry_run_on_copies(shell, monkeypatch):
+    """data_parallel sends nothing between groups: the magic has no edge to size, so it makes no copies of the
+    notebook's objects (TorchRL's tutorials keep a tqdm bar writing to a stream, which copies refuse)."""
+    from corpus.field import FIELD_BY_NAME
+
+    from fragnb.ui import magics
+
+    def measured(graph):
+        raise AssertionError("measured a whole-cell placement")
+
+    monkeypatch.setattr(magics, "measure", measured)
+    loop = FIELD_BY_NAME["reinforce_functions"]
+    shell.run_cell(loop.setup, store_history=False).raise_error()
+    shell.run_cell_magic("fragment", "reinforce --policy data_parallel --replicas 2", loop.cell)
+    assert isinstance(shell.user_ns["reinforce"], FragmentGraph)

@@ -14,6 +14,7 @@ import io
 import math
 import sys
 import time
+import types
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -145,7 +146,11 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
             raise _raises(placement, iterations, e) from e
     # what depends on the draws of a statistical run, or on a clock, is compared by its structure only
     loose = reached_from(graph, clock_reads(graph) | (set() if draws.exact(placement) else set(draws.statements)))
-    for name in sorted(graph_writes(graph)) + sorted(graph.components):
+    compared = sorted(graph_writes(graph)) + sorted(graph.components)
+    # and what the cell only reads, which its calls may change in place (optimisers in a dict, stepped
+    # through a loop variable): the notebook must hold what plain Python's holds after the run
+    compared += sorted(n for n in graph.inputs - set(compared) if n in plain and not isinstance(plain[n], _CODE))
+    for name in compared:
         if (name in plain) != (
             name in simulated
         ) and name not in loose:  # a sampled episode may not end: `for i in ended` ran no time
@@ -157,6 +162,10 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
         ):
             raise _differs(placement, iterations, name, diff)
     return draws, shapes
+
+
+#: Values the cell reads that are code, not state: never compared.
+_CODE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
 
 
 def structure(a, b, path: str) -> str | None:

@@ -171,8 +171,9 @@ class FragmentMagics(Magics):
 
             display(Explorer(graph, policy, cluster, **params))
         elif not args.quiet:
-            if policy.name != "single":
-                # one dry iteration on copies: bytes on the drawn edges (the graph keeps no sizes)
+            if policy.name != "single" and not policy.whole:
+                # one dry iteration on copies: bytes on the drawn edges (the graph keeps no sizes); a policy that
+                # runs the whole cell in each replica sends nothing between groups, and its objects need not copy
                 placement = placement.measured(measure(graph))
             display(graph if policy.name == "single" else placement)
         if args.run and sweeping:
