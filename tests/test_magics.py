@@ -114,7 +114,6 @@ def test_a_whole_cell_policy_is_drawn_without_a_dry_run_on_copies(shell, monkeyp
     """data_parallel sends nothing between groups: the magic has no edge to size, so it makes no copies of the
     notebook's objects (TorchRL's tutorials keep a tqdm bar writing to a stream, which copies refuse)."""
     from corpus.field import FIELD_BY_NAME
-
     from fragnb.ui import magics
 
     def measured(graph):
