@@ -373,3 +373,19 @@ def test_a_dry_run_on_copies_calls_the_notebooks_functions_on_the_copies():
     measure(fragnb.capture(loop.cell, ns, name=loop.name))
     assert ns["policy"].saved_log_probs == [] and ns["policy"].rewards == []
     assert all(torch.equal(before[k], v) for k, v in ns["policy"].state_dict().items())
+
+
+def test_a_vector_env_the_replicas_cannot_split_is_refused_at_the_loops_line_naming_its_setting():
+    """CleanRL's dqn.py makes one environment (`args.num_envs = 1`): coarse and fine refuse it as a
+    FragmentError at the line that uses `envs`, naming the setting, the counts that divide it and
+    data_parallel (it was a bare ValueError)."""
+    loop = FIELD_BY_NAME["cleanrl_dqn"]
+    ns = loop.namespace()
+    setup = loop.setup.replace("num_envs: int = 4", "num_envs: int = 1")
+    exec(compile(setup, "<setup>", "exec"), ns)
+    graph = fragnb.capture(loop.cell, ns, name=loop.name)
+    for policy in ("coarse", "fine"):
+        with pytest.raises(
+            fragnb.FragmentError, match=r"line \d+: `envs` has num_envs=1.*`args.num_envs`.*data_parallel"
+        ):
+            graph.place(policy, actors=2)

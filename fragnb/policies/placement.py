@@ -533,12 +533,14 @@ def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacemen
             if n > 1 and isinstance(num_envs, int) and num_envs % n:
                 divisors = [d for d in range(1, num_envs + 1) if num_envs % d == 0]
                 setting = _num_envs_setting(graph, comp)
-                raise ValueError(
+                raise FragmentError.in_source(  # the loop's objects, not a parameter: a refusal of the loop, at its line
                     f"`{comp}` has num_envs={num_envs}, which {n} replicas of {frag.name!r} under "
                     f"{policy.name!r} cannot split evenly: make num_envs a multiple of {n} "
                     f"({'`' + setting + '`, which the loop reads, ' if setting else ''}in the cell that makes `{comp}`), "
                     f"ask for {_one_of(divisors)} replica{'s' if divisors != [1] else ''}, or use policy "
-                    "'data_parallel', which runs the whole loop in each replica on its own copy of the environments"
+                    "'data_parallel', which runs the whole loop in each replica on its own copy of the environments",
+                    graph.first_use(comp),
+                    graph.source,
                 )
 
 
