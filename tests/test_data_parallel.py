@@ -6,6 +6,7 @@ each replica; the networks stay equal because every ``optimizer.step()`` applies
 averaged over the replicas. One replica is plain Python, value for value.
 """
 
+import time
 import warnings
 
 import gymnasium as gym
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 import fragnb
-from conftest import kill_a_worker_when_shown
+from conftest import kill_a_worker_when_shown, wait_for_no_workers
 from corpus.compare import compare_namespaces
 from corpus.field import FIELD, FIELD_BY_NAME
 from fragnb.envs import CartPole
@@ -279,3 +280,25 @@ def test_a_loop_that_steps_no_optimiser_is_refused_with_more_than_one_replica(ca
         graph.place("data_parallel", replicas=2)
     graph.place("data_parallel", replicas=1)  # one replica is plain Python: nothing to keep equal
     fragnb.capture(canonical.body, ppo_ns(), name="ppo").place("data_parallel", replicas=2)  # a Learner's optimiser
+
+
+@pytest.mark.timeout(180)
+def test_a_recursion_error_in_a_replica_ends_the_run_with_the_error_not_a_wait():
+    """A RecursionError's traceback, thousands of frames deep, never reached the notebook: the client did not
+    learn that the replicas had failed and the run waited forever. Tasks now send its first frames."""
+    ns = {}
+    exec(
+        "import torch\nnet = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "def deep(n):\n    return deep(n + 1)\n",
+        ns,
+    )
+    cell = (
+        "for it in range(3):\n    loss = net(torch.ones(4, 2)).pow(2).mean()\n    opt.zero_grad()\n"
+        "    loss.backward()\n    opt.step()\n    if it == 1:\n        deep(0)\n"
+    )
+    start = time.monotonic()
+    with pytest.raises(RecursionError) as info:
+        fragnb.run(fragnb.capture(cell, ns, name="deep"), "data_parallel", replicas=2, progress=False, plot=False)
+    assert time.monotonic() - start < 90
+    assert 'File "<fragment deep>", line 7' in "\n".join(info.value.__notes__)
+    wait_for_no_workers()

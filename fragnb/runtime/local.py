@@ -27,7 +27,7 @@ from .result import RunResult
 from .worker.generators import generators
 from .worker.stops import Interrupts, condition_held, interrupted, own_condition
 from .worker.timing import Timer
-from .worker.travel import blocker, described
+from .worker.travel import blocker, bound_to, described
 
 __all__ = ["InNotebook", "exec_cell", "copies", "aside", "run_plain", "Dry"]
 
@@ -72,7 +72,7 @@ def copies(graph) -> dict:
         raise _cannot_copy(graph, values, kept) or e from None
     for name, value in ns.items():
         if isinstance(value, types.FunctionType) and value.__globals__ is graph.namespace:
-            ns[name] = _rebound(value, ns)
+            ns[name] = bound_to(value, ns)
     return ns
 
 
@@ -94,14 +94,6 @@ def _read_by_functions(names, namespace: dict) -> set[str]:
                     if isinstance(namespace[n], types.FunctionType):
                         todo.append(namespace[n])
     return found
-
-
-def _rebound(fn: types.FunctionType, ns: dict) -> types.FunctionType:
-    """``fn`` reading its globals from ``ns``."""
-    copied = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
-    copied.__kwdefaults__, copied.__qualname__, copied.__module__ = fn.__kwdefaults__, fn.__qualname__, fn.__module__
-    copied.__dict__.update(fn.__dict__)
-    return copied
 
 
 @contextlib.contextmanager

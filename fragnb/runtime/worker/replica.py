@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import pickle
 import sys
 import threading
@@ -35,7 +36,7 @@ from .generators import Own, own_random, restore, seeded, states
 from .payload import Payload
 from .report import Finals
 from .timing import Timer
-from .travel import refuse_unreturnable
+from .travel import bound_to, refuse_unreturnable
 from .walker import Walker
 
 if TYPE_CHECKING:
@@ -163,14 +164,6 @@ class Replica:
         return episodes, sum(env.env_steps - self.steps0[name] for name, env in self.envs().items()) + self.plain_steps
 
 
-def _bound_to(fn: types.FunctionType, ns: dict) -> types.FunctionType:
-    """``fn`` with ``ns`` as its globals (cloudpickle gives a notebook function a dict of its own)."""
-    bound = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
-    bound.__kwdefaults__, bound.__qualname__ = fn.__kwdefaults__, fn.__qualname__
-    bound.__dict__.update(fn.__dict__)
-    return bound
-
-
 def _snapshot(value):
     # Containers the recording group may still append to are copied; tensors crossing an edge are immutable.
     return type(value)(value) if type(value) in (list, dict, set) else value
@@ -204,7 +197,7 @@ def init_replica(
         if payload.reseed is not None:  # whole copies: replica i's environments draw other numbers than replica 0's
             reseed(ns, index, payload.reseed)
         for name in payload.rebound:  # `global steps_done` in the notebook's function counts in this namespace
-            ns[name] = _bound_to(ns[name], ns)
+            ns[name] = bound_to(ns[name], ns)
         if (
             device != "cpu"
         ):  # environments stay on the CPU (actors answer them there) unless fused with them on the device
@@ -248,6 +241,42 @@ def quiet_print(*args, file=None, **kwargs) -> None:
         builtins.print(*args, file=file, **kwargs)
 
 
+#: Frames of a failed task's traceback that travel to the notebook (the first ones: the task, the walker,
+#: the cell's line and what it called).
+_FRAMES = 64
+
+
+def transmissible(task):
+    """A task whose error always reaches the notebook: a traceback thousands of frames deep (a
+    RecursionError in the cell, or in unpickling what the payload holds) is cut to its first
+    :data:`_FRAMES` frames. Sent whole, the client never learned that the task had failed, and the run
+    waited for it forever."""
+
+    @functools.wraps(task)
+    def run(*args, **kwargs):
+        try:
+            return task(*args, **kwargs)
+        except BaseException as e:
+            _cut(e)
+            raise
+
+    return run
+
+
+def _cut(error: BaseException | None, depth: int = 0) -> None:
+    if error is None or depth > 4:
+        return
+    tb, n = error.__traceback__, 1
+    while tb is not None and tb.tb_next is not None:
+        if n >= _FRAMES:
+            tb.tb_next = None
+            break
+        tb, n = tb.tb_next, n + 1
+    _cut(error.__cause__, depth + 1)
+    _cut(error.__context__, depth + 1)
+
+
+@transmissible
 def open_replica(
     run_id: str,
     group: str,
@@ -284,6 +313,7 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
             raise
 
 
+@transmissible
 def run_program(
     run_id: str,
     names: list[str],
@@ -360,6 +390,7 @@ def _play_all(
     return results
 
 
+@transmissible
 def join_process_group(run_id: str, rank: int, world: int, address: str, backend: str, whole: bool = False) -> int:
     """Join the run's torch.distributed group as replica ``rank`` of this worker; every learner's
     networks then average their gradients across the group (``whole``: every optimiser the cell

@@ -21,7 +21,7 @@ from ...plan.keys import RecordKey
 from ...shards import faithful_copies
 from .report import Finals
 
-__all__ = ["pickled", "blocker", "described", "unsendable", "refuse_unreturnable"]
+__all__ = ["pickled", "bound_to", "blocker", "described", "unsendable", "refuse_unreturnable"]
 
 _DEPTH = 8
 
@@ -45,6 +45,15 @@ def pickled(value: Any) -> bytes:
     out = io.BytesIO()
     _Pickler(out, protocol=pickle.DEFAULT_PROTOCOL).dump(value)
     return out.getvalue()
+
+
+def bound_to(fn: types.FunctionType, ns: dict) -> types.FunctionType:
+    """``fn`` with ``ns`` as its globals: a notebook function that travelled, or was copied, reading the
+    namespace its copy runs in (cloudpickle gives one a dict of its own; a dry run's copies, the notebook's)."""
+    bound = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
+    bound.__kwdefaults__, bound.__qualname__, bound.__module__ = fn.__kwdefaults__, fn.__qualname__, fn.__module__
+    bound.__dict__.update(fn.__dict__)
+    return bound
 
 
 def blocker(value: Any, dumps: Callable[[Any], Any], path: str) -> tuple[str, Any, Exception] | None:
