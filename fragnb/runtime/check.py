@@ -8,9 +8,7 @@ first that differs stops the run before any worker starts, naming the variable a
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import math
 import sys
 import time
@@ -27,10 +25,10 @@ from ..plan.script import Script
 from ..streams import EnvStreams, reached
 from .draws import Draws, Watching, clock_reads, reached_from, refuse_inexact
 from .job import Job
-from .local import copies, exec_cell, run_plain
+from .local import aside, copies, exec_cell, run_plain
 from .threads import InThreads
 from .worker.edges import vector_info
-from .worker.generators import generators, restore, states
+from .worker.generators import restore, states
 
 if TYPE_CHECKING:
     from ..policies import Placement
@@ -120,7 +118,7 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
     job.payloads  # noqa: B018 (a cached property: packing is the point)
     shared = reached([graph.namespace[n] for n in graph.inputs if n in graph.namespace], graph.namespace)
     kept = {name: s.counters.clone() for name, s in shared.items()}
-    with contextlib.redirect_stdout(io.StringIO()), generators():  # the notebook's generators are untouched
+    with aside():  # the notebook's generators are untouched, the cell silent
         saved = states()  # both copies start from what the run starts from
         if draws is None:
             watcher = Watching(graph, plain, iterations)
