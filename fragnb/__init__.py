@@ -52,11 +52,16 @@ def shutdown() -> None:
 
 
 def load_ipython_extension(ipython):
-    """``%load_ext fragnb``: register the ``%%fragment`` magic, and start the local Dask cluster in the
-    background, so that the first distributed run finds it up (``FRAGNB_WARM=0`` in the environment
-    leaves it to the first run)."""
-    from .runtime.cluster.clusters import warm
+    """``%load_ext fragnb``: register the ``%%fragment`` magic. No Dask worker starts yet: the magic
+    starts the ones a run needs as it captures the cell (a kernel that only captures and draws holds
+    none). ``FRAGNB_WARM=1`` in the environment starts two in the background now, for a first
+    distributed run that finds them up."""
+    import os
+
     from .ui.magics import FragmentMagics
 
     ipython.register_magics(FragmentMagics)
-    warm()
+    if os.environ.get("FRAGNB_WARM") == "1":
+        from .runtime.cluster.clusters import warm
+
+        warm()

@@ -9,7 +9,8 @@ import psutil
 import pytest
 
 import fragnb
-from conftest import wait_for_no_workers, worker_processes
+import fragnb.ui.magics
+from conftest import NOTEBOOK_01, wait_for_no_workers, worker_processes
 from fragnb.runtime.cluster import clusters
 
 
@@ -62,10 +63,30 @@ def test_FRAGNB_WARM_0_leaves_the_start_to_the_first_run(no_cluster, monkeypatch
     assert "local" not in clusters._EMBEDDED and not worker_processes()
 
 
-def test_loading_the_extension_warms_the_cluster(no_cluster, shell):
+def test_loading_the_extension_starts_no_worker_unless_FRAGNB_WARM_is_1(no_cluster, shell, monkeypatch):
+    monkeypatch.delenv("FRAGNB_WARM", raising=False)
     fragnb.load_ipython_extension(shell)  # what `%load_ext fragnb` calls (once per kernel)
+    time.sleep(0.5)
+    assert not any(t.is_alive() for t in clusters._WARMING) and "local" not in clusters._EMBEDDED
+    assert not worker_processes()  # a student who only captures and draws holds no idle worker
+    monkeypatch.setenv("FRAGNB_WARM", "1")
+    fragnb.load_ipython_extension(shell)
     clusters._WARMING[0].join(timeout=120)
-    assert len(clusters.workers(clusters._EMBEDDED["local"][1])) == clusters.WARM_WORKERS
+    assert len(clusters.workers(clusters._EMBEDDED["local"][1])) == 2
+
+
+def test_the_magic_starts_the_workers_its_run_needs_as_it_captures_and_none_to_draw(no_cluster, shell, monkeypatch):
+    monkeypatch.setattr(clusters, "_embedded", lambda *a, **k: started.append(a[1]))
+    started = []
+    shell.run_cell(f"from fragnb.notebook import load_canonical\ncell = load_canonical({str(NOTEBOOK_01)!r})")
+    shell.user_ns.update(shell.user_ns["cell"].namespace())
+    shell.run_cell_magic("fragment", "ppo --policy coarse --actors 4 -q", shell.user_ns["cell"].body)
+    time.sleep(0.5)
+    assert started == []  # captured and drawn only
+    monkeypatch.setattr(fragnb.ui.magics, "run_placement", lambda *a, **k: "ran")
+    shell.run_cell_magic("fragment", "ppo --policy coarse --actors 4 --run -q", shell.user_ns["cell"].body)
+    clusters._WARMING[0].join(timeout=10)
+    assert started == [5]  # the learner's and one per actor
 
 
 def test_a_run_whose_cluster_is_starting_in_the_background_uses_it(no_cluster, canonical, ppo_ns):

@@ -25,6 +25,7 @@ from ..plan.instrument import remember_source
 from ..plan.script import ReplicaId, Script
 from ..policies import Placement
 from ..shards import shard
+from .cluster.budget import limit
 from .cluster.clusters import ClusterError, connect, local_workers, shutdown, workers
 from .cluster.clusters import dashboard as dashboard_link
 from .merge import checkpoint_finals, merge
@@ -64,7 +65,7 @@ class OnDask:
         while True:
             run = owned = None
             try:
-                client, owned = connect(self.cluster, _wanted(placement, script), self.dashboard)
+                client, owned = connect(self.cluster, wanted(placement, self.cluster), self.dashboard)
                 run = _Run(placement, script, job.namespace, client, job.payloads, saved, wait_s=30.0 if lost else 0.0)
                 run.start()
                 began = began or run.start_wall
@@ -492,12 +493,24 @@ class _Progress:
         self.live.close(self.curve())
 
 
-def _wanted(placement: Placement, script: Script) -> int:
+def wanted(placement: Placement, cluster=None) -> int:
     """Workers to ask fragnb's own cluster for: one per task, up to what it starts
     (:func:`~fragnb.runtime.cluster.clusters.local_workers`), beyond which replicas share processes; a process
-    group's members each need one."""
-    count = len(tasks(script.groups, placement.colocated, placement.policy.collectives))
-    return count if placement.policy.collectives else min(count, local_workers())
+    group's members each need one, and more of them than this kernel may start is refused before any
+    starts (on a cluster fragnb does not own, its workers say)."""
+    groups = {g: n for g, (n, _) in placement.groups.items()}
+    count = len(tasks(groups, placement.colocated, placement.policy.collectives))
+    if not placement.policy.collectives:
+        return min(count, local_workers())
+    if cluster is None or cluster == "local":
+        budget = limit()
+        if count > budget.workers:
+            raise ClusterError(
+                f"{placement.policy.name}'s {count} replicas each need a worker process of their own (one process "
+                f"group, which never shares a process), and this kernel may start {budget.workers} ({budget.why}): "
+                f"ask for at most {budget.workers} replicas, or raise the limit"
+            )
+    return count
 
 
 def _length(graph) -> int | None:

@@ -13,6 +13,7 @@ from ..graph import FragmentGraph, capture
 from ..runtime import CHECKPOINT_EVERY, CHECKPOINT_SHARE, measure, run_placement
 from ..runtime.cluster.clusters import warm
 from ..runtime.pipeline import torch_threads
+from ..runtime.plane import wanted
 
 __all__ = ["FragmentMagics"]
 
@@ -165,7 +166,8 @@ class FragmentMagics(Magics):
             raise UsageError(str(e)) from None
         ns[args.name] = graph
         if policy.name != "single" and (args.run or args.explore):
-            warm(cluster, dashboard=not args.no_dashboard)  # starts while the placement is measured and drawn
+            # the workers this run needs start while the placement is measured and drawn
+            warm(cluster, wanted(placement, cluster), dashboard=not args.no_dashboard)
         if args.explore:
             from ..widgets import Explorer
 

@@ -28,13 +28,13 @@ from distributed.protocol import dask_deserialize, dask_serialize
 from distributed.security import Security
 
 from ...errors import ClusterError
+from .budget import limit
 from .probe import ProbeError, check_scheduler
 
 __all__ = [
     "ClusterError",
     "connect",
     "warm",
-    "WARM_WORKERS",
     "QUIET",
     "local_workers",
     "shutdown",
@@ -143,18 +143,20 @@ PRELOAD = [
     "fragnb.runtime.worker.replica",
     "torch._dynamo",
 ]  # torch.optim imports _dynamo: 3 s
-#: Workers :func:`warm` starts: enough for the course's usual two actors and a learner; a run that
-#: needs more forks them in about 0.1 s each.
-WARM_WORKERS = 3
 
 
-def warm(cluster=None, workers: int = WARM_WORKERS, dashboard: bool = True) -> None:
-    """Start (or grow to ``workers``) fragnb's own local cluster in a background thread, so that a later
-    run finds it up; returns at once. Other clusters (``"cuda"``, remote ones) are left alone, as is a
-    kernel with ``FRAGNB_WARM=0`` in its environment. A run that needs the cluster meanwhile waits for
-    this start instead of starting another; if it fails, the run starts one itself and says why."""
+def warm(cluster=None, workers: int = 2, dashboard: bool = True) -> None:
+    """Start (or grow to ``workers``, within :func:`local_workers`) fragnb's own local cluster in a
+    background thread, so that a later run finds it up; returns at once. The magic calls it as it
+    captures a cell it is to run under a distributed policy, with the workers that run needs; loading
+    the extension calls it only where ``FRAGNB_WARM=1`` (a kernel that only captures and draws starts
+    no worker: a class of thirty on one server pays for no idle ones). Other clusters (``"cuda"``,
+    remote ones) are left alone, as is a kernel with ``FRAGNB_WARM=0`` in its environment. A run that
+    needs the cluster meanwhile waits for this start instead of starting another; if it fails, the run
+    starts one itself and says why."""
     if not (cluster is None or cluster == "local") or os.environ.get("FRAGNB_WARM", "1") == "0":
         return
+    workers = min(workers, local_workers())
     up = _EMBEDDED.get("local")
     if up is not None and up[2] == dashboard and len(up[1].scheduler_info().get("workers", {})) >= workers:
         return
@@ -281,18 +283,10 @@ def workers(client: Client) -> dict:
     return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
 
 
-#: fragnb's own cluster starts at most this many worker processes per core; a run with more replicas
-#: runs several of a group's replicas as threads of one process (a worker process costs about a
-#: second to start and 390 MB here; a replica in a shared one, a few MB).
-WORKERS_PER_CORE = 4
-
-
 def local_workers() -> int:
-    """How many worker processes fragnb's own cluster starts at most: :data:`WORKERS_PER_CORE` per core,
-    and no more than the free memory holds at 1 GiB each."""
-    import psutil
-
-    return max(2, min(WORKERS_PER_CORE * (os.cpu_count() or 1), psutil.virtual_memory().available // 2**30))
+    """How many worker processes fragnb's own cluster starts at most: the class's setting, else 4 per
+    core and 1 GiB of free memory each, within the kernel's container (:mod:`.budget`)."""
+    return limit().workers
 
 
 def _embedded(kind: str, count: int, with_dashboard: bool, progress: bool = True) -> Client:
