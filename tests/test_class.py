@@ -163,3 +163,19 @@ def test_three_kernels_at_once_each_end_with_plain_pythons_weights_and_leave_not
             break
         time.sleep(0.5)
     assert not left, [psutil.Process(p).cmdline() for p in left if psutil.pid_exists(p)]
+
+
+def test_fragnbs_cluster_is_the_kernels_default_client_so_that_jupyterlabs_dask_tab_finds_its_dashboard():
+    from distributed import Client, LocalCluster, default_client
+
+    fragnb.shutdown()
+    client, _ = clusters.connect(None, 1)
+    # what dask-labextension's "Auto-detect dashboard URL" runs in the notebook's kernel
+    assert default_client() is client and default_client().dashboard_link.startswith("http://127.0.0.1:")
+    fragnb.shutdown()
+    with pytest.raises(ValueError):
+        default_client()  # closed with its cluster
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as theirs, Client(theirs) as own:
+        client, _ = clusters.connect(None, 1)
+        assert default_client() is own  # the notebook's own client stays its default
+        fragnb.shutdown()

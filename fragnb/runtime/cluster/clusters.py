@@ -327,13 +327,26 @@ def _embedded(kind: str, count: int, with_dashboard: bool, progress: bool = True
                 silence_logs=logging.CRITICAL,
                 **opts,
             )
-    client = Client(cluster, set_as_default=False)
+    # The kernel's default Dask client, unless the notebook made its own: JupyterLab's Dask tab
+    # (dask-labextension) finds the dashboard through it ("Auto-detect dashboard URL"), and the
+    # notebook's own Dask collections run on these workers, as with any Client made in a notebook.
+    client = Client(cluster, set_as_default=with_dashboard and not _a_default_client())
     if kind == "local":
         _grow(cluster, client, count, progress=progress)
     _prepare(client)
     client.register_plugin(IgnoreInterrupts())
     _EMBEDDED[kind] = (cluster, client, with_dashboard)
     return client
+
+
+def _a_default_client() -> bool:
+    from distributed import default_client
+
+    try:
+        default_client()
+    except ValueError:
+        return False
+    return True
 
 
 def _grow(cluster, client: Client, count: int, timeout: float = 120.0, progress: bool = True) -> None:
