@@ -8,10 +8,12 @@ capture and drawing, the safety net, the cluster's start, shipping the replicas,
 process then runs `single` once more: after `coarse`, in a kernel whose cluster is up, against the
 second `single` run of a kernel without one (the first pays for imports; the ratio should stay within 1.1).
 
-    .venv/bin/python benchmarks/wait.py [--repeat 3] [--iterations 40] [--no-warm]
+    .venv/bin/python benchmarks/wait.py [--repeat 3] [--iterations 40] [--start capture|load|run]
 
-``--no-warm`` sets FRAGNB_WARM=0: the cluster starts only when the run asks for it (fragnb before
-it started in the background). Medians of ``--repeat`` fresh processes, the configurations alternating.
+``--start`` says when `coarse`'s workers start: ``capture`` (the default, no FRAGNB_WARM) as the magic
+captures the `--run` cell, in the background while it measures and draws; ``load`` at `%load_ext`
+(FRAGNB_WARM=1: the cluster is up before the cell); ``run`` when the run asks for them (FRAGNB_WARM=0).
+Medians of ``--repeat`` fresh processes, the configurations alternating.
 Targets (issue "Distribution that pays, second step"): `coarse` x2's cell at most 3 s more than
 `single`'s; `single` after a distributed run at most 1.1x `single` before it.
 """
@@ -61,8 +63,14 @@ def kernel(policy: str, iterations: int) -> dict:
     return out
 
 
-def fresh(policy: str, iterations: int, warm: bool) -> dict:
-    env = dict(os.environ, FRAGNB_WARM="1" if warm and policy != "single" else "0")  # single: no cluster
+#: FRAGNB_WARM for each ``--start``: when the cluster of a distributed run starts.
+WARM = {"capture": None, "load": "1", "run": "0"}
+
+
+def fresh(policy: str, iterations: int, start: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "FRAGNB_WARM"}
+    if policy == "single" or WARM[start] is not None:
+        env["FRAGNB_WARM"] = "0" if policy == "single" else WARM[start]  # single: no cluster
     done = subprocess.run(
         [sys.executable, __file__, "--child", policy, "--iterations", str(iterations)],
         env=env,
@@ -77,7 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=40)
-    parser.add_argument("--no-warm", action="store_true")
+    parser.add_argument("--start", choices=list(WARM), default="capture")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -86,7 +94,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {"single": [], "coarse": []}
     for i in range(args.repeat):
         for policy in ("single", "coarse") if i % 2 == 0 else ("coarse", "single"):
-            runs[policy].append(fresh(policy, args.iterations, not args.no_warm))
+            runs[policy].append(fresh(policy, args.iterations, args.start))
             print(f"  {policy}: {runs[policy][-1]}", file=sys.stderr)
 
     def med(policy: str, key: str) -> float:
@@ -94,7 +102,13 @@ def main() -> None:
 
     single, coarse = med("single", "cell_s"), med("coarse", "cell_s")
     print(f"\nnotebook 01, {args.iterations} iterations, a fresh kernel each (median of {args.repeat})", end="")
-    print(", the cluster started by the first run" if args.no_warm else ", the cluster warmed at %load_ext")
+    print(
+        {
+            "capture": ", coarse's workers started as the magic captured its cell",
+            "load": ", the cluster warmed at %load_ext (FRAGNB_WARM=1)",
+            "run": ", the cluster started by the run (FRAGNB_WARM=0)",
+        }[args.start]
+    )
     print(f"{'':<22}{'cell s':>8}{'loop s':>8}{'around s':>10}{'setup cells s':>15}")
     for policy in ("single", "coarse"):
         cell, loop = med(policy, "cell_s"), med(policy, "loop_s")
