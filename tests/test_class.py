@@ -83,19 +83,30 @@ def test_a_process_group_larger_than_the_limit_is_refused_before_any_worker_star
         fragnb.run(graph, "data_parallel", replicas=3, progress=False, plot=False)
 
 
+@pytest.mark.parametrize("limit", [2, 1])
 def test_a_run_under_FRAGNB_WORKERS_shares_its_processes_and_ends_with_plain_pythons_weights(
-    monkeypatch, canonical, ppo_ns
+    monkeypatch, canonical, ppo_ns, limit
 ):
+    """With 2, the actors' replicas share one process and the learner has its own; with 1 (mybinder's one
+    core), the one worker process runs every group's replicas as threads."""
     plain = ppo_ns(2)
     exec(compile(canonical.body, "<cell>", "exec"), plain)
     fragnb.shutdown()
-    monkeypatch.setenv("FRAGNB_WORKERS", "2")
-    ns = ppo_ns(2)
-    result = fragnb.run(fragnb.capture(canonical.body, ns, name="ppo"), "coarse", actors=4, progress=False, plot=False)
-    assert result.processes == 2 and result.guarantee == "exact"
-    for key, value in plain["policy"].state_dict().items():
-        assert torch.equal(value, ns["policy"].state_dict()[key]), key
+    monkeypatch.setenv("FRAGNB_WORKERS", str(limit))
+    for policy in ("coarse", "fine"):
+        ns = ppo_ns(2)
+        result = fragnb.run(
+            fragnb.capture(canonical.body, ns, name="ppo"), policy, actors=4, progress=False, plot=False
+        )
+        assert result.processes == limit and result.guarantee == "exact"
+        for key, value in plain["policy"].state_dict().items():
+            assert torch.equal(value, ns["policy"].state_dict()[key]), (policy, key)
     fragnb.shutdown()
+
+
+def test_one_worker_process_runs_as_many_threads_as_the_cores_allow_replicas():
+    assert budget.threads(2, 8) == 1  # a replica program per process
+    assert budget.threads(1, 1) == 4 and budget.threads(1, 0.5) == 4 and budget.threads(1, 2) == 8
 
 
 # Three students' kernels on one machine, each running notebook 01's loop under `coarse` x2 through the

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["WORKERS_PER_CORE", "WORKER_MEMORY", "Budget", "limit", "cores", "memory", "allowed"]
+__all__ = ["WORKERS_PER_CORE", "WORKER_MEMORY", "Budget", "limit", "cores", "memory", "allowed", "threads"]
 
 #: fragnb's own cluster starts at most this many worker processes per core; a run with more replicas
 #: runs several of a group's replicas as threads of one process (a worker process costs about a
@@ -76,6 +76,13 @@ def allowed(cores: float, memory: int, setting: str | int | None, setting_name: 
     by_memory = memory // WORKER_MEMORY
     n = max(2, min(by_cores, by_memory))
     return n, f"{WORKERS_PER_CORE} per core on {cores:g} cores, within {memory / 2**30:.1f} GiB free"
+
+
+def threads(workers: int, cores: float) -> int:
+    """Threads in each of fragnb's worker processes: one (a replica program per process, side by side on
+    the cores), or, where the kernel may start a single process (``FRAGNB_WORKERS=1``), :data:`WORKERS_PER_CORE`
+    per core, so that a run's groups (a learner's and the actors') share it as threads."""
+    return 1 if workers > 1 else int(WORKERS_PER_CORE * max(1.0, cores))
 
 
 def _read_int(path: Path) -> int | None:

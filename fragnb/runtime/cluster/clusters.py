@@ -28,7 +28,7 @@ from distributed.protocol import dask_deserialize, dask_serialize
 from distributed.security import Security
 
 from ...errors import ClusterError
-from .budget import limit
+from .budget import limit, threads
 from .probe import ProbeError, check_scheduler
 
 __all__ = [
@@ -318,10 +318,11 @@ def _embedded(kind: str, count: int, with_dashboard: bool, progress: bool = True
         # Dask's dashboard (bokeh) on a free loopback port: a second kernel does not collide on Dask's
         # default 8787, and nothing listens beyond this machine.
         _forkserver()
+        budget = limit()
         with dask.config.set(QUIET):  # read as the scheduler and the nannies start; nannies hand it to workers
             cluster = LocalCluster(
                 n_workers=0,
-                threads_per_worker=1,
+                threads_per_worker=threads(budget.workers, budget.cores),
                 processes=True,
                 host="127.0.0.1",
                 silence_logs=logging.CRITICAL,
