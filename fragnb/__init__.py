@@ -57,10 +57,15 @@ def load_ipython_extension(ipython):
     none). ``FRAGNB_WARM=1`` in the environment starts two in the background now, for a first
     distributed run that finds them up."""
     import os
+    import sys
 
     from .ui.magics import FragmentMagics
 
     ipython.register_magics(FragmentMagics)
+    from .runtime.cluster.budget import limit, small
+
+    if note := small(limit()):  # mybinder.org's one core and 2 GB: say so at the top of the notebook
+        print(note, file=sys.stderr)
     if os.environ.get("FRAGNB_WARM") == "1":
         from .runtime.cluster.clusters import warm
 

@@ -62,6 +62,13 @@ def test_a_containers_limits_are_read_from_its_cgroup(tmp_path, version):
     assert budget.cores(2, quota, period) == 2
 
 
+def test_a_kernel_below_the_courses_floor_is_told_what_it_has_and_what_the_course_wants():
+    assert budget.small(budget.Budget(2, 4 * GiB, 8, "")) is None
+    note = budget.small(budget.Budget(1, 1.6 * GiB, 2, "4 per core on 1 cores, within 1.6 GiB free"))
+    assert "1 core and 1.6 GiB" in note and "2 cores and 3 GiB" in note and "at most 2 worker processes" in note
+    assert budget.small(budget.Budget(4, 2 * GiB, 1, "FRAGNB_WORKERS=1")).count("1 worker process (") == 1
+
+
 def test_FRAGNB_WORKERS_wins_over_dasks_setting(monkeypatch):
     import dask
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["WORKERS_PER_CORE", "WORKER_MEMORY", "Budget", "limit", "cores", "memory", "allowed", "threads"]
+__all__ = ["WORKERS_PER_CORE", "WORKER_MEMORY", "Budget", "limit", "cores", "memory", "allowed", "threads", "small"]
 
 #: fragnb's own cluster starts at most this many worker processes per core; a run with more replicas
 #: runs several of a group's replicas as threads of one process (a worker process costs about a
@@ -83,6 +83,25 @@ def threads(workers: int, cores: float) -> int:
     the cores), or, where the kernel may start a single process (``FRAGNB_WORKERS=1``), :data:`WORKERS_PER_CORE`
     per core, so that a run's groups (a learner's and the actors') share it as threads."""
     return 1 if workers > 1 else int(WORKERS_PER_CORE * max(1.0, cores))
+
+
+#: What the course is written for: its notebooks' lessons (two actors beside a learner) need two cores
+#: to show distribution paying, and their peak memory, kernel and workers, is 1.0-1.3 GiB here.
+COURSE_CORES, COURSE_MEMORY = 2, 3 * 2**30
+
+
+def small(budget: Budget) -> str | None:
+    """What a kernel below the course's floor is told as the extension loads (mybinder.org: about one
+    core and 2 GB); ``None`` where the course fits."""
+    if budget.cores >= COURSE_CORES and budget.memory >= COURSE_MEMORY:
+        return None
+    return (
+        f"fragnb: this kernel may use {budget.cores:g} core{'s' if budget.cores != 1 else ''} and "
+        f"{budget.memory / 2**30:.1f} GiB of free memory; the course is written for {COURSE_CORES} cores and "
+        f"{COURSE_MEMORY / 2**30:.0f} GiB. Every notebook runs here, its distributed runs with at most "
+        f"{budget.workers} worker process{'es' if budget.workers != 1 else ''} ({budget.why}); on fewer than "
+        f"{COURSE_CORES} cores they will not run faster than single, and the notebooks print what they measured."
+    )
 
 
 def _read_int(path: Path) -> int | None:
