@@ -46,22 +46,37 @@ def sample(pid: int) -> tuple[float, int, int]:
 
 
 class Watch:
-    """The largest sample of the kernel's tree while a notebook runs (one a second)."""
+    """The largest sample of the kernel's tree while a notebook runs (one a second), and the CPU seconds
+    its processes used (each process's last reading: a worker that ended counts up to its last second)."""
 
     def __init__(self, pid: int):
         self.pid, self.peak, self.stop = pid, (0.0, 0, 0), threading.Event()
+        self.cpu: dict[int, float] = {}
+        self.base = self._cpu()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    def _cpu(self) -> dict[int, float]:
+        out = {}
+        for p in tree(self.pid):
+            try:
+                t = p.cpu_times()
+                out[p.pid] = t.user + t.system
+            except psutil.Error:
+                continue
+        return out
 
     def _run(self):
         while not self.stop.wait(1.0):
             now = sample(self.pid)
             self.peak = tuple(max(a, b) for a, b in zip(self.peak, now))
+            self.cpu.update(self._cpu())
 
-    def close(self):
+    def close(self) -> tuple[tuple[float, int, int], float]:
         self.stop.set()
         self.thread.join()
-        return self.peak
+        self.cpu.update(self._cpu())
+        return self.peak, sum(v - self.base.get(pid, 0.0) for pid, v in self.cpu.items())
 
 
 def main() -> None:
@@ -74,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     env = dict(os.environ, **dict(kv.split("=", 1) for kv in args.env))
     paths = [next((ROOT / "notebooks").glob(f"{n}_*.ipynb")) for n in args.notebooks]
-    rows = []
+    rows, busy = [], []
     os.environ.update(env)  # the kernel inherits this process's environment
     first = nbformat.read(paths[0], as_version=4)
     client = NotebookClient(
@@ -94,18 +109,25 @@ def main() -> None:
             for i, cell in enumerate(nb.cells):
                 if cell.cell_type == "code":
                     client.execute_cell(cell, i)
-            peak = watch.close()
-            rows.append((f"{path.stem[:2]}: peak while it ran ({time.monotonic() - begin:.0f} s)", *peak))
+            peak, cpu = watch.close()
+            wall = time.monotonic() - begin
+            rows.append((f"{path.stem[:2]}: peak while it ran", *peak))
+            busy.append((path.stem[:2], wall, cpu))
             time.sleep(5)
             rows.append((f"{path.stem[:2]}: idle after it", *sample(pid)))
     print(f"\none student's kernel ({' '.join(args.env) or 'no class settings'}; {os.cpu_count()} cores here)")
     print(f"{'':<40}{'PSS MiB':>9}{'processes':>11}{'ports':>7}")
     for label, pss, procs, ports in rows:
         print(f"{label:<40}{pss:>9.0f}{procs:>11}{ports:>7}")
+    print(f"\n{'':<12}{'wall s':>8}{'CPU s':>8}{'cores busy':>12}")
+    for name, wall, cpu in busy:
+        print(f"{name:<12}{wall:>8.0f}{cpu:>8.0f}{cpu / wall:>12.2f}")
     idle = rows[0][1]
     print(f"idle with %load_ext fragnb: {idle:.0f} MiB (target <= {TARGET_IDLE_MIB} MiB)")
     peak = max(r[1] for r in rows)
     print(f"students per GiB: {1024 / idle:.1f} idle, {1024 / peak:.1f} at the peak of these notebooks")
+    cores = max(cpu / wall for _, wall, cpu in busy)
+    print(f"cores a student running these notebooks keeps busy: {cores:.2f} at most (a notebook's CPU s / its wall s)")
 
 
 if __name__ == "__main__":
