@@ -163,6 +163,9 @@ def test_the_course_page_lists_every_notebook_with_its_minutes():
 #: checks it on the notebook's own run (a fragment of the assert's condition as Python writes it back).
 #: nbval runs every notebook, so a rerun that reverses a claim fails; this list keeps the asserts from
 #: going missing, and a new assert from going in without the claim it checks being written down here.
+#: Only what holds on any machine that can run the notebook is a claim (same weights, bounded staleness,
+#: counts, exact equalities); a measured speed, ratio, share or bottleneck is printed with the sentence
+#: built from it, since another program on the machine can turn it around (`pytest --busy=2` checks this).
 CLAIMS = {
     "01": [
         ("capturing runs nothing: the cell's variables do not exist yet", "'returns' not in dir()"),
@@ -242,9 +245,7 @@ CLAIMS = {
         ("its policy's weights equal single's", "torch.allclose(single_weights[k], v, atol=1e-05) for k, v in policy"),
         ("the REINFORCE loop under fine: exact", "fine.guarantee == 'exact'"),
     ],
-    "10": [
-        ("a refined cluster predicts the run closer than the preset", "abs(again.seconds_per_iteration -"),
-    ],
+    "10": [],  # its claims are predictions and timings: printed from the run, not asserted
     "11": [
         ("the reward: right 1, one digit wrong partial, a bad token 0", "rewards_demo[0] == 1.0"),
         ("GRPO raises the reward and the exact match", "last > first and after > before"),
