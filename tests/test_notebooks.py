@@ -178,10 +178,6 @@ CLAIMS = {
     "02": [
         ("coarse leaves single's weights", "(weights['coarse'] - weights['single']).abs().max() < 1e-05"),
         ("fine leaves single's weights", "(weights['fine'] - weights['single']).abs().max() < 1e-05"),
-        ("on a cheap environment no 2-4 actor run is 10 % faster than single", "rate[cheap, p, n] < 1.1 *"),
-        ("on a costly environment coarse gains with a second actor", "rate[costly, 'coarse', 2] > 1.1 *"),
-        ("fine's best is not 10 % above coarse's", "max((rate[costly, 'fine', n] for n in counts)) < 1.1 *"),
-        ("4 actors on 2 cores gain under 15 % over 2", "rate[costly, 'coarse', 4] < 1.15 *"),
         ("any bookkeeping, same answer", "distributed == (episodes, log['value_loss'])"),
     ],
     "03": [
@@ -223,16 +219,14 @@ CLAIMS = {
         ("coarse leaves single's weights and returns", "(w_single - w_coarse).abs().max() < 1e-05 and r_single"),
         ("collect-then-train: coarse leaves single's weights", "(wc_single - wc_coarse).abs().max() < 1e-05"),
         ("the replay-ratio sweep ran every seed", "not grid.failed"),
-        ("time grows with the replay ratio", "replay[1 / 4]['seconds'] > 1.5 *"),
         (
             "Ape-X without a bound: the loop's own 8 samples per insert, never ahead",
             "r['ahead'] == 0 and r['per insert'] == 8",
         ),
         (
-            "Ape-X bound at 16: ahead of insertion, within the bound, on fewer transitions",
-            "r['per insert'] <= 16 and (r['inserted'] < fewest)",
+            "Ape-X bound at 16: within the bound, and an iteration ahead of insertion inserts nothing",
+            "r['per insert'] <= 16 and r['inserted'] == (iterations - r['ahead']) * per_iteration",
         ),
-        ("Ape-X bound at 16: the same updates sooner (medians)", "faster > 1.05"),
         ("prioritised replay's update goes with the learner", "placed.fragments[fragment.name].group =="),
     ],
     "09": [
