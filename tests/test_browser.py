@@ -35,12 +35,40 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: A distributed run of notebook 01's loop, for the Dask tab to find the cluster it ran on.
+DASK_TAB_NOTEBOOK = {
+    "nbformat": 4,
+    "nbformat_minor": 5,
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    "cells": [
+        {
+            "cell_type": "code",
+            "id": "run",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": (
+                "%load_ext fragnb\n"
+                "import fragnb\n"
+                "from fragnb.notebook import load_canonical\n"
+                "cell = load_canonical('01_first_fragment_graph.ipynb')\n"
+                "ns = cell.namespace()\n"
+                "ns['iterations'] = 1\n"
+                "r = fragnb.run(fragnb.capture(cell.body, ns, name='ppo'), 'coarse', actors=2, progress=False, plot=False)\n"
+                "print('ran', r.iterations)"
+            ),
+        }
+    ],
+}
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on loopback without a token, serving copies of the notebooks (autosave must not touch ours)."""
     root = tmp_path_factory.mktemp("lab")
     for name in ("01_first_fragment_graph.ipynb", "04_explore_policies.ipynb"):
         shutil.copy(ROOT / "notebooks" / name, root)
+    (root / "dask_tab.ipynb").write_text(json.dumps(DASK_TAB_NOTEBOOK))
     # Every cell in the page: by default JupyterLab leaves cells out of view unrendered (or out of the
     # DOM), and Run All would look finished while a cell below the fold still runs.
     settings = tmp_path_factory.mktemp("settings")
@@ -334,3 +362,23 @@ def test_the_dask_dashboard_opens_inside_jupyterlab_and_through_the_jupyter_serv
         proxied.screenshot(path=ARTIFACTS / "dask_dashboard_proxied.png")
         page.close()
         proxied.close()
+
+
+def test_the_dask_tab_finds_the_cluster_a_run_used_without_a_pasted_url(browser, lab):
+    """docs/jupyterhub.md: after a distributed run, the Dask tab's search button ("Auto-detect dashboard
+    URL") asks the notebook's kernel for its default client's dashboard, which is fragnb's cluster's."""
+    pytest.importorskip("dask_labextension")
+    page = _open(browser, lab, "dask_tab.ipynb")
+    _run_all(page, timeout_s=300)
+    assert "ran 1" in page.locator(".jp-OutputArea").first.inner_text()
+    page.locator(".jp-SideBar [title^='Dask']").first.click()
+    launcher = page.locator(".dask-DaskDashboardLauncher").first
+    launcher.wait_for(state="visible", timeout=30_000)
+    assert launcher.get_by_text("Dashboard not connected").count() == 1  # nothing pasted, nothing found yet
+    page.locator(".dask-URLInput [title='Auto-detect dashboard URL']").first.click()
+    page.wait_for_function(
+        "() => document.querySelector('.dask-URLInput input').value.startsWith('http://127.0.0.1:')", timeout=60_000
+    )
+    launcher.get_by_text("Dashboard not connected").wait_for(state="detached", timeout=60_000)  # its panes listed
+    page.screenshot(path=ARTIFACTS / "dask_tab_auto_detected.png")
+    page.close()
