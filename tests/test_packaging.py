@@ -33,18 +33,52 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
     assert "-e ." in pip_part
 
 
-def test_binders_environment_is_the_courses_part_of_the_root_one_with_the_same_pins():
-    """binder/ builds the course on mybinder.org (repo2docker): the root environment.yml's entries a notebook
-    needs, none of its own, and fragnb itself from postBuild (repo2docker installs the environment before
-    it copies the repository, so `-e .` cannot be there)."""
-    root = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
-    binder = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text())["dependencies"]
-    assert all(isinstance(d, str) for d in binder), "binder's environment installs no pip part (postBuild does)"
-    assert set(binder) <= {d for d in root if isinstance(d, str)}, set(binder) - set(root)
-    runtime = {CONDA_NAME.get(_name(r), _name(r)) for r in project_dependencies()} | {"dask-labextension"}
-    assert runtime <= {_name(d) for d in binder}, runtime - {_name(d) for d in binder}
+def test_binders_environment_pins_every_package_the_course_needs_within_pyprojects_floors():
+    """binder/ builds the course on mybinder.org (repo2docker): `make binder` writes its environment from the
+    course's own (fragnb/course/pins.py), every runtime and `class` dependency pinned with == to a release that
+    meets pyproject.toml's floor; conda brings Python, pip, setuptools (postBuild builds without isolation) and
+    graphviz's `dot`, and postBuild installs fragnb itself (repo2docker installs the environment before it copies
+    the repository, so `-e .` cannot be there)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    conda = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text())["dependencies"]
+    names = {_name(d) for d in conda if isinstance(d, str)}
+    assert "python=3.11" in conda and {"pip", "setuptools", "graphviz"} <= names, conda
+    (pip,) = [d["pip"] for d in conda if isinstance(d, dict)]
+    assert pip[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"  # torch's CPU build, not CUDA's
+    pinned = {canonicalize_name(r.split("==")[0]): r.split("==")[1] for r in pip[1:]}
+    assert all("==" in r for r in pip[1:]), [r for r in pip[1:] if "==" not in r]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in map(Requirement, [*project["dependencies"], *project["optional-dependencies"]["class"]]):
+        name = canonicalize_name(requirement.name)
+        assert name in pinned, f"binder/environment.yml does not pin {name}: run `make binder`"
+        assert requirement.specifier.contains(pinned[name]), f"{name}=={pinned[name]} is below {requirement}"
     post = (ROOT / "binder" / "postBuild").read_text()
-    assert "pip install --no-deps" in post and "-e ." in post and os.access(ROOT / "binder" / "postBuild", os.X_OK)
+    assert "pip install --no-deps --no-build-isolation -e ." in post and os.access(
+        ROOT / "binder" / "postBuild", os.X_OK
+    )
+
+
+def test_binders_environment_is_what_make_binder_writes_from_the_pins(monkeypatch):
+    from fragnb.course import pins
+
+    monkeypatch.setattr(pins, "pins", lambda requirements: ["dask==2026.8.0", "torch==2.13.0"])
+    text = pins.binder_environment(ROOT / "pyproject.toml")
+    conda = yaml.safe_load(text)["dependencies"]
+    assert conda[-1] == {
+        "pip": ["--extra-index-url https://download.pytorch.org/whl/cpu", "dask==2026.8.0", "torch==2.13.0"]
+    }
+
+
+def test_pins_follow_what_a_requirement_needs_in_turn_at_the_installed_release():
+    from importlib.metadata import version
+
+    from fragnb.course.pins import pins
+
+    got = pins(["distributed>=2024.8"])
+    assert f"distributed=={version('distributed')}" in got and f"dask=={version('dask')}" in got  # dask in turn
+    assert all(p.split("==")[0] != "fragnb" for p in got)
 
 
 def project_dependencies() -> list[str]:

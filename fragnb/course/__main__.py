@@ -1,11 +1,13 @@
-"""``python -m fragnb.course settle NOTEBOOK ...`` | ``python -m fragnb.course handouts [--out DIR] NOTEBOOK ...``"""
+"""``python -m fragnb.course settle NOTEBOOK ...`` | ``handouts [--out DIR] NOTEBOOK ...`` | ``binder``"""
 
 import sys
+from pathlib import Path
 
 from .handouts import write_handouts
+from .pins import write_binder
 from .rendered import settle_files
 
-USAGE = "usage: python -m fragnb.course settle NOTEBOOK.ipynb ... | handouts [--out DIR] NOTEBOOK.ipynb ..."
+USAGE = "usage: python -m fragnb.course settle NOTEBOOK.ipynb ... | handouts [--out DIR] NOTEBOOK.ipynb ... | binder"
 
 command, args = sys.argv[1:2], sys.argv[2:]
 if command == ["settle"] and args:
@@ -15,5 +17,7 @@ elif command == ["handouts"] and args:
     if args[0] == "--out":
         out, args = args[1], args[2:]
     write_handouts(args, out)
+elif command == ["binder"] and not args:
+    write_binder(Path.cwd())
 else:
     sys.exit(USAGE)

@@ -35,6 +35,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from .pins import pins
+
 #: otter-assign's configuration, the same for every notebook: a check cell after the quiz, no export cell
 #: (students hand in the .ipynb), and no run of the tests at assign time (nbval already runs them, in CI).
 CONFIG = """# ASSIGNMENT CONFIG
@@ -110,41 +112,13 @@ def build_wheel(out: Path) -> Path:
 
 def pinned_requirements(wheel: Path) -> list[str]:
     """``name==version`` for every distribution that ``wheel`` (fragnb's) and :data:`GRADER` need, with what
-    those need in turn, at the version installed here; a local label (``2.13.0+cpu``) is dropped, so that the
-    pin names the release. A needed distribution that is not installed here is named without a version."""
+    those need in turn, at the version installed here (:func:`.pins.pins`)."""
     from email.parser import Parser
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-    from packaging.version import Version
 
     with zipfile.ZipFile(wheel) as zf:
         metadata = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         fragnb_requires = Parser().parsestr(zf.read(metadata).decode()).get_all("Requires-Dist") or []
-
-    def needed(requirement: Requirement, extras: frozenset[str]) -> bool:
-        marker = requirement.marker
-        return marker is None or any(marker.evaluate({"extra": e}) for e in {"", *extras})
-
-    pins: dict[str, str] = {}
-    fragnb = [r for r in map(Requirement, fragnb_requires) if needed(r, frozenset())]  # not its extras'
-    todo, seen = [*fragnb, Requirement(GRADER)], set()
-    while todo:
-        req = todo.pop()
-        key = (canonicalize_name(req.name), frozenset(req.extras))
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            dist = distribution(req.name)
-        except PackageNotFoundError:
-            pins.setdefault(key[0], req.name)
-            continue
-        pins[key[0]] = f"{dist.metadata['Name']}=={Version(dist.version).public}"
-        todo += [dep for dep in map(Requirement, dist.requires or []) if needed(dep, frozenset(req.extras))]
-    pins.pop("fragnb", None)
-    return [pins[k] for k in sorted(pins)]
+    return pins([*fragnb_requires, GRADER])  # fragnb's runtime requirements: its extras' have markers
 
 
 def grading_requirements(wheel: Path, pins: list[str], find_links: list[str]) -> str:
