@@ -80,10 +80,18 @@ def test_every_notebook_has_goals_exercises_a_quiz_and_solutions(path):
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
 def test_the_rendered_course_is_in_step_with_the_notebooks(path):
-    """docs/course/ holds every notebook run top to bottom (`make course`), for reading without installing."""
+    """docs/course/ holds every notebook run top to bottom (`make course`), for reading without installing:
+    the teacher's copy without its quiz's key and hidden tests, which students read there."""
+    from fragnb.course.rendered import without_key
+
     rendered = ROOT / "docs" / "course" / path.name
     assert rendered.exists(), f"{rendered.relative_to(ROOT)} is missing: run `make course`"
-    source, copy = _cells(path), _cells(rendered)
+    teachers = {"cells": _cells(path)}
+    quiz = _quiz(teachers["cells"])
+    assert without_key(teachers) == len(quiz["solution"]) - 1 + len(quiz["tests"]) - 1  # all but answers and the check
+    source, copy = teachers["cells"], _cells(rendered)
+    text = json.dumps(copy)
+    assert "# HIDDEN" not in text and "# The quiz's key" not in text, f"{rendered.name} shows the quiz's key"
     assert [(c["cell_type"], _source(c)) for c in copy] == [(c["cell_type"], _source(c)) for c in source], (
         f"{rendered.relative_to(ROOT)} is older than {path.relative_to(ROOT)}: run `make course`"
     )

@@ -5,7 +5,9 @@ where a widget would show as text.
 copy, the plain-text line of every tqdm bar to its final state. A viewer without the widgets (GitHub, nbviewer,
 a diff) shows that line, which the kernel wrote when the bar started: ``0%|          | 0/146``. The widget's
 final state is saved in the notebook's metadata; the line is made from it. Any other widget (04's explorer)
-gets a picture of itself as JupyterLab draws it (:data:`WIDGET_PICTURES`).
+gets a picture of itself as JupyterLab draws it (:data:`WIDGET_PICTURES`). And the rendered copies are public,
+students read them: each quiz's key and its hidden tests are left out (:func:`without_key`), which the
+teacher's copies in ``notebooks/`` keep.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import html
 import json
 
-__all__ = ["settle_progress_bars", "picture_widgets", "WIDGET_PICTURES"]
+__all__ = ["settle_progress_bars", "picture_widgets", "without_key", "WIDGET_PICTURES"]
 
 
 _VIEW = "application/vnd.jupyter.widget-view+json"
@@ -74,6 +76,27 @@ def _bar_line(state: dict, model_id: str) -> str | None:
     return f"{text(left.get('value', ''))}|{'█' * filled}{' ' * (10 - filled)}|{text(right.get('value', ''))}"
 
 
+def without_key(notebook: dict) -> int:
+    """Drop, from a notebook (as JSON), each quiz's key (the cells tagged ``solution`` between otter's
+    ``# BEGIN SOLUTION`` and ``# END SOLUTION``) and its hidden tests (``# HIDDEN`` cells between ``# BEGIN
+    TESTS`` and ``# END TESTS``); returns how many cells it dropped. Exercise solutions, outside a quiz, stay."""
+    kept, block = [], None
+    for cell in notebook.get("cells", []):
+        text = "".join(cell.get("source", "")).strip()
+        if cell["cell_type"] == "raw" and text.startswith("# BEGIN "):
+            block = text.removeprefix("# BEGIN ").split()[0]
+        elif cell["cell_type"] == "raw" and text.startswith("# END "):
+            block = None
+        elif (block == "SOLUTION" and "solution" in cell.get("metadata", {}).get("tags", [])) or (
+            block == "TESTS" and cell["cell_type"] == "code" and text.startswith("# HIDDEN")
+        ):
+            continue
+        kept.append(cell)
+    dropped = len(notebook.get("cells", [])) - len(kept)
+    notebook["cells"] = kept
+    return dropped
+
+
 def settle_files(paths: list[str]) -> None:
     """Settle the bars and picture the widgets of rendered notebooks, in place."""
     from pathlib import Path
@@ -83,6 +106,7 @@ def settle_files(paths: list[str]) -> None:
         with open(path, encoding="utf-8") as f:
             notebook = json.load(f)
         n = settle_progress_bars(notebook)
+        without_key(notebook)
         picture = WIDGET_PICTURES.get(Path(path).name)
         if picture:
             picture_widgets(notebook, (root / picture).read_bytes())
