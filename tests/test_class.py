@@ -197,3 +197,14 @@ def test_fragnbs_cluster_is_the_kernels_default_client_so_that_jupyterlabs_dask_
         client, _ = clusters.connect(None, 1)
         assert default_client() is own  # the notebook's own client stays its default
         fragnb.shutdown()
+
+
+def test_a_quiz_reads_the_values_its_cell_left_not_what_an_exercise_rebound_later(shell):
+    from fragnb import course
+
+    course.KEPT.clear()
+    shell.run_cell("it = 41\nfrom fragnb.course import keep\nkeep('it')\nit = 42")  # the cell ends with it == 42
+    shell.run_cell("it = 7")  # an exercise below rebinds it
+    assert course.kept("it") == 42 and shell.user_ns["it"] == 7
+    with pytest.raises(LookupError, match="no value of `result` was kept"):
+        course.kept("result")
