@@ -189,11 +189,6 @@ CLAIMS = {
         ("any bookkeeping, same answer", "distributed == (episodes, log['value_loss'])"),
     ],
     "03": [
-        ("srl's rings: every actor worker busy more than half the time", "all((s > 0.5 for s in shares.values()))"),
-        (
-            "a looser staleness bound: one actor faster in every seed, 1.2x at the median",
-            "min(one_actor) > 1 and statistics.median(one_actor) > 1.2",
-        ),
         ("the design table's SEED RL row, checked on a placement", "facts['SEED RL']['inference'] =="),
         ("the design table's IMPALA, SRL and DD-PPO rows", "facts['IMPALA']['sync'] == facts['SRL']['sync']"),
         ("Anakin sends nothing", "facts['Anakin']['crosses'] == ['nothing']"),
