@@ -1,0 +1,85 @@
+"""`pytest --busy=N` (or FRAGNB_BUSY=N): N CPU-bound processes run beside the course notebooks' cells.
+
+A notebook may assert only what holds on any machine that can run it (issue 49); a busy machine is how CI
+checks that. The processes run at the tests' own priority while nbval runs notebook cells, and only then:
+they start before a notebook's first cell and end after its last (tests/ measure their own leftover
+processes, which these must not be). They end with the session, on a failure or Ctrl-C too, and each ends
+on its own when the pytest process that started it is gone. This file lives at the root so that it loads
+for `pytest notebooks/NN.ipynb` as well as for `pytest`.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+# A spinning loop that leaves when its parent does (a killed pytest leaves nothing spinning).
+SPIN = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    for _ in range(200_000): pass\n"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--busy",
+        type=int,
+        default=int(os.environ.get("FRAGNB_BUSY") or 0),
+        metavar="N",
+        help="run N CPU-bound processes beside the notebooks' cells (default: $FRAGNB_BUSY or 0)",
+    )
+
+
+class Busy:
+    """The spinning processes, started for notebook items and ended when the next item is not one."""
+
+    def __init__(self, n: int):
+        self.n, self.procs = n, []
+
+    def start(self):
+        if not self.procs:
+            self.procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())]) for _ in range(self.n)]
+
+    def stop(self):
+        procs, self.procs = self.procs, []
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
+_busy = pytest.StashKey[Busy]()
+
+
+def _notebook(item) -> bool:
+    return item is not None and item.path.suffix == ".ipynb"
+
+
+def pytest_configure(config):
+    if config.getoption("busy") > 0:
+        config.stash[_busy] = Busy(config.getoption("busy"))
+
+
+def pytest_report_header(config):
+    if _busy in config.stash:
+        return f"busy: {config.stash[_busy].n} CPU-bound processes beside the notebooks' cells"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if _busy in item.config.stash and _notebook(item):
+        item.config.stash[_busy].start()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if _busy in item.config.stash and not _notebook(nextitem):
+        item.config.stash[_busy].stop()
+
+
+def pytest_sessionfinish(session):
+    if _busy in session.config.stash:
+        session.config.stash[_busy].stop()
+
+
+def pytest_unconfigure(config):
+    if _busy in config.stash:
+        config.stash[_busy].stop()
