@@ -23,7 +23,6 @@ import ast
 import contextlib
 import itertools
 import math
-import os
 import queue
 import threading
 import time
@@ -432,9 +431,12 @@ def _side_by_side(setup, cell, name, roles, runs, cluster, view, stop) -> str:
     from distributed import Event
 
     from .runtime.cluster import clusters
+    from .runtime.cluster.budget import limit
 
-    # one worker per core at most: more runs queue (a single-threaded worker takes one task at a time)
-    client, _ = clusters.connect(cluster, workers=min(len(runs), os.cpu_count() or 1))
+    # one worker per core at most, within what this kernel may start (a class's FRAGNB_WORKERS, its
+    # container's cores): more runs queue (a single-threaded worker takes one task at a time)
+    budget = limit()
+    client, _ = clusters.connect(cluster, workers=min(len(runs), max(1, int(budget.cores)), budget.workers))
     topic = f"fragnb-sweep-{uuid.uuid4().hex}"
     halt = Event(f"{topic}-stop", client=client)
     reports: queue.Queue = queue.Queue()

@@ -209,3 +209,19 @@ def test_a_ctrl_c_ends_every_run_at_an_iteration_boundary_and_keeps_them(noteboo
     result = fragnb.sweep(canonical.body, setup, seeds=[0, 1], progress=False, plot=False)
     assert result.stopped.startswith("interrupted")
     assert all(0 < run.result.iterations < 400 and run.result.stopped for run in result.runs)
+
+
+def test_a_sweep_starts_no_more_workers_than_the_class_allows(notebook_setup, canonical, monkeypatch):
+    from fragnb.runtime.cluster import clusters
+
+    asked = []
+
+    def connect(cluster, workers=1, dashboard=True):
+        asked.append(workers)
+        raise RuntimeError("asked")
+
+    monkeypatch.setattr(clusters, "connect", connect)
+    monkeypatch.setenv("FRAGNB_WORKERS", "1")
+    with pytest.raises(RuntimeError, match="asked"):
+        fragnb.sweep(canonical.body, notebook_setup, seeds=[0, 1, 2, 3], progress=False, plot=False)
+    assert asked == [1]
