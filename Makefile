@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab lint test test-fast demo course handouts bench gpu-check gpu-wheels graphviz chromium clean
+.PHONY: setup lab lint test test-fast demo course handouts binder bench gpu-check gpu-wheels graphviz chromium clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -74,6 +74,11 @@ course: setup
 # hidden tests, and per notebook the otter-grader autograder that grades what they hand in (fragnb/course/handouts.py).
 handouts: setup
 	$(PY) -m fragnb.course handouts --out handouts notebooks/[0-9]*.ipynb
+
+# Binder's environment (binder/environment.yml): every package the course needs, pinned to what this environment
+# runs (fragnb/course/pins.py, the autograder zips' pins too). Run it after the course's environment changes.
+binder: setup
+	$(PY) -m fragnb.course binder
 
 # The `bench` extra adds Stable-Baselines3, which benchmarks/ppo_cartpole.py compares against.
 bench: setup
