@@ -110,6 +110,14 @@ class FreeWalker(Walker):
         self.ahead = 0
         self.last_samples: int | None = None
         self.drawn_before = 0
+        # What the leader reads that one free group alone writes, by variable: every trajectory carries it
+        # (:meth:`inputs`); (iteration, variable) pairs already carried this iteration.
+        writers: dict[str, set[str]] = {}
+        for seg in script.program.segments:
+            for var in seg.writes:
+                writers.setdefault(var, set()).add(seg.group)
+        self.free_writer = {v: next(iter(gs)) for v, gs in writers.items() if len(gs) == 1 and self.home not in gs}
+        self.carried: set[tuple[int, str]] = set()
 
     # -- the iteration loop ---------------------------------------------------------------------
     def iterate(self, loop: DrivenLoop, iterable) -> None:
@@ -217,6 +225,26 @@ class FreeWalker(Walker):
         return False
 
     # -- exchanges ------------------------------------------------------------------------------
+    def inputs(self, seg) -> list[tuple[str, str, str]]:
+        """As a synchronous walk decides, and: inside the loop, a leader's segment takes every value it reads
+        that a free group writes from the trajectories it consumes, once an iteration, whether or not it
+        holds a version already. What it holds came from other trajectories: an actor's iteration 0 sends
+        no ``prompts`` (the learner has the setup's), its iteration 5 does, and a learner taking those two
+        together paired one actor's prompts with both actors' completions. Both ends decide this alike,
+        each from its own iteration."""
+        out = super().inputs(seg)
+        if not self.looping or seg.group != self.home:
+            return out
+        for _, key, _ in out:
+            if isinstance(key, str):
+                self.carried.add((self.iterations, key))
+        for var in sorted(seg.reads):
+            group = self.free_writer.get(var)
+            if group is not None and (self.iterations, var) not in self.carried:
+                out.append((group, var, var))
+                self.carried.add((self.iterations, var))
+        return out
+
     def send(self, group: str, tag: str, out: dict) -> None:
         if self.looping:
             tag = stamped(tag, self.iterations, self.version if self.free else None)
