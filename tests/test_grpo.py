@@ -209,3 +209,19 @@ def test_srl_trains_the_grpo_cell_with_generation_on_its_policy_workers():
     result = fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), "srl", actors=2, progress=False, plot=False)
     assert result.iterations == 4 and len(ns["rewards"]) == 4
     assert any(not torch.equal(before[k], v) for k, v in ns["policy"].state_dict().items())
+
+
+def test_async_pairs_each_trajectorys_prompts_with_its_own_completions_whatever_iterations_the_learner_takes():
+    """The learner reads `prompts`, which the actors' env writes at the end of an iteration (their iteration 0
+    has the setup's). Actor 1 starts a second late, so the learner takes actor 0's iterations 0 and 1 together,
+    then actor 1's iteration 0 beside actor 0's later ones: each trajectory must bring its own prompts (a
+    learner that relied on what it held got the setup's prompts of both actors, or one actor's prompts beside
+    both actors' completions: 'Sizes of tensors must match')."""
+    loop = grpo(iterations=6)
+    setup = loop.setup.replace("env = Addition(", "env = slow_start_addition(")
+    ns = {}
+    exec("from corpus.llm import slow_start_addition\n" + setup, ns)
+    result = fragnb.run(
+        fragnb.capture(loop.cell, ns, name=loop.name), "async", actors=2, max_staleness=4, progress=False, plot=False
+    )
+    assert result.iterations == 6 and len(ns["rewards"]) == 6

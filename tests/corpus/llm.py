@@ -97,3 +97,22 @@ def grpo_components(prompts: int = 8, group: int = 4, iterations: int = 4, warm_
     """The same algorithm written against fragnb's GRPOActor and GRPOLearner."""
     sizes = dict(prompts=prompts, group=group, iterations=iterations, warm_up=warm_up, seed=seed, lr=1e-3)
     return _loop("grpo_components", COMPONENTS_SETUP.format(**sizes), COMPONENTS_CELL.format(**sizes))
+
+
+def slow_start_addition(*args, **kwargs):
+    """``Addition`` whose shards other than the first take a second over their first step: under ``async``
+    the learner then takes a fast actor's iterations 0 and 1 together, and later the slow actor's iteration
+    0 beside the fast one's iteration 2 or more (tests/test_grpo.py). A local class: it travels by value."""
+    from fragnb.envs.text import Addition
+
+    class SlowStartAddition(Addition):
+        def step(self, actions):
+            if not getattr(self, "started", False):
+                self.started = True
+                if int(self.env_ids[0]) > 0:
+                    import time
+
+                    time.sleep(1.0)
+            return super().step(actions)
+
+    return SlowStartAddition(*args, **kwargs)
