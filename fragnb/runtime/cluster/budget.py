@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = ["WORKERS_PER_CORE", "WORKER_MEMORY", "Budget", "limit", "cores", "memory", "allowed", "threads", "small"]
 
@@ -28,19 +29,14 @@ WORKERS_PER_CORE = 4
 WORKER_MEMORY = 2**30
 
 
-class Budget(tuple):
+class Budget(NamedTuple):
     """What a kernel may use: ``cores`` (fractional under a CPU quota), ``memory`` (bytes free to it),
     ``workers`` (processes its own cluster may start) and ``why`` (where the worker limit came from)."""
 
-    __slots__ = ()
-
-    def __new__(cls, cores: float, memory: int, workers: int, why: str):
-        return super().__new__(cls, (cores, memory, workers, why))
-
-    cores = property(lambda self: self[0])
-    memory = property(lambda self: self[1])
-    workers = property(lambda self: self[2])
-    why = property(lambda self: self[3])
+    cores: float
+    memory: int
+    workers: int
+    why: str
 
 
 def cores(affinity: int, quota: int | None, period: int | None) -> float:
