@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 import yaml
 
 from conftest import ROOT
@@ -127,14 +128,18 @@ LAYERS = [
 ]
 #: Facades: a method of a lower layer's object that hands over to a later layer, importing it inside
 #: the method (so importing the lower module loads nothing of the later one). Each is a user-facing
-#: shortcut the design names; nothing else may look ahead.
+#: shortcut the design names, approved for the one function that holds the import (its qualified name,
+#: ``Class.method``): another function of the same module that looks ahead is not a facade.
 FACADES = {
-    ("fragnb.graph.model", "fragnb.policies"): "FragmentGraph.place: placing a captured graph in one call",
-    ("fragnb.graph.model", "fragnb.ui.render"): "FragmentGraph.render and the graph's notebook display",
-    ("fragnb.policies.placement", "fragnb.ui.render"): "Placement.render and the placement's notebook display",
-    ("fragnb.policies.placement", "fragnb.predict.model"): "Placement.predict: a placement's predicted throughput",
-    ("fragnb.runtime.result", "fragnb.ui.live"): "RunResult.plot and .timeline in a notebook",
-    ("fragnb.runtime.pipeline", "fragnb.ui.live"): "run(progress=True): the default live view, bar and dashboard",
+    ("fragnb.graph.model", "FragmentGraph.place", "fragnb.policies"): "placing a captured graph in one call",
+    ("fragnb.graph.model", "FragmentGraph.render", "fragnb.ui.render"): "drawing the graph",
+    ("fragnb.graph.model", "FragmentGraph._repr_mimebundle_", "fragnb.ui.render"): "the graph's notebook display",
+    ("fragnb.policies.placement", "Placement.render", "fragnb.ui.render"): "drawing the placement",
+    ("fragnb.policies.placement", "Placement._repr_mimebundle_", "fragnb.ui.render"): "the placement's display",
+    ("fragnb.policies.placement", "Placement.predict", "fragnb.predict.model"): "a placement's predicted throughput",
+    ("fragnb.runtime.result", "RunResult.plot", "fragnb.ui.live"): "a run's learning curve in a notebook",
+    ("fragnb.runtime.result", "RunResult.timeline", "fragnb.ui.live"): "a run's timeline in a notebook",
+    ("fragnb.runtime.pipeline", "_live", "fragnb.ui.live"): "run(progress=True): the default view, bar and dashboard",
 }
 #: How an import runs, most eager first: when the importing module is imported, when one of its
 #: functions is called, or never (under ``if TYPE_CHECKING:``, for annotations).
@@ -163,21 +168,35 @@ def _typing_only(tree: ast.Module) -> set[int]:
     return {id(n) for block in blocks for body in block.body for n in ast.walk(body)}
 
 
-def _in_functions(tree: ast.Module) -> set[int]:
-    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
-    return {id(n) for f in functions for n in ast.walk(f) if n is not f}
+def _holders(tree: ast.Module) -> dict[int, str]:
+    """Node -> the qualified name of the innermost function holding it (``FragmentGraph.place``; a nested
+    function is ``outer.inner``), for the nodes that run when a function is called, not at import."""
+    holder: dict[int, str] = {}
+
+    def visit(node: ast.AST, scope: str, function: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if function:
+                holder[id(child)] = function
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                name = scope + getattr(child, "name", "<lambda>")
+                visit(child, name + ".", name)
+            else:  # a class names the methods under it; its body runs where the class statement does
+                visit(child, scope + child.name + "." if isinstance(child, ast.ClassDef) else scope, function)
+
+    visit(tree, "", "")
+    return holder
 
 
-def imports(files: dict[str, pathlib.Path]) -> dict[str, dict[str, str]]:
-    """Module -> the package's modules it imports, anywhere in its file -> how the most eager of those
-    imports runs (:data:`AT_IMPORT`, :data:`IN_FUNCTION` or :data:`TYPING_ONLY`)."""
-    eagerness = [AT_IMPORT, IN_FUNCTION, TYPING_ONLY]
+def imports(files: dict[str, pathlib.Path]) -> dict[str, set[tuple[str, str, str]]]:
+    """Module -> the package's modules it imports, as (target, how, function): how the import runs
+    (:data:`AT_IMPORT`, :data:`IN_FUNCTION` or :data:`TYPING_ONLY`) and the function that holds it
+    (empty at the module's top)."""
     out = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text())
-        typing_only, in_function = _typing_only(tree), _in_functions(tree)
+        typing_only, holders = _typing_only(tree), _holders(tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        found: dict[str, str] = {}
+        found = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
@@ -188,10 +207,9 @@ def imports(files: dict[str, pathlib.Path]) -> dict[str, dict[str, str]]:
                 targets = [a.name for a in node.names]
             else:
                 continue
-            how = TYPING_ONLY if id(node) in typing_only else IN_FUNCTION if id(node) in in_function else AT_IMPORT
-            for t in targets:
-                if t in files and t != name:
-                    found[t] = min(found.get(t, TYPING_ONLY), how, key=eagerness.index)
+            function = holders.get(id(node), "")
+            how = TYPING_ONLY if id(node) in typing_only else IN_FUNCTION if function else AT_IMPORT
+            found |= {(t, how, function) for t in targets if t in files and t != name}
         out[name] = found
     return out
 
@@ -224,28 +242,26 @@ def unlayered(root: pathlib.Path) -> list[str]:
 
 
 def upward_imports(root: pathlib.Path) -> list[str]:
-    """Imports of a later layer that are not :data:`FACADES`, and facades that import at the module's top
-    or no longer exist. Annotations-only imports (under ``if TYPE_CHECKING:``) are exempt: they never run,
-    so they load nothing and make no order of imports; the names they bring are a type's spelling, not a
-    use of the later layer's code (a placement is annotated with the graph it places, not the reverse)."""
+    """Imports of a later layer that are not :data:`FACADES` (at the module's top, or in a function no
+    facade names), and facades no longer there. Annotations-only imports (under ``if TYPE_CHECKING:``) are
+    exempt: they never run, so they load nothing and make no order of imports; the names they bring are a
+    type's spelling, not a use of the later layer's code (a placement is annotated with the graph it
+    places, not the reverse)."""
     found = imports(module_files(root))
     problems = []
-    for module, targets in sorted(found.items()):
-        for target, how in sorted(targets.items()):
-            if how == TYPING_ONLY or layer_of(target) <= layer_of(module):
+    for module, sites in sorted(found.items()):
+        for target, how, function in sorted(sites):
+            if how == TYPING_ONLY or layer_of(target) <= layer_of(module) or (module, function, target) in FACADES:
                 continue
-            upward = f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]}) {how}"
-            if (module, target) not in FACADES:
-                problems.append(f"{upward}: a later layer, and not a facade")
-            elif how == AT_IMPORT:
-                problems.append(
-                    f"{upward}: a facade imports inside the method that hands over, so the lower "
-                    "module loads nothing of the later layer"
-                )
+            where = f"in {function}" if function else how
+            problems.append(
+                f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]}) {where}: "
+                "a later layer, and not a facade"
+            )
     problems += [
-        f"facade {m} -> {t} ({why}) is no longer there: remove it from FACADES"
-        for (m, t), why in sorted(FACADES.items())
-        if t not in found.get(m, {})
+        f"facade {m} -> {t} in {f} ({why}) is no longer there: remove it from FACADES"
+        for (m, f, t), why in sorted(FACADES.items())
+        if (t, IN_FUNCTION, f) not in found.get(m, ())
     ]
     return problems
 
@@ -254,7 +270,7 @@ def import_circles(root: pathlib.Path) -> list[str]:
     """Circles of imports that run (inside functions too: a circle a late import hides is still a
     circle in the design), each once, starting at its smallest module."""
     found = imports(module_files(root))
-    graph = {m: {t for t, how in targets.items() if how != TYPING_ONLY} for m, targets in found.items()}
+    graph = {m: {t for t, how, _ in sites if how != TYPING_ONLY} for m, sites in found.items()}
     circles = set()
     for start in graph:  # the shortest path from each module back to itself
         paths, seen = [[start]], {start}
@@ -285,50 +301,83 @@ def test_no_import_circles():
     assert not problems, "\n".join(problems)
 
 
-def test_the_guards_find_a_planted_upward_import_and_a_planted_circle(tmp_path):
-    """Each guard, run on a copy of the package, reports what was planted in it and nothing more: the
-    guards can fail. (The unmodified copy reports what the repository does, empty once it is clean.)"""
+GUARDS = (unlayered, upward_imports, import_circles)
+
+
+def _copy(root: pathlib.Path) -> pathlib.Path:
+    """A copy of the package (``fragnb`` and ``widgets``) under ``root``, to plant a fault in."""
     import shutil
 
-    def copy(name: str) -> pathlib.Path:
-        shutil.copytree(ROOT / "fragnb", tmp_path / name / "fragnb", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copytree(ROOT / "widgets", tmp_path / name / "widgets", ignore=shutil.ignore_patterns("__pycache__"))
-        return tmp_path / name
+    for name in ("fragnb", "widgets"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
 
-    def edit(root: pathlib.Path, module: str, change) -> None:
-        path = root / "fragnb" / module
-        path.write_text(change(path.read_text()))
 
-    clean = copy("clean")
-    for guard in (unlayered, upward_imports, import_circles):
-        assert guard(clean) == guard(ROOT), guard.__name__
+def _edit(root: pathlib.Path, module: str, change) -> None:
+    path = root / "fragnb" / module
+    path.write_text(change(path.read_text()))
 
-    # Each fault in a copy of its own: an upward import may close a circle too, which would blur what each guard saw.
-    # (a) capture reaching up to the run, at the top of the module (after `from __future__`, which must come first)
-    upward = copy("upward")
-    future = "from __future__ import annotations\n"
-    edit(upward, "graph/model.py", lambda text: text.replace(future, future + "\nfrom ..runtime import pipeline\n", 1))
-    # (b) two modules of one layer that import each other
-    circle = copy("circle")
-    edit(circle, "errors.py", lambda text: text + "\nfrom . import text  # planted\n")
-    edit(circle, "text.py", lambda text: text + "\nfrom . import errors  # planted\n")
-    # (c) a module no layer covers
-    stray = copy("stray")
-    (stray / "fragnb" / "stray.py").write_text('"""In no layer."""\n')
 
-    found = {}
-    for guard, planted in ((upward_imports, upward), (import_circles, circle), (unlayered, stray)):
-        found[guard.__name__] = sorted(set(guard(planted)) - set(guard(clean)))
-        for other in {unlayered, upward_imports, import_circles} - {guard}:  # each fault trips its own guard only
-            assert other(planted) == other(clean) or guard is upward_imports and other is import_circles, other.__name__
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> dict[str, list[str]]:
+    """What each guard reports on an unplanted copy of the package: what it reports on the repository (so
+    nothing, once that is clean), the copy changing nothing a guard reads."""
+    reported = {guard.__name__: guard(_copy(tmp_path_factory.mktemp("clean"))) for guard in GUARDS}
+    assert reported == {guard.__name__: guard(ROOT) for guard in GUARDS}
+    return reported
+
+
+def _planted(clean: dict[str, list[str]], root: pathlib.Path) -> dict[str, list[str]]:
+    """What each guard reports on the planted copy ``root`` and not on the clean one (guards that report
+    nothing new are left out, so a fault that trips the wrong guard too shows)."""
+    found = {g.__name__: sorted(set(g(root)) - set(clean[g.__name__])) for g in GUARDS}
     print("\n".join(line for lines in found.values() for line in lines))  # shown with -s
-    assert found == {
+    return {name: lines for name, lines in found.items() if lines}
+
+
+def test_the_guards_find_a_planted_upward_import(clean, tmp_path):
+    # capture reaching up to the results, at the top of the module (after `from __future__`, which must come
+    # first); to a new module that imports nothing, so that no circle closes and only this guard sees it
+    planted = _copy(tmp_path)
+    (planted / "fragnb" / "ui" / "leaf.py").write_text('"""Imports nothing."""\n')
+    future = "from __future__ import annotations\n"
+    _edit(planted, "graph/model.py", lambda text: text.replace(future, future + "\nfrom ..ui import leaf\n", 1))
+    assert _planted(clean, planted) == {
         "upward_imports": [
-            "fragnb.graph.model (capture) imports fragnb.runtime.pipeline "
-            "(execution: the run and its executors) at import: a later layer, and not a facade"
-        ],
-        "import_circles": ["import circle: fragnb.errors -> fragnb.text -> fragnb.errors"],
-        "unlayered": ["fragnb.stray is in no layer: add it (or its package) to a layer of LAYERS"],
+            "fragnb.graph.model (capture) imports fragnb.ui.leaf (results) at import: a later layer, and not a facade"
+        ]
+    }
+
+
+def test_the_guards_find_a_planted_circle(clean, tmp_path):
+    # two modules of one layer that import each other
+    planted = _copy(tmp_path)
+    _edit(planted, "errors.py", lambda text: text + "\nfrom . import text  # planted\n")
+    _edit(planted, "text.py", lambda text: text + "\nfrom . import errors  # planted\n")
+    assert _planted(clean, planted) == {
+        "import_circles": ["import circle: fragnb.errors -> fragnb.text -> fragnb.errors"]
+    }
+
+
+def test_the_guards_find_a_planted_module_in_no_layer(clean, tmp_path):
+    planted = _copy(tmp_path)
+    (planted / "fragnb" / "stray.py").write_text('"""In no layer."""\n')
+    assert _planted(clean, planted) == {
+        "unlayered": ["fragnb.stray is in no layer: add it (or its package) to a layer of LAYERS"]
+    }
+
+
+def test_a_facade_is_the_one_function_it_names_not_its_module(clean, tmp_path):
+    # a second lazy import of the placement, in a new method of a module whose FragmentGraph.place is a facade
+    planted = _copy(tmp_path)
+    method = "    def place(self"
+    lazy = "    def place_twice(self):\n        from ..policies import place\n\n        return place(self)\n\n"
+    _edit(planted, "graph/model.py", lambda text: text.replace(method, lazy + method, 1))
+    assert _planted(clean, planted) == {
+        "upward_imports": [
+            "fragnb.graph.model (capture) imports fragnb.policies (placement) in FragmentGraph.place_twice: "
+            "a later layer, and not a facade"
+        ]
     }
 
 
