@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .graph import FragmentGraph, capture
+from .policies import resolve
 from .runtime.result import RunResult, first_solved
 from .stats import LAST_EPISODES, confidence_interval, iqm
 
@@ -414,7 +415,7 @@ def sweep(
     start = time.perf_counter()
     stopped = ""
     try:
-        if policy == "single" or getattr(policy, "name", None) == "single":
+        if not resolve(policy).mode.distributed:
             if run_options:
                 raise TypeError(f"single takes no {', '.join(run_options)}")
             stopped = _side_by_side(setup, cell, name, roles, runs, cluster, view, stop)

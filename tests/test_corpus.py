@@ -52,7 +52,6 @@ def test_loop_leaves_the_plain_namespace(loop, policy):
 
 
 def test_the_safety_net_checks_two_iterations_once_and_fewer_only_to_name_where_a_difference_starts(monkeypatch):
-    from fragnb.plan.script import Script
     from fragnb.runtime import check as net
 
     counts = []
@@ -70,7 +69,7 @@ def test_the_safety_net_checks_two_iterations_once_and_fewer_only_to_name_where_
         counts.clear()
         if name in {n for n, _ in REFUSED}:
             with pytest.raises(fragnb.FragmentError, match=r"after 1 iteration\(s\)"):  # it starts in the first
-                net.check(placement, Script.of(placement))
+                net.check(placement)
         else:
-            net.check(placement, Script.of(placement))
+            net.check(placement)
         assert counts == ran, name

@@ -302,3 +302,42 @@ def test_a_recursion_error_in_a_replica_ends_the_run_with_the_error_not_a_wait()
     assert time.monotonic() - start < 90
     assert 'File "<fragment deep>", line 7' in "\n".join(info.value.__notes__)
     wait_for_no_workers()
+
+
+# -- one plan per run: replicas draw from the run's seed ------------------------------------------------------
+SEEDED_SETUP = """
+import gymnasium as gym
+import torch
+env = gym.make("CartPole-v1")
+net = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+drawn = []
+"""
+SEEDED_CELL = """
+for step in range(3):
+    obs, _ = env.reset()
+    drawn.append((obs.tolist(), int(env.action_space.sample())))
+    loss = net(torch.as_tensor(obs)).pow(2).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def _replica_draws(seed: int) -> list:
+    """What replica 1 drew (unseeded resets, an action space's samples) in a data-parallel run started
+    after ``torch.manual_seed(seed)``."""
+    ns: dict = {}
+    exec(SEEDED_SETUP, ns)
+    torch.manual_seed(seed)
+    graph = fragnb.capture(SEEDED_CELL, ns, name="seeded")
+    result = fragnb.run(graph, "data_parallel", replicas=2, progress=False, plot=False)
+    return result.replica_values["replicas[1]"]["drawn"]
+
+
+def test_a_replicas_draws_follow_the_runs_seed():
+    # The run was once planned twice and its payloads packed from the first plan, made before the run's
+    # seed was known: replica 1 re-seeded its environments from 0 whatever torch.manual_seed said.
+    first, again, other = _replica_draws(1234), _replica_draws(1234), _replica_draws(99)
+    assert first == again  # the same seed: the same numbers
+    assert first != other  # another seed: other numbers

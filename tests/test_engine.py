@@ -306,15 +306,15 @@ def test_a_process_group_needs_a_process_per_replica_and_says_so():
 
 
 def test_async_goes_on_without_a_lost_actor_but_not_without_all_of_them_or_the_learner():
-    from fragnb.runtime.slots import goes_on_without
+    from fragnb.policies.modes import Decoupled, Lockstep
 
     groups = {"actors": 2, "learner": 1}
-    assert goes_on_without(["actors[0]"], [], groups, "learner[0]", decoupled=True)
-    assert not goes_on_without(["actors[1]"], ["actors[0]"], groups, "learner[0]", decoupled=True)  # none left
-    assert not goes_on_without(["learner[0]"], [], groups, "learner[0]", decoupled=True)
-    assert not goes_on_without(["actors[0]"], [], groups, "learner[0]", decoupled=False)  # a synchronous run
+    assert Decoupled().goes_on_without(["actors[0]"], [], groups, "learner[0]")
+    assert not Decoupled().goes_on_without(["actors[1]"], ["actors[0]"], groups, "learner[0]")  # none left
+    assert not Decoupled().goes_on_without(["learner[0]"], [], groups, "learner[0]")
+    assert not Lockstep().goes_on_without(["actors[0]"], [], groups, "learner[0]")  # a synchronous run
     srl = {"actors": 2, "policy": 1, "learner": 1}  # actor and policy workers wait for each other every step
-    assert not goes_on_without(["actors[0]"], [], srl, "learner[0]", decoupled=True)
+    assert not Decoupled().goes_on_without(["actors[0]"], [], srl, "learner[0]")
 
 
 # -- what replicas tell the notebook ------------------------------------------------------------

@@ -77,7 +77,7 @@ def test_scatter_splits_only_values_that_have_the_environment_axis():
 def test_a_script_is_complete_when_built_and_cannot_be_changed_afterwards(canonical, ppo_ns):
     import dataclasses
 
-    from fragnb.plan.script import RandomStart, Script
+    from fragnb.plan.script import Preflight, RandomStart, Script
 
     placement = capture(canonical.body, ppo_ns()).place("coarse", actors=2)
     script = Script.of(placement)  # what the safety net walks: nothing known yet of shapes and draws
@@ -87,7 +87,7 @@ def test_a_script_is_complete_when_built_and_cannot_be_changed_afterwards(canoni
         script.shapes = {}
     sampled = min(i for seg in script.program.segments if seg.group == "actors" for i in seg.statements)
     start = RandomStart(seed=7, group="learner", states={"torch": "x"}, drawn=frozenset({sampled}), statistical=True)
-    run = Script.of(placement, until=None, checkpoint_every=10, shapes={"obs": (8, 4)}, start=start)
+    run = Script.of(placement, until=None, checkpoint_every=10, preflight=Preflight(start, {"obs": (8, 4)}))
     assert (run.seed, run.rng_group, run.rng, run.checkpoint_every) == (7, "learner", {"torch": "x"}, 10)
     assert run.shapes == {"obs": (8, 4)}
     assert not run.strict  # replicated draws: replica 0's value is taken where replicas differ
@@ -97,11 +97,11 @@ def test_a_script_is_complete_when_built_and_cannot_be_changed_afterwards(canoni
 def test_planning_twice_gives_the_same_segments_so_a_job_keeps_what_it_packed(canonical, ppo_ns):
     import ast
 
-    from fragnb.plan.script import Script
+    from fragnb.plan.script import Preflight, Script
     from fragnb.runtime.job import Job
 
     placement = capture(canonical.body, ppo_ns()).place("fine", actors=2)
-    first, second = Script.of(placement), Script.of(placement, shapes={"obs": (8, 4)})
+    first, second = Script.of(placement), Script.of(placement, preflight=Preflight(shapes={"obs": (8, 4)}))
 
     def shape(s):
         return [(seg.index, seg.group, seg.statements, ast.dump(seg.module)) for seg in s.program.segments]

@@ -7,10 +7,11 @@ weights; the walk itself is :mod:`fragnb.runtime.worker.free`.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from ..errors import FragmentError
 from .instrument import DRIVER
-from .program import DrivenLoop, Program, header_names, segments_of
+from .program import DrivenLoop, Program, header_names, replaced, segments_of
 
 __all__ = ["refuse", "sample_ahead"]
 
@@ -78,12 +79,12 @@ def refuse(placement, program: Program) -> None:
             )
 
 
-def sample_ahead(placement, program: Program) -> str:
+def sample_ahead(placement, program: Program) -> tuple[Program, str]:
     """``samples_per_insert`` (async): let the learner sample its replay buffer while no trajectory has
     arrived, as Ape-X's learner does, within the bound. Each of the learner's segments in the iteration loop
     gets an *ahead* variant (``Segment.ahead``): itself without the statements that take the actors'
-    trajectories (the replayed inserts, and what reads the actors' values). Returns the replay buffer whose
-    ``inserted`` and ``sampled`` counts the bound is checked on. Refused before any worker starts where an
+    trajectories (the replayed inserts, and what reads the actors' values). Returns the program with them,
+    and the replay buffer whose ``inserted`` and ``sampled`` counts the bound is checked on. Refused before any worker starts where an
     iteration without a trajectory would not be the loop's updates on the replay: the updates read a value
     that only comes with a trajectory, or the learner holds no buffer that counts."""
     graph = placement.graph
@@ -146,7 +147,7 @@ def sample_ahead(placement, program: Program) -> str:
             )
         return True
 
-    samples = False
+    samples, ahead = False, {}
     for seg in inside:
         if seg.group != home:
             continue
@@ -168,7 +169,7 @@ def sample_ahead(placement, program: Program) -> str:
                     late.lineno,
                     graph.source,
                 )
-        seg.ahead = ast.fix_missing_locations(ast.Module(kept, []))
+        ahead[seg.index] = replace(seg, ahead=ast.fix_missing_locations(ast.Module(kept, [])))
         samples |= any(n.id in counted for node in kept for n in loads(node))
     if not samples:
         raise FragmentError(
@@ -176,4 +177,4 @@ def sample_ahead(placement, program: Program) -> str:
             "actors send, not on a replay buffer it samples, so an iteration without a new trajectory has nothing to "
             "learn from (on-policy data is used once). Leave samples_per_insert out"
         )
-    return counted[0]
+    return replaced(program, ahead), counted[0]

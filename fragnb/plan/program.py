@@ -10,7 +10,7 @@ Pure: no cluster library is imported here.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..components import modules_of, role_of
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..graph import FragmentGraph
     from ..policies import Placement
 
-__all__ = ["Segment", "DrivenLoop", "Program", "plan", "segments_of", "header_names", "graph_writes"]
+__all__ = ["Segment", "DrivenLoop", "Program", "plan", "replaced", "segments_of", "header_names", "graph_writes"]
 
 
 @dataclass
@@ -150,6 +150,16 @@ def plan(placement: Placement) -> Program:
         seg.exports |= set(seg.records)
     kinds = _kinds(graph)
     return Program(items, segments, kinds, _origins(graph), _env_axes(graph, kinds))
+
+
+def replaced(program: Program, segments: dict[int, Segment]) -> Program:
+    """``program`` with the segments of those indices in place of its own, its loops rebuilt to hold them:
+    a plan is changed by building another, never in place (a Script holds it, and its payloads)."""
+
+    def items(body: list) -> list:
+        return [segments.get(i.index, i) if isinstance(i, Segment) else replace(i, body=items(i.body)) for i in body]
+
+    return replace(program, items=items(program.items), segments=[segments.get(s.index, s) for s in program.segments])
 
 
 def _refuse_jumps(loop: ast.For, top: bool, groups_in, graph: FragmentGraph) -> None:

@@ -1,9 +1,10 @@
 """Script: a placement planned as what every replica of a run walks.
 
-A Script is built from the Placement: the program (segments and driven loops), the replica counts,
-the networks shared across groups, the stop rules, and what the safety net found (shapes, where the
-cell draws random numbers). It is frozen, complete when built; the run's is pickled once and sent to
-every replica. The safety net walks one planned before it knows those, limited to its iterations.
+A Script is built once per run from the Placement and the run's :class:`Preflight` (what the safety
+net found: shapes, where the cell draws random numbers, where the generators start): the program
+(segments and driven loops), the replica counts, the networks shared across groups, the stop rules.
+It is frozen, complete when built; the payloads are packed from it, and it is pickled once and sent
+to every replica. The safety net plans a short one of its own, limited to its iterations.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import shards
 from ..components import role_of
 from ..graph.model import cell_filename
+from ..policies.modes import Lockstep, Mode
 from .decoupled import refuse, sample_ahead
 from .keys import WeightsKey, weights_key
 from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_of
@@ -22,7 +24,7 @@ from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_
 if TYPE_CHECKING:
     from ..policies import Placement
 
-__all__ = ["Script", "RandomStart", "Weights", "ReplicaId", "peers"]
+__all__ = ["Script", "Preflight", "RandomStart", "Weights", "ReplicaId", "peers"]
 
 
 class ReplicaId(NamedTuple):
@@ -94,6 +96,32 @@ class RandomStart:
 
 
 @dataclass(frozen=True)
+class Preflight:
+    """What a run learns before it is planned: the safety net's findings (or, without it, where the
+    draws were looked for), which :meth:`Script.of` plans the run from, once.
+
+    Parameters
+    ----------
+    start : RandomStart
+        Where the replicas' global generators start, from the run's seed.
+    shapes : dict
+        Plain Python's shapes of the cell's tensor variables, as the safety net saw them.
+    seconds : float
+        What the safety net took (``RunResult.check_seconds``).
+    guarantee : str
+        ``"exact"``, ``"statistical"``, ``"unchecked"`` or ``"data-parallel"`` (``RunResult.guarantee``).
+    draws : tuple of str
+        A statistical run's global draws, by cell line (``RunResult.draws``).
+    """
+
+    start: RandomStart = RandomStart()
+    shapes: dict[str, tuple] = field(default_factory=dict)
+    seconds: float = 0.0
+    guarantee: str = "exact"
+    draws: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Script:
     """What every replica of a run walks; pickled once and sent to each. Built by :meth:`of`."""
 
@@ -112,8 +140,8 @@ class Script:
     #: The replica that decides after each iteration whether the run ends: the first of the group
     #: whose segment ends the iteration (a learner), so the others hear it with what they wait for anyway.
     leader: str = ""
-    #: Decoupled policies (fragnb.runtime.worker.free): groups other than the leader's run free of it.
-    decoupled: bool = False
+    #: How the replicas run together (:mod:`fragnb.policies.modes`): its walker, what it splits, keeps, averages.
+    mode: Mode = Lockstep()
     max_staleness: int = 0
     #: async: the most samples drawn per transition inserted; the learner samples its replay buffer
     #: (``replay``) ahead of the actors within it, and keeps every trajectory (None: one per actor slot).
@@ -138,9 +166,6 @@ class Script:
     #: Shapes of the cell's tensor variables in plain Python, as the safety net saw them: which axis
     #: replicas' parts of one join along (fragnb.runtime.worker.edges.env_axis). Empty with --no-check.
     shapes: dict[str, tuple] = field(default_factory=dict)
-    #: Whole-cell policies (``data_parallel``): each replica runs the whole cell on whole copies of its
-    #: objects, re-seeded (:func:`fragnb.shards.reseed`); the notebook takes replica 0's namespace.
-    whole: bool = False
     #: Whole-cell policies: the notebook globals that functions the cell calls reach (the DQN tutorial's
     #: ``optimize_model`` steps ``optimizer``, ``select_action`` counts ``steps_done``): they travel, the
     #: functions run on the replica's namespace, and they come back as plain Python leaves them.
@@ -154,8 +179,7 @@ class Script:
         limit: int | None = None,
         until: Callable[[list, int, int], bool] | None = None,
         checkpoint_every: int | None = 0,
-        shapes: dict[str, tuple] | None = None,
-        start: RandomStart = RandomStart(),
+        preflight: Preflight = Preflight(),
     ) -> Script:
         """Plan ``placement``; what a policy cannot run raises FragmentError here, before any worker starts.
 
@@ -166,25 +190,22 @@ class Script:
         limit, until, checkpoint_every
             As the attributes of the same names (a decoupled policy keeps no checkpoints); a
             ``checkpoint_every`` of None is every 10 iterations at the most, within 5 % of the time.
-        shapes : dict, optional
-            Plain Python's shapes of the cell's tensor variables, from the safety net.
-        start : RandomStart
-            Where the replicas' global generators start; by default every replica seeds its own from 0.
+        preflight : Preflight
+            What the safety net found (shapes, draws) and where the replicas' global generators start;
+            by default nothing is known, and every replica seeds its own from 0 (the net's own Script).
         """
-        graph = placement.graph
+        graph, mode, start = placement.graph, placement.policy.mode, preflight.start
         program = plan(placement)
         envs = [shards.num_envs(graph.namespace[c]) for c, r in graph.components.items() if r == "env"]
-        whole = placement.policy.whole
-        num_envs = None if whole else next((n for n in envs if n is not None), None)  # whole copies: none split
+        num_envs = next((n for n in envs if n is not None), None) if mode.splits else None  # whole copies: none split
         loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
         last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
-        decoupled = placement.policy.decoupled
         replay = None
-        if decoupled:
+        if (home := mode.home(placement.policy.groups)) is not None:
             refuse(placement, program)
             if placement.params.get("samples_per_insert") is not None:
-                replay = sample_ahead(placement, program)
-            last = placement.home  # the driver's group leads: the other groups run free of it
+                program, replay = sample_ahead(placement, program)
+            last = home  # the driver's group leads: the other groups run free of it
         drawn = start.drawn
         drawing = None if drawn is None else frozenset(seg.index for seg in program.segments if seg.statements & drawn)
         return cls(
@@ -194,24 +215,27 @@ class Script:
             weights=_shared_weights(placement, program.segments),
             num_envs=num_envs,
             stop_flags=list(graph.stop_flags),
-            strict=placement.exact and not decoupled and not start.statistical,
+            strict=placement.exact and mode.in_step and not start.statistical,
             limit=limit,
             variables=sorted(graph_writes(graph)),
             until=until,
             leader=str(ReplicaId(last, 0)),
-            decoupled=decoupled,
+            mode=mode,
             max_staleness=placement.params.get("max_staleness", 0),
             samples_per_insert=placement.params.get("samples_per_insert"),
             replay=replay,
-            checkpoint_every=0 if decoupled else CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every,
+            checkpoint_every=0
+            if not mode.checkpoints
+            else CHECKPOINT_EVERY
+            if checkpoint_every is None
+            else checkpoint_every,
             checkpoint_share=CHECKPOINT_SHARE if checkpoint_every is None else None,
             seed=start.seed,
             rng_group=start.group,
             rng=start.states,
             drawing=drawing,
-            shapes=dict(shapes or {}),
-            whole=whole,
-            function_globals=function_globals(graph) if whole else (),
+            shapes=dict(preflight.shapes),
+            function_globals=() if mode.splits else function_globals(graph),
         )
 
     @property

@@ -11,6 +11,7 @@ register(
         "single",
         "a plain loop (CleanRL)",
         "every fragment in this process; edges are direct references",
+        mode="local",
         tradeoff="nothing crosses a process and nothing waits; one core does all the work",
     )
 )
@@ -46,6 +47,7 @@ register(
         groups=dict.fromkeys(ROLES, "replicas"),
         replicas={"replicas": "learners"},
         gpu_groups=("replicas",),
+        mode="averaged",
         collectives=("gradients all-reduced (torch.distributed: gloo on CPU, NCCL on GPU)",),
         required_roles=("learner",),
         tradeoff="N full copies share the work and exchange only gradients; each update waits for the slowest copy's all-reduce",
@@ -60,7 +62,7 @@ register(
         replicas={"replicas": "replicas"},
         gpu_groups=("replicas",),
         collectives=("gradients averaged at every optimizer.step() (torch.distributed: gloo on CPU, NCCL on GPU)",),
-        whole=True,
+        mode="whole",
         tradeoff="any loop with a torch optimiser runs as written, and each update sees N times the data; every replica steps its own copy of the environments, so N replicas cost N times the environment work",
     )
 )
@@ -76,7 +78,7 @@ register(
         # samples_per_insert: Ape-X's learner, sampling its replay while the actors insert, bounded as
         # Reverb's rate limiter bounds it (fragnb.plan.decoupled.sample_ahead)
         options={"max_staleness": 1, "samples_per_insert": None},
-        decoupled=True,
+        mode="decoupled",
         tradeoff="nobody waits for a whole round: actors keep rolling out while the learner learns; it trains on trajectories up to max_staleness versions old (with samples_per_insert, it samples its replay buffer meanwhile, within that many samples per transition inserted)",
     )
 )
@@ -92,7 +94,7 @@ register(
         gpu_groups=("policy", "trainer"),
         required_roles=("env", "actor", "learner"),
         options={"ring": 2, "max_staleness": 1},
-        decoupled=True,
+        mode="decoupled",
         tradeoff="each actor worker steps one env group while another waits for its batched actions; more processes and messages, which pays off only with cores to spare",
     )
 )
@@ -108,7 +110,7 @@ register(
         gpu_groups=("device",),
         collectives=("gradients all-reduced (torch.distributed: NCCL on GPUs, gloo on CPU)",),
         required_roles=("env", "learner"),
-        fused=True,
+        mode="fused",
         tradeoff="no copies between host and device, no network; the environment must be written in torch, and one device holds everything",
     )
 )

@@ -192,8 +192,8 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         (``"auto"``: a GPU for the policy's GPU groups when one is present; ``"cpu"``; ``"cuda"``).
     """
     policy = resolve(policy)
-    limits = graph.whole_limits if policy.whole else graph.limits
-    if policy.name != "single" and limits:
+    limits = policy.mode.limits(graph)
+    if policy.mode.distributed and limits:
         first = limits[0]
         others = "`single` runs it as plain Python"
         if first not in graph.whole_limits and "data_parallel" not in first.problem:
@@ -242,7 +242,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     gpu = _gpu(params.get("device", "cpu"))
 
     groups, notes = _groups_of_roles(graph, policy, counts)
-    if policy.fused and not gpu:
+    if policy.mode.fused and not gpu:
         notes.append("no CUDA GPU in use: the fused fragments run on the CPU")
     fragments = {}
     for frag in graph.fragments:
@@ -250,15 +250,14 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         fragments[frag.name] = FragmentPlacement(
             frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu"
         )
-    if not policy.whole:  # a whole-cell policy splits nothing: every replica holds whole copies
+    if policy.mode.splits:  # else nothing is split: every replica holds whole copies
         _check_divisible(graph, fragments, policy)
         _check_one_group_per_component(graph, fragments)
         _check_no_bare_parameters_shared(graph, fragments)
         _check_plain_learners(graph, fragments, policy)
     elif max(counts.values()) > 1:
         _check_an_optimiser(graph, policy)
-    home = policy.groups["driver"] if policy.decoupled else None
-    edges = [_operator(e, fragments[e.src], fragments[e.dst], home) for e in graph.edges]
+    edges = [_operator(policy, e, fragments[e.src], fragments[e.dst]) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated)
 
 
@@ -557,20 +556,8 @@ def _num_envs_setting(graph: FragmentGraph, comp: str) -> str | None:
     return None
 
 
-def _operator(edge: Edge, src: FragmentPlacement, dst: FragmentPlacement, home: str | None) -> EdgePlacement:
-    """What ``edge`` becomes; ``home`` is the learner's group under a decoupled policy (else None)."""
-    if src.group == dst.group:
-        op = "local"
-    elif home and dst.group == home:
-        op = "sample stream"
-    elif home and src.group == home and edge.kind == "state":
-        op = "versioned pull"
-    elif home and home not in (src.group, dst.group):
-        op = "inference stream"
-    elif src.replicas > 1 and dst.replicas == 1:
-        op = "gather"
-    elif src.replicas == 1 and dst.replicas > 1:
-        op = "broadcast" if edge.kind == "state" else "scatter"
-    else:
-        op = "exchange"
+def _operator(policy: DistributionPolicy, edge: Edge, src: FragmentPlacement, dst: FragmentPlacement) -> EdgePlacement:
+    """What ``edge`` becomes under ``policy``: its mode decides (:meth:`fragnb.policies.modes.Mode.operator`)."""
+    mode = policy.mode
+    op = mode.operator(edge.kind, (src.group, src.replicas), (dst.group, dst.replicas), mode.home(policy.groups))
     return EdgePlacement(edge.src, edge.dst, edge.kind, edge.variables, op)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .modes import Mode, mode_of
+
 __all__ = ["ROLES", "DistributionPolicy", "POLICIES", "register", "resolve"]
 
 
@@ -34,21 +36,20 @@ class DistributionPolicy:
     gpu_groups : tuple of str
         Groups that run on a GPU when ``device="cuda"`` (or ``"auto"`` and one is present).
     collectives : tuple of str
-        Communication inside a replicated group (e.g. gradient all-reduce), for the drawing.
+        Communication inside a replicated group, in words, for the drawing (a mode that averages
+        gradients: ``"gradients all-reduced"``).
     required_roles : tuple of str
         Roles the graph must have for the policy to make sense.
     options : dict
         Further parameters and their defaults (``max_staleness`` of ``async``).
-    decoupled : bool
-        Whether the groups other than the driver's run free of it (``async``, ``srl``): they stream
-        what they produce to the driver's group and pull its weights by version (:mod:`fragnb.runtime.worker.free`).
-    fused : bool
-        Whether environments run on the group's device too (``gpu_only``): with a GPU nothing leaves it.
-    whole : bool
-        Whether each replica runs the whole cell on whole copies of every object it uses, re-seeded
-        (``data_parallel``), instead of a share of the environments: nothing is split, so any loop
-        plain Python runs can be replicated; ``collectives`` keep the replicas' networks equal.
-
+    mode : str or Mode
+        How the replicas run together (:mod:`fragnb.policies.modes`): ``"lockstep"`` (the default:
+        shares of the environments, in step, plain Python's values), ``"averaged"`` (every group
+        replicated, gradients all-reduced: ``multi_learner``), ``"fused"`` (averaged, environments on
+        the device: ``gpu_only``), ``"whole"`` (each replica the whole cell on re-seeded copies:
+        ``data_parallel``), ``"decoupled"`` (the groups other than the driver's run free of it,
+        streaming to it and pulling its weights by version: ``async``, ``srl``), ``"local"``
+        (``single``).
     Examples
     --------
     A user's own policy, defined in a cell: environments and actors on N workers, buffer and learner
@@ -71,12 +72,11 @@ class DistributionPolicy:
     collectives: tuple[str, ...] = ()
     required_roles: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
-    decoupled: bool = False
-    fused: bool = False
-    whole: bool = False
+    mode: Mode | str = "lockstep"
     tradeoff: str = ""
 
     def __post_init__(self):
+        object.__setattr__(self, "mode", mode_of(self.mode))  # chosen once: every stage asks it
         missing = [r for r in ROLES if r not in self.groups]
         if missing:
             raise ValueError(
@@ -86,9 +86,15 @@ class DistributionPolicy:
         unknown = sorted(set(self.groups) - set(ROLES))
         if unknown:
             raise ValueError(f"policy {self.name!r}: {unknown} are not roles (roles: {list(ROLES)})")
-        if self.whole and len(set(self.groups.values())) != 1:
+        if not self.mode.splits and len(set(self.groups.values())) != 1:
             raise ValueError(
-                f"policy {self.name!r}: whole=True runs the whole cell in each replica: one group for every role"
+                f"policy {self.name!r}: mode {self.mode.name!r} runs the whole cell in each replica: one group for "
+                "every role"
+            )
+        if self.collectives and not self.mode.averages:
+            raise ValueError(
+                f"policy {self.name!r}: collectives describe gradients averaged across replicas, which mode "
+                f"{self.mode.name!r} does not do; give mode='averaged' (or 'whole', 'fused'), or no collectives"
             )
         uncounted = sorted(set(self.groups.values()) - set(self.replicas))
         if uncounted:

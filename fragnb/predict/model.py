@@ -374,7 +374,8 @@ class _Model:
         # A decoupled policy bounded at staleness 0 (AReaL's η = 0) waits for the newest weights before
         # every rollout: its sides take turns, as a synchronous policy's groups do.
         self.overlaps = (
-            placement.policy.decoupled and {**placement.policy.options, **placement.params}.get("max_staleness", 1) != 0
+            not placement.policy.mode.in_step
+            and {**placement.policy.options, **placement.params}.get("max_staleness", 1) != 0
         )
         graph = placement.graph
         self.program = plan(placement)
@@ -385,7 +386,7 @@ class _Model:
         if replicas is not None and replicated:
             self.scale = replicas / max(self.count[g] for g in replicated)
             self.count.update({g: max(1, round(self.count[g] * self.scale)) for g in replicated})
-        if placement.policy.whole:  # data_parallel: each replica steps a whole batch of its own, none shared
+        if not placement.policy.mode.splits:  # each replica steps a whole batch of its own, none shared
             self.scale = max(self.count.values())
         per_fragment: dict[str, int] = {}
         self.fragment = {}
@@ -394,7 +395,7 @@ class _Model:
             self.fragment[s.index] = name
             per_fragment[name] = per_fragment.get(name, 0) + 1
         #: ``single`` runs the cell itself in the notebook, which its profile measured: no runtime around it
-        self.runtime = placement.policy.name != "single"
+        self.runtime = placement.policy.mode.distributed
         #: worker processes the run uses (srl's ring replicas are threads of one); more than the cores, and
         #: a message's receiver may have to wait for one
         self.processes = sum(-(-n // placement.colocated.get(g, 1)) for g, n in self.count.items())
@@ -428,10 +429,10 @@ class _Model:
         """Seconds per iteration the replicas' all-reduces take: one per optimizer step (a whole-cell
         replica's two: how many step, then the gradients)."""
         n = max(self.count.values())
-        if n < 2 or not self.placement.policy.collectives:
+        if n < 2 or not self.placement.policy.mode.averages:
             return 0.0
         c = self.cluster
-        rounds = self.profile.updates * (2 if self.placement.policy.whole else 1)
+        rounds = self.profile.updates * (1 if self.placement.policy.mode.splits else 2)
         share = 2 * (n - 1) * self.profile.weight_bytes / n / c.bandwidth  # a ring: 2 (n - 1) steps of a 1/n share
         if c.collective_s is not None:  # measured for two; each added replica adds a step each way
             return rounds * (c.collective_s * (n - 1) + share)
@@ -443,7 +444,7 @@ class _Model:
         body = self.body()
         busy: dict[str, float] = dict.fromkeys(self.count, 0.0)
         self.terms = {}
-        if not self.placement.policy.decoupled:
+        if self.placement.policy.mode.in_step:
             self.passing = allreduce = self.allreduce()
             self._term("passing values", allreduce)
             seconds = self.walk(body, busy, per_iteration=True) + allreduce + self.iteration_runtime(self.count, busy)
@@ -553,7 +554,7 @@ class _Model:
             fixed * self.count[group_of[i]] + batch for i, (fixed, batch) in self.stmt_seconds.items() if i in inside
         )
         cpu /= cores
-        if not self.placement.policy.decoupled:
+        if self.placement.policy.mode.in_step:
             return max(sum(lower.values()), cpu)
         home = self.placement.home
         sides = (

@@ -36,11 +36,10 @@ if TYPE_CHECKING:
 __all__ = ["check", "smaller", "difference", "structure", "CHECKED_REPLICAS"]
 
 
-def check(
-    placement, script, iterations: tuple[int, ...] = (1, 2), exact: bool = False
-) -> tuple[float, Draws, dict[str, tuple]]:
-    """Run the first iterations both ways on copies and raise FragmentError on the first difference;
-    ``script`` is the run's own plan. The most of ``iterations`` runs first (the second iteration
+def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple]]:
+    """Run the first iterations both ways on copies and raise FragmentError on the first difference.
+    The net plans a short Script of its own (the run's is planned from what it finds). The most of the
+    mode's iterations (:attr:`~fragnb.policies.modes.Mode.net_iterations`) runs first (the second iteration
     catches weights that did not travel); only when it differs do the fewer run, each in turn, so
     that the error names where the difference starts (after the first iteration alone, say). A
     loop that passes pays for the longest check alone: 2 iterations each way, not 1 + 2.
@@ -51,8 +50,7 @@ def check(
     Returns the seconds it took, the draws, and the shapes of the cell's tensor variables in plain
     Python after the last count's iterations (the run joins replicas' tensors as they say)."""
     start = time.perf_counter()
-    if placement.policy.decoupled:  # from the second iteration on, actors may act on older weights than plain Python's
-        iterations = (1,)
+    iterations = placement.policy.mode.net_iterations
     small, fewer = smaller(placement)
     if fewer:
         print(
@@ -60,7 +58,7 @@ def check(
             "its cost does not grow with the replicas",
             file=sys.stderr,
         )
-    checked = script if small is placement else Script.of(small)
+    checked = Script.of(small)
 
     def compared(count: int):
         return _compare(small, dataclasses.replace(checked, limit=count, until=None, checkpoint_every=0), None, exact)
@@ -228,7 +226,7 @@ def _raises(placement: Placement, iterations: int, error: Exception) -> Fragment
     why = [n for n in getattr(error, "__notes__", ()) if not n.lstrip().startswith(("File ", "(raised in"))]
     first = (str(error).splitlines() or [""])[0]
     others = "'single' runs the loop as plain Python does"
-    if not placement.policy.whole:
+    if placement.policy.mode.splits:
         try:
             placement.graph.place("data_parallel", replicas=2)
             others += ", and 'data_parallel' runs the whole cell in each replica, splitting nothing"

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from ..plan.script import Preflight
+
 if TYPE_CHECKING:
     from ..plan.script import Script
     from ..policies import Placement
@@ -25,8 +27,9 @@ __all__ = ["Job", "Silent"]
 @dataclass
 class Job:
     """What to run (a placement, planned once as ``script``; ``None`` under ``single``), on which
-    objects (``namespace``), shown where (``live(total, title)`` gives the view), and until when
-    (``until(curve, iterations, env_steps)``, or ``stop`` being set)."""
+    objects (``namespace``), shown where (``live(total, title)`` gives the view), until when
+    (``until(curve, iterations, env_steps)``, or ``stop`` being set), and what was learnt before it was
+    planned (``preflight``: the executor's RunResult carries its guarantee and the net's seconds)."""
 
     placement: Placement
     script: Script | None
@@ -34,6 +37,7 @@ class Job:
     live: Callable = field(repr=False)
     until: Callable[[list, int, int], bool] | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    preflight: Preflight = field(default_factory=Preflight, repr=False)
 
     @cached_property
     def payloads(self) -> dict[str, Payload]:
@@ -43,13 +47,13 @@ class Job:
         return {g: pack(self.placement.graph, self.namespace, self.script, g) for g in self.script.groups}
 
     def walking(self, script: Script) -> Job:
-        """This job with ``script``, a Script of the same placement built with what was learnt since
-        (the safety net's shapes, where the generators start), in place of its own.
+        """This job with ``script``, the same plan with the shapes the safety net's plain side showed
+        (the net walks its own short Script with them), in place of its own.
 
-        What it has packed already is kept: a payload depends only on the segments, the groups and
-        the environments, which both Scripts share. Packing again would pickle every object twice,
-        and after the safety net's plain run would pack what shared classes' globals hold (an
-        EnvStreams a network's method samples from) as that run left it.
+        What it has packed already is kept: a payload depends only on the segments, the groups, the
+        environments and the seed, which both Scripts share. The net packs before its plain side runs,
+        which moves on what shared classes' globals hold (an EnvStreams a network's method samples
+        from); packing again would pack that as the plain side left it.
         """
         job = replace(self, script=script)
         if "payloads" in vars(self):  # cached_property keeps what it computed in the instance's dict

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from ..graph import FragmentGraph
-from ..plan.script import CHECKPOINT_EVERY, CHECKPOINT_SHARE, RandomStart, Script
+from ..plan.script import CHECKPOINT_EVERY, CHECKPOINT_SHARE, Preflight, RandomStart, Script
 from ..policies import Placement
 from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact, whole_copies
 from .job import Job
@@ -23,7 +23,7 @@ from .local import InNotebook
 from .result import RunResult
 from .worker.generators import states
 
-__all__ = ["run", "run_placement", "CHECKPOINT_EVERY", "CHECKPOINT_SHARE"]
+__all__ = ["run", "run_placement", "preflight", "CHECKPOINT_EVERY", "CHECKPOINT_SHARE"]
 
 
 def run(
@@ -160,7 +160,7 @@ def run_placement(
     graph, policy = placement.graph, placement.policy
     on_curve = _on_curve(until, graph.name, policy.name)
     with torch_threads(threads):
-        if policy.name == "single":
+        if not policy.mode.distributed:
             if cluster is not None:
                 raise ValueError(
                     "the 'single' policy runs in this process and takes no cluster; choose a distributed policy"
@@ -199,52 +199,46 @@ def _distributed(
 ) -> RunResult:
     from .plane import OnDask  # Dask is imported only when a distributed policy runs
 
-    policy = placement.policy
-    if policy.fused:
+    mode = placement.policy.mode
+    if mode.fused:
         for note in placement.notes:
-            print(f"fragnb: {policy.name}: {note}", file=sys.stderr)
+            print(f"fragnb: {mode.name}: {note}", file=sys.stderr)
         if cluster is None and any(device == "cuda" for _, device in placement.groups.values()):
             cluster = "cuda"  # one worker per GPU: each replica on a device of its own
-    script = Script.of(placement, until=until, checkpoint_every=checkpoint_every)  # refusals raise here
-    job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event())
-    job.payloads  # noqa: B018 -- what cannot travel fails here, before the safety net and any worker
-    checked, draws, shapes = 0.0, None, {}  # draws None: not looked for (--no-check)
-    # data-parallel replicas each draw their own numbers anyway; one whole-cell replica is plain Python
-    if placement.exact and (policy.whole or not policy.collectives):
+    before = preflight(placement, check, exact)
+    script = Script.of(
+        placement, until=until, checkpoint_every=checkpoint_every, preflight=before
+    )  # the run's one plan
+    job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event(), before)
+    job.payloads  # noqa: B018 -- what cannot travel fails here, before any worker
+    return OnDask(cluster, dashboard, restarts).execute(job)
+
+
+def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
+    """What a distributed run learns before it is planned, and says before it starts: the safety net's
+    findings where the mode compares values (:meth:`~fragnb.policies.modes.Mode.checked`), the draws alone
+    with ``check=False, exact=True``, else nothing; where the generators start; the guarantee."""
+    mode = placement.policy.mode
+    seconds, draws, shapes = 0.0, None, {}  # draws None: not looked for (--no-check)
+    if mode.checked(placement.exact):
         if check:
             from .check import check as safety_net
 
-            checked, draws, shapes = safety_net(placement, script, exact=exact)
+            seconds, draws, shapes = safety_net(placement, exact=exact)
         elif exact:
             draws = find_draws(placement.graph)
             refuse_inexact(placement, draws, exact)
-    # the run's Script, complete: planned again (a millisecond) with what the safety net found
-    job = job.walking(
-        Script.of(
-            placement,
-            until=until,
-            checkpoint_every=checkpoint_every,
-            shapes=shapes,
-            start=_random_start(placement, draws),
-        )
-    )
     if draws is not None and (note := announcement(placement, draws)) is not None:
         print(f"fragnb: {note}", file=sys.stderr)
-    if policy.whole and not placement.exact:
+    if not mode.splits and not placement.exact:
         print(f"fragnb: {whole_copies(placement)}", file=sys.stderr)
     elif draws is None:
         print(f"fragnb: {_unchecked(placement, check)}", file=sys.stderr)
-    result = OnDask(cluster, dashboard, restarts).execute(job)
-    result.check_seconds = checked
     if draws is None:
-        result.guarantee = (
-            "unchecked" if placement.exact and (policy.whole or not policy.collectives) else "data-parallel"
-        )
+        guarantee, lines = mode.unchecked(placement.exact), ()
     else:
-        result.guarantee, result.draws = (
-            ("exact", []) if draws.exact(placement) else ("statistical", draws.lines(placement))
-        )
-    return result
+        guarantee, lines = ("exact", ()) if draws.exact(placement) else ("statistical", tuple(draws.lines(placement)))
+    return Preflight(_random_start(placement, draws), shapes, seconds, guarantee, lines)
 
 
 def _unchecked(placement: Placement, check: bool) -> str:

@@ -31,7 +31,7 @@ from .cluster.clusters import dashboard as dashboard_link
 from .merge import checkpoint_finals, merge
 from .net.channels import root_cause
 from .result import RunResult
-from .slots import goes_on_without, slots, tasks
+from .slots import slots, tasks
 from .worker import replica
 from .worker.payload import Payload
 from .worker.report import Checkpointed, Finals, Progress, arrival_order, event_of, plain_order
@@ -82,7 +82,7 @@ class OnDask:
                         shutdown()  # a replica may be stuck in a collective or the user's own code: end its process
                     else:
                         run.forget()
-                if isinstance(e, LostWorker) and len(lost) < restarts and not script.decoupled:
+                if isinstance(e, LostWorker) and len(lost) < restarts and script.mode.checkpoints:
                     where = f"the checkpoint after iteration {saved[0]}" if saved else "its beginning"
                     lost.append(f"{e}; resumed from {where}")
                     print(
@@ -96,7 +96,7 @@ class OnDask:
                         "The run stops: "
                         + (
                             f"its {restarts} restart(s) are spent."
-                            if not script.decoupled
+                            if script.mode.checkpoints
                             else "a decoupled policy's learner (or any srl worker) cannot be replaced mid-run."
                         )
                     )
@@ -117,12 +117,9 @@ class OnDask:
         merge(job.namespace, script, finals)
         kept = sum(map(len, run.saved[1].values())) if run.saved else 0
         return RunResult.of_replicas(
-            graph.name,
-            placement.policy.name,
+            job,
             finals,
             began,
-            script.leader,
-            script.decoupled,
             client_bytes=run.client_bytes,
             inference_batch=placement.inference_batch,
             lost_workers=lost + run.lost,
@@ -131,7 +128,6 @@ class OnDask:
             checkpoint_every=script.checkpoint_every,
             checkpoint_bytes=kept,
             checkpoint_seconds=max(f.checkpoint_seconds for f in finals.values()) + fetch_seconds + run.fetch_seconds,
-            replica_values={name: f.variables for name, f in finals.items()} if script.whole else {},
         )
 
 
@@ -191,11 +187,11 @@ class _Run:
                     source=source,
                     host=_host(self.slots[name]),
                     secret=key,
-                    fused=placement.policy.fused,
+                    fused=script.mode.fused,
                     resume=self.resume.get(name),
                 )
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
-        if placement.policy.collectives:
+        if script.mode.averages:
             self.join_process_groups()
         blob = cloudpickle.dumps(script)  # the stop condition may be a notebook lambda
         components = script.components()
@@ -220,11 +216,10 @@ class _Run:
         """The tasks and a worker thread for each (:func:`~fragnb.runtime.slots.slots`); a restart waits
         ``wait_s`` for the cluster to replace a lost worker (a nanny restarts it, an adaptive cluster adds one)."""
         deadline = time.monotonic() + self.wait_s
-        policy = self.placement.policy
         while True:
             try:
                 threads = {w: info.get("nthreads", 1) for w, info in workers(self.client).items()}
-                return slots(self.script.groups, self.placement.colocated, policy.collectives, threads)
+                return slots(self.script.groups, self.placement.colocated, self.script.mode.averages, threads)
             except ClusterError as e:
                 if time.monotonic() > deadline:
                     if self.wait_s:
@@ -250,7 +245,7 @@ class _Run:
                         n,
                         f"tcp://{host}:{port}",
                         backend,
-                        self.script.whole,
+                        not self.script.mode.splits,
                     )
                     for i in range(n)
                 ]
@@ -277,7 +272,7 @@ class _Run:
         KeyboardInterrupt aborts."""
         events: queue.Queue = queue.Queue()
         self.client.subscribe_topic(self.topic, events.put)
-        progress = _Progress(live, self.script.replicas(), arrival_order if self.script.decoupled else plain_order)
+        progress = _Progress(live, self.script.replicas(), plain_order if self.script.mode.in_step else arrival_order)
         interrupts, asked = Interrupts(stop), False
         try:
             while True:
@@ -369,11 +364,7 @@ class _Run:
         lost = [f"replica{'s' if len(names) > 1 else ''} {', '.join(names)} on {w}" for w, names in gone.items()]
         script = self.script
         names = [n for names in gone.values() for n in names]
-        if (
-            lost
-            and self.futures
-            and goes_on_without(names, self.forsaken, script.groups, script.leader, script.decoupled)
-        ):
+        if lost and self.futures and script.mode.goes_on_without(names, self.forsaken, script.groups, script.leader):
             self.forsaken += [n for names in gone.values() for n in names]
             self.lost.append(f"lost the worker of {'; '.join(lost)}; the run went on with the other actors")
             print(f"fragnb: {self.lost[-1]} (the trajectory it was producing is lost)", file=sys.stderr)
@@ -499,8 +490,8 @@ def wanted(placement: Placement, cluster=None) -> int:
     group's members each need one, and more of them than this kernel may start is refused before any
     starts (on a cluster fragnb does not own, its workers say)."""
     groups = {g: n for g, (n, _) in placement.groups.items()}
-    count = len(tasks(groups, placement.colocated, placement.policy.collectives))
-    if not placement.policy.collectives:
+    count = len(tasks(groups, placement.colocated, placement.policy.mode.averages))
+    if not placement.policy.mode.averages:
         return min(count, local_workers())
     if cluster is None or cluster == "local":
         budget = limit()

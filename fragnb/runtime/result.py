@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .worker.report import Finals, arrival_order, plain_order
+
+if TYPE_CHECKING:
+    from .job import Job
 
 __all__ = ["RunResult", "first_solved"]
 
@@ -228,23 +231,23 @@ class RunResult:
         p.text(str(self))
 
     @classmethod
-    def of_replicas(
-        cls, graph: str, policy: str, finals: dict[str, Finals], start: float, leader: str, decoupled: bool, **measured
-    ) -> RunResult:
-        """The run as its replicas recorded it (``finals``: what each sent back, by name). Times are
-        the wall-clock times the replicas took (comparable across machines), relative to ``start``;
-        ``measured`` adds what the notebook measured itself (client bytes, safety net, checkpoints)."""
+    def of_replicas(cls, job: Job, finals: dict[str, Finals], start: float, **measured) -> RunResult:
+        """The run of ``job`` as its replicas recorded it (``finals``: what each sent back, by name), with
+        what was learnt before it (the guarantee, the safety net's seconds). Times are the wall-clock
+        times the replicas took (comparable across machines), relative to ``start``; ``measured`` adds
+        what the notebook measured itself (client bytes, checkpoints)."""
+        script, before = job.script, job.preflight
         episodes = sorted(
-            (e for f in finals.values() for e in f.episodes), key=arrival_order if decoupled else plain_order
+            (e for f in finals.values() for e in f.episodes), key=plain_order if script.mode.in_step else arrival_order
         )
-        lead = finals[leader]
+        lead = finals[script.leader]
         iterations = lead.iterations
         ticks = [start] + [max(f.ticks[k] for f in finals.values() if len(f.ticks) > k) for k in range(iterations)]
         end = max([ticks[-1]] + [b for f in finals.values() for *_, b in f.intervals])
         fragments = sorted({name for f in finals.values() for name in f.seconds})
         return cls(
-            graph,
-            policy,
+            job.placement.graph.name,
+            job.placement.policy.name,
             iterations,
             end - start,
             env_steps=sum(f.steps for f in finals.values()),
@@ -267,6 +270,11 @@ class RunResult:
             ),
             lost_trajectories=sum(1 for f in finals.values() if f.lost),
             queue_depth=lead.depth,
+            check_seconds=before.seconds,
+            guarantee=before.guarantee,
+            draws=list(before.draws),
+            # whole copies: each replica's own values are the user's to look at (the notebook holds replica 0's)
+            replica_values={} if script.mode.splits else {name: f.variables for name, f in finals.items()},
             **measured,
         )
 

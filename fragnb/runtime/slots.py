@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import ClusterError
 from ..plan.script import ReplicaId
 
-__all__ = ["task_counts", "tasks", "slots", "goes_on_without"]
+__all__ = ["task_counts", "tasks", "slots"]
 
 
 def task_counts(
@@ -63,19 +63,3 @@ def slots(
             "add workers or ask for fewer replicas"
         )
     return planned, {name: worker for task, worker in zip(planned, free) for name in task}
-
-
-def goes_on_without(
-    names: list[str], forsaken: list[str], groups: dict[str, int], leader: str, decoupled: bool
-) -> bool:
-    """Whether a run can go on without the replicas ``names`` (their worker died; ``forsaken`` it has
-    already lost): under ``async`` the learner takes whole trajectories from whichever actors deliver
-    them, so it can lose actors, but not all of them. (srl's actor and policy workers wait for each
-    other every step, and a synchronous run needs every replica: they cannot.)"""
-    home = ReplicaId.parse(leader).group
-    free = [g for g in groups if g != home]
-    if not decoupled or len(free) != 1:
-        return False
-    survivors = [str(ReplicaId(free[0], i)) for i in range(groups[free[0]])]
-    survivors = [p for p in survivors if p not in forsaken + names]
-    return all(ReplicaId.parse(n).group == free[0] for n in names) and bool(survivors)

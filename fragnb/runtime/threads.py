@@ -46,7 +46,7 @@ class InThreads:
             for g, (n, device) in placement.groups.items():
                 payload = job.payloads[g]
                 for i in range(n):
-                    rep = replica.init_replica(run_id, g, i, n, device, payload, source, fused=placement.policy.fused)
+                    rep = replica.init_replica(run_id, g, i, n, device, payload, source, fused=script.mode.fused)
                     threads.append(threading.Thread(target=play, args=(str(ReplicaId(g, i)), rep), daemon=True))
             for t in threads:
                 t.start()
@@ -58,6 +58,4 @@ class InThreads:
             raise root_cause(list(errors.values()))
         refuse_unreturnable(finals, script.program.origin)
         merge(job.namespace, script, finals)
-        return RunResult.of_replicas(
-            placement.graph.name, placement.policy.name, finals, start, script.leader, script.decoupled
-        )
+        return RunResult.of_replicas(job, finals, start)

@@ -39,6 +39,9 @@ from .timing import Timer
 from .travel import bound_to, refuse_unreturnable
 from .walker import Walker
 
+#: The walker each mode's replicas run, by the name the mode gives (:attr:`fragnb.policies.modes.Mode.walker`).
+WALKERS = {"lockstep": Walker, "free": FreeWalker}
+
 if TYPE_CHECKING:
     from ...plan.script import Script
     from ..net.channels import Channels
@@ -300,7 +303,7 @@ def open_replica(
 def play(rep: Replica, script: Script, channels: Channels, components: list[str], events=None) -> Finals:
     """Walk ``script`` as ``rep`` (from where its checkpoint left off, if it resumes one); return what
     the notebook merges. A failure tells every peer, so that none waits for this replica."""
-    walker = (FreeWalker if script.decoupled else Walker)(rep, script, channels, events)
+    walker = WALKERS[script.mode.walker](rep, script, channels, events)
     size = script.num_envs // rep.count if script.num_envs else 0
     with serving(rep.index * size, size, script.num_envs) if size else contextlib.nullcontext():
         if rep.resumed is not None:

@@ -104,7 +104,7 @@ class Walker:
             bind(loop.node.target, value, self.scalars)
             self.before_iteration()
             self.walk(loop.body)
-            if self.script.whole:  # replicas whose episodes were shorter take part in the others' last steps
+            if not self.script.mode.splits:  # replicas whose episodes were shorter take part in the others' last steps
                 collectives.settle()
             self.iterations += 1
             self.at = (self.at[0], self.at[1] + 1)
@@ -206,7 +206,7 @@ class Walker:
             return interrupted(self.iterations)
         if self.script.until is not None:
             self.everyone += [e for new, _ in reports for e in new]
-            self.everyone.sort(key=arrival_order if self.script.decoupled else plain_order)
+            self.everyone.sort(key=plain_order if self.script.mode.in_step else arrival_order)
             if self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, sum(s for _, s in reports)):
                 return condition_held(self.iterations)
         return ""

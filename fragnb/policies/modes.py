@@ -1,0 +1,201 @@
+"""Modes: how a policy's replicas run together, one class per kind, chosen once by the policy.
+
+Every stage asks the policy's mode what it decides (does it split the environments, which walker its
+replicas run, does it keep checkpoints, can a run go on without a lost replica, what each crossing
+edge becomes) instead of branching on flags of its own: a new kind of policy is a new class here.
+
+======================  ===============================  =============================================
+mode                    policies                         what its replicas do
+======================  ===============================  =============================================
+:class:`Local`          ``single``                       nothing: the cell runs in the notebook
+:class:`Lockstep`       ``coarse``, ``fine``             shares of the environments, one iteration at a
+                                                         time, every value plain Python's
+:class:`Averaged`       ``multi_learner``                lockstep, every group replicated, gradients
+                                                         averaged (values plain Python's statistically)
+:class:`Fused`          ``gpu_only``                     averaged, the environments on the device too
+:class:`Whole`          ``data_parallel``                whole re-seeded copies of the cell, gradients
+                                                         averaged at every ``optimizer.step()``
+:class:`Decoupled`      ``async``, ``srl``               groups other than the driver's run free of it:
+                                                         streams in, weights pulled by version
+======================  ===============================  =============================================
+
+Pure: decisions about a placement, no cluster and no thread (the runtime acts on them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from ..graph import FragmentGraph
+
+__all__ = ["Mode", "Local", "Lockstep", "Averaged", "Fused", "Whole", "Decoupled", "MODES", "mode_of"]
+
+
+class Mode:
+    """What one kind of policy decides about a run; instances are stateless and compare by class."""
+
+    name: ClassVar[str] = ""
+    #: The replicas run on a cluster's workers (every mode but :class:`Local`).
+    distributed: ClassVar[bool] = True
+    #: The walker its replicas run (:mod:`fragnb.runtime.worker.walker`: ``"lockstep"``;
+    #: :mod:`fragnb.runtime.worker.free`: ``"free"``).
+    walker: ClassVar[str] = "lockstep"
+    #: Replicas hold shares of the environments (False: whole copies of every object, re-seeded).
+    splits: ClassVar[bool] = True
+    #: A replicated group's replicas average their gradients at every optimiser step: they join a
+    #: process group (torch.distributed), and each holds a worker process of its own.
+    averages: ClassVar[bool] = False
+    #: The environments run on the group's device with the networks.
+    fused: ClassVar[bool] = False
+    #: Where the placement is exact, the safety net compares the values of a first iteration or two with
+    #: plain Python's (:meth:`checked`); averaged gradients are plain Python's only statistically.
+    compares: ClassVar[bool] = True
+    #: The iterations the safety net runs (the most first).
+    net_iterations: ClassVar[tuple[int, ...]] = (1, 2)
+    #: Replicas keep checkpoints, and a run that loses a worker starts again from the last one.
+    checkpoints: ClassVar[bool] = True
+    #: Every group walks the same iteration at once: episodes and stop conditions go in plain Python's
+    #: order, and a value the replicas cannot combine is an error (else groups run apart, episodes go by
+    #: arrival, and such a value is replica 0's).
+    in_step: ClassVar[bool] = True
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def checked(self, exact: bool) -> bool:
+        """Whether the safety net compares a run's values with plain Python's, for a placement that is
+        ``exact`` (:attr:`~fragnb.policies.Placement.exact`) or not."""
+        return exact and self.compares
+
+    def limits(self, graph: FragmentGraph) -> list:
+        """The graph's constructs this mode cannot run (:attr:`FragmentGraph.limits`)."""
+        return graph.limits if self.splits else graph.whole_limits
+
+    def home(self, groups: dict[str, str]) -> str | None:
+        """The group the others run free of (None: every group walks the iterations in step)."""
+        return None
+
+    def operator(self, kind: str, src: tuple[str, int], dst: tuple[str, int], home: str | None) -> str:
+        """What an edge of ``kind`` (``"state"``: weights; else values) from group ``src`` to ``dst``
+        (each a (group, replicas) pair) becomes; see :class:`~fragnb.policies.placement.EdgePlacement`."""
+        (sg, sn), (dg, dn) = src, dst
+        if sg == dg:
+            return "local"
+        if sn > 1 and dn == 1:
+            return "gather"
+        if sn == 1 and dn > 1:
+            return "broadcast" if kind == "state" else "scatter"
+        return "exchange"
+
+    def unchecked(self, exact: bool) -> str:
+        """The guarantee of a run whose values nothing compared with plain Python's."""
+        return "unchecked" if self.checked(exact) else "data-parallel"
+
+    def goes_on_without(self, lost: list[str], forsaken: list[str], groups: dict[str, int], leader: str) -> bool:
+        """Whether a run can go on without the replicas ``lost`` (besides those ``forsaken`` already):
+        a synchronous run needs every replica every iteration."""
+        return False
+
+
+class Local(Mode):
+    """``single``: the cell itself, in the notebook; nothing is placed on a worker."""
+
+    name = "local"
+    distributed = False
+    checkpoints = False
+
+
+class Lockstep(Mode):
+    """Replicas hold shares of the environments and walk the iterations in step; every value is plain
+    Python's (the safety net checks it first)."""
+
+    name = "lockstep"
+
+
+class Averaged(Lockstep):
+    """Lockstep with every group replicated: each replica a whole loop on its share, gradients
+    all-reduced at every update (DD-PPO)."""
+
+    name = "averaged"
+    averages = True
+    compares = False
+
+
+class Fused(Averaged):
+    """Averaged, with the environments fused on the device beside the networks (Anakin)."""
+
+    name = "fused"
+    fused = True
+
+
+class Whole(Mode):
+    """Each replica runs the whole cell on whole copies of its objects, re-seeded (replica 0 keeps the
+    notebook's draws); gradients averaged at every ``optimizer.step()``. Nothing is split, so any loop
+    plain Python runs can be replicated; the notebook takes replica 0's values."""
+
+    name = "whole"
+    splits = False
+    averages = True
+
+
+class Decoupled(Mode):
+    """The driver's group (the learner) leads; the other groups run free of it, streaming what they
+    produce and pulling its weights by version within a staleness bound (IMPALA, SRL). Its safety net
+    runs one iteration (from the second, actors may act on older weights); it keeps no checkpoints,
+    and goes on without an actor whose worker died."""
+
+    name = "decoupled"
+    walker = "free"
+    net_iterations = (1,)
+    checkpoints = False
+    in_step = False
+
+    def home(self, groups: dict[str, str]) -> str | None:
+        return groups["driver"]
+
+    def operator(self, kind: str, src: tuple[str, int], dst: tuple[str, int], home: str | None) -> str:
+        (sg, _), (dg, _) = src, dst
+        if sg == dg:
+            return "local"
+        if dg == home:
+            return "sample stream"
+        if sg == home and kind == "state":
+            return "versioned pull"
+        if home not in (sg, dg):
+            return "inference stream"
+        return super().operator(kind, src, dst, home)
+
+    def goes_on_without(self, lost: list[str], forsaken: list[str], groups: dict[str, int], leader: str) -> bool:
+        # the learner takes whole trajectories from whichever actors deliver them: it goes on without an
+        # actor while one is left, where the free side is one group (srl's actor and policy workers wait
+        # on each other every step: losing either stalls the other)
+        free = [g for g in groups if g != _group(leader)]
+        if len(free) != 1 or any(_group(n) != free[0] for n in lost):
+            return False
+        return len(set(lost) | set(forsaken)) < groups[free[0]]
+
+
+def _group(replica: str) -> str:
+    """The group of a replica's name, ``group[index]`` (:class:`fragnb.plan.script.ReplicaId`)."""
+    return replica.rpartition("[")[0]
+
+
+#: The modes by name, as a policy may give one (``mode="decoupled"``).
+MODES: dict[str, type[Mode]] = {m.name: m for m in (Local, Lockstep, Averaged, Fused, Whole, Decoupled)}
+
+
+def mode_of(mode: str | Mode) -> Mode:
+    """``mode`` itself, or the mode of that name; an unknown name lists the known ones."""
+    if isinstance(mode, Mode):
+        return mode
+    try:
+        return MODES[mode]()
+    except KeyError:
+        raise ValueError(f"unknown mode {mode!r} (one of {sorted(MODES)})") from None
