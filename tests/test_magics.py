@@ -124,3 +124,57 @@ def test_a_whole_cell_policy_is_drawn_without_a_dry_run_on_copies(shell, monkeyp
     shell.run_cell(loop.setup, store_history=False).raise_error()
     shell.run_cell_magic("fragment", "reinforce --policy data_parallel --replicas 2", loop.cell)
     assert isinstance(shell.user_ns["reinforce"], FragmentGraph)
+
+
+# -- the policy parameters' flags, read from the registry ---------------------------------------------------
+def _placements(monkeypatch) -> list:
+    """The placements the magic makes, recorded as graph.place returns them."""
+    placed, place = [], FragmentGraph.place
+
+    def recorded(graph, policy, **params):
+        placed.append(place(graph, policy, **params))
+        return placed[-1]
+
+    monkeypatch.setattr(FragmentGraph, "place", recorded)
+    return placed
+
+
+def test_every_flag_written_by_hand_before_still_parses():
+    from fragnb.ui.magics import _parser
+
+    line = "g --actors 2 --learners 3 --replicas 4 --policy-workers 5 --ring 6 --max-staleness 7 --device cpu"
+    args = _parser()[0].parse_argstring(line)  # text: the chosen policy's defaults give the types
+    given = (args.actors, args.learners, args.replicas, args.policy_workers, args.ring, args.max_staleness, args.device)
+    assert given == ("2", "3", "4", "5", "6", "7", "cpu")
+
+
+def test_samples_per_insert_reaches_the_async_placement(shell, canonical, monkeypatch):
+    _setup(shell, canonical)
+    placed = _placements(monkeypatch)
+    shell.run_cell_magic("fragment", "ppo --policy async --actors 2 --samples-per-insert 4 --quiet", canonical.body)
+    assert placed[-1].params["samples_per_insert"] == 4 and placed[-1].params["actors"] == 2
+    shell.run_cell_magic("fragment", "ppo --policy async --actors 2 --quiet", canonical.body)
+    assert placed[-1].params["samples_per_insert"] is None  # not given: the policy's default
+
+
+def test_a_users_own_policy_gets_a_flag_for_each_of_its_parameters(shell, canonical, monkeypatch):
+    from fragnb.policies import POLICIES, DistributionPolicy
+    from fragnb.ui.magics import FragmentMagics
+
+    _setup(shell, canonical)
+    placed = _placements(monkeypatch)
+    monkeypatch.setitem(
+        POLICIES, "warming", DistributionPolicy("warming", "mine", "one process", options={"warmup": 3})
+    )
+    shell.run_cell_magic("fragment", "ppo --policy warming --warmup 5 --quiet", canonical.body)
+    assert placed[-1].params == {"warmup": 5}
+    assert "--warmup VALUE" in FragmentMagics.fragment.__doc__  # %%fragment? lists it
+    with pytest.raises(UsageError, match=r"--warmup soon: policy 'warming' takes int \(default 3\)"):
+        shell.run_cell_magic("fragment", "ppo --policy warming --warmup soon --quiet", canonical.body)
+
+
+def test_a_parameter_of_another_policy_is_refused_naming_the_policys_own(shell, canonical):
+    _setup(shell, canonical)
+    with pytest.raises(UsageError, match=r"policy 'coarse' takes \['actors', 'device'\], got \['samples_per_insert'\]"):
+        shell.run_cell_magic("fragment", "ppo --policy coarse --samples-per-insert 4 --quiet", canonical.body)
+    assert "ppo" not in shell.user_ns

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import MagicArgumentParser, argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from .. import policies
@@ -25,19 +27,7 @@ class FragmentMagics(Magics):
     @magic_arguments()
     @argument("name", help="variable that receives the FragmentGraph")
     @argument("--policy", "-p", default="single", help="distribution policy (default: single, one process)")
-    @argument(
-        "--actors",
-        type=int,
-        help="replicas of the data-collecting fragments (coarse, async: actors; fine: env workers; srl: actor workers)",
-    )
-    @argument("--learners", type=int, help="learner replicas (multi_learner, gpu_only)")
-    @argument("--replicas", type=int, help="data_parallel: copies of the whole loop, gradients averaged")
-    @argument("--policy-workers", type=int, help="srl: batched inference workers")
-    @argument("--ring", type=int, help="srl: environment groups each actor worker steps in turn")
-    @argument(
-        "--max-staleness", type=int, help="async, srl: most versions a trajectory's weights may lag the learner's"
-    )
-    @argument("--device", choices=("auto", "cpu", "cuda"), help="where GPU-capable groups run (default auto)")
+    # each policy's parameters (--actors, --max-staleness, ...) are not here: _parser adds them from the registry
     @argument(
         "--cluster",
         help="'local' (default), 'cuda', a scheduler address tcp://host:port or tls://host:port, "
@@ -122,7 +112,8 @@ class FragmentMagics(Magics):
             for it in range(iterations):
                 ...
         """
-        args = parse_argstring(self.fragment, line)
+        parser, declared = _parser()
+        args = parser.parse_argstring(line)
         if not cell.strip():
             raise UsageError("%%fragment needs a training loop in the cell body, below the %%fragment line")
         if not args.name.isidentifier():
@@ -140,9 +131,8 @@ class FragmentMagics(Magics):
             policy = policies.resolve(args.policy)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        # every option named like a parameter of a registered policy (DistributionPolicy.parameters); place checks them
-        names = sorted({p for known in policies.POLICIES.values() for p in known.parameters})
-        params = {k: v for k in names if (v := getattr(args, k, None)) is not None}
+        # only the flags given; one another policy declares stays text, and place refuses it naming this one's
+        params = {k: _value(k, v, policy) for k in declared if (v := getattr(args, k)) is not None}
         ns = self.shell.user_ns
         cluster = _cluster(args.cluster, ns)
         if args.name in ns and not isinstance(ns[args.name], FragmentGraph):
@@ -234,10 +224,54 @@ class FragmentMagics(Magics):
         ns[args.name] = Setup(args.name, source="\n" + source)
 
 
+def _parser() -> tuple[MagicArgumentParser, list[str]]:
+    """The magic's own flags, and ``--name-with-dashes`` for each parameter of every policy registered now (a user
+    may ``register`` one in an earlier cell); also those parameters' names. Read from the policies, the flags cannot
+    drift from them, and the help (``%%fragment?``) lists them."""
+    own = FragmentMagics.fragment.parser
+    parser = MagicArgumentParser(own.prog, description=own.description, parents=[own])
+    group = parser.add_argument_group(
+        "policy parameters", "what the policies named declare; given to graph.place only when set"
+    )
+    declared: dict[str, dict[str, list[str]]] = {}  # parameter: {its default: the policies with that default}
+    for policy in policies.POLICIES.values():
+        for name, default in policy.parameters.items():
+            declared.setdefault(name, {}).setdefault(repr(default), []).append(policy.name)
+    taken = {action.dest for action in own._actions}
+    for name, defaults in declared.items():
+        which = "; ".join(f"{', '.join(names)} (default {default})" for default, names in defaults.items())
+        if name in taken:  # its value would be the magic's own option's
+            raise UsageError(
+                f"the policy parameter {name!r} of {which} is also an option of %%fragment's own; "
+                "rename the parameter and register the policy again"
+            )
+        # argparse formats % in help
+        group.add_argument("--" + name.replace("_", "-"), dest=name, metavar="VALUE", help=which.replace("%", "%%"))
+    FragmentMagics.fragment.__doc__ = parser.format_help()
+    return parser, list(declared)
+
+
+def _value(name: str, text: str, policy: policies.DistributionPolicy):
+    """``--name``'s text as a value of the type of ``policy``'s default for it; the text itself when the policy has
+    no such parameter, for ``place`` to refuse naming the ones it has."""
+    if name not in policy.parameters:
+        return text
+    default = policy.parameters[name]
+    try:
+        if isinstance(default, bool):
+            return {"true": True, "false": False}[text.lower()]
+        if isinstance(default, (int, float, str)):
+            return type(default)(text)
+        return ast.literal_eval(text)  # None: an optional number (samples_per_insert), 4 or 0.5; place checks it
+    except (KeyError, ValueError, SyntaxError):
+        kind = "a number" if default is None else type(default).__name__
+        raise UsageError(
+            f"--{name.replace('_', '-')} {text}: policy {policy.name!r} takes {kind} (default {default!r})"
+        ) from None
+
+
 def _sweep(graph, args, policy, params, cluster, ns, roles):
     """``--seeds``: the sweep the magic's options describe."""
-    import ast
-
     from ..seeds import Setup, seeds_from, sweep
 
     try:
@@ -303,3 +337,6 @@ def _mean_return_reaches(threshold: float):
 
     reached.__doc__ = f"mean return of the last 20 episodes >= {threshold}"
     return reached
+
+
+_parser()  # the help (%%fragment?) lists the built-in policies' parameters before the magic first runs
