@@ -141,6 +141,17 @@ FACADES = {
     ("fragnb.runtime.result", "RunResult.timeline", "fragnb.ui.live"): "a run's timeline in a notebook",
     ("fragnb.runtime.pipeline", "_live", "fragnb.ui.live"): "run(progress=True): the default view, bar and dashboard",
 }
+#: A module named in a string (``importlib.import_module``, ``__import__``, ``sys.modules``) is an import no
+#: layer check sees: only the entry points may name the package's modules so, and these, each for its reason.
+#: (A test of ``"fragnb.x" in sys.modules`` alone runs and loads nothing, and is not one.)
+BY_NAME = {
+    ("fragnb.widgets.running", "Runner._ended", "fragnb.runtime.cluster.clusters"): (
+        "Stop shuts down the cluster a run started, without loading the cluster module when no run did"
+    ),
+    ("fragnb.widgets.running", "_clusters", "fragnb.runtime.cluster.clusters"): (
+        "the remote clusters a run connected to, without loading the cluster module when no run did"
+    ),
+}
 #: How an import runs, most eager first: when the importing module is imported, when one of its
 #: functions is called, or never (under ``if TYPE_CHECKING:``, for annotations).
 AT_IMPORT, IN_FUNCTION, TYPING_ONLY = "at import", "in a function", "for annotations"
@@ -214,6 +225,23 @@ def imports(files: dict[str, pathlib.Path]) -> dict[str, set[tuple[str, str, str
     return out
 
 
+def _named(node: ast.AST) -> str | None:
+    """The module that a call of ``importlib.import_module`` or ``__import__``, or a look-up in
+    ``sys.modules``, names, if that is one of the package's (``fragnb.x``, or relative: ``.x``). A name
+    built at run time counts when a string of it does (``f"fragnb.algos.{name}"``)."""
+    call = ast.unparse(node.func) if isinstance(node, ast.Call) and node.args else ""
+    if call.endswith(("import_module", "__import__")) or call.startswith("sys.modules."):
+        arg = node.args[0]  # sys.modules.get, .pop, .setdefault
+    elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.modules":
+        arg = node.slice
+    else:
+        return None
+    strings = [n.value for n in ast.walk(arg) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    if any(re.match(r"fragnb\b|\.+[A-Za-z_]", s) for s in strings):
+        return arg.value if isinstance(arg, ast.Constant) else ast.unparse(arg)
+    return None
+
+
 def _covers(entry: str, module: str) -> bool:
     return module == entry or (entry != ROOT_PACKAGE and module.startswith(entry + "."))
 
@@ -266,6 +294,28 @@ def upward_imports(root: pathlib.Path) -> list[str]:
     return problems
 
 
+def imports_by_name(root: pathlib.Path) -> list[str]:
+    """Modules of the package named in a string (see :func:`_named`) outside the entry points and
+    :data:`BY_NAME`, and uses in :data:`BY_NAME` no longer there."""
+    found = set()
+    for module, path in module_files(root).items():
+        tree = ast.parse(path.read_text())
+        holders = _holders(tree)
+        found |= {(module, holders.get(id(n), ""), t) for n in ast.walk(tree) if (t := _named(n))}
+    problems = [
+        f"{m} ({LAYERS[layer_of(m)][0]}) reaches {t} by name {f'in {f}' if f else 'at import'}: the layer "
+        "checks do not see it; import it, or list it in BY_NAME with the reason"
+        for m, f, t in sorted(found)
+        if layer_of(m) != len(LAYERS) - 1 and (m, f, t) not in BY_NAME
+    ]
+    problems += [
+        f"{m} naming {t} in {f} ({why}) is no longer there: remove it from BY_NAME"
+        for (m, f, t), why in sorted(BY_NAME.items())
+        if (m, f, t) not in found
+    ]
+    return problems
+
+
 def import_circles(root: pathlib.Path) -> list[str]:
     """Circles of imports that run (inside functions too: a circle a late import hides is still a
     circle in the design), each once, starting at its smallest module."""
@@ -296,12 +346,17 @@ def test_no_module_imports_a_later_layer_but_the_named_facades():
     assert not problems, "\n".join(problems)
 
 
+def test_no_module_but_the_entry_points_names_the_packages_modules_in_a_string():
+    problems = imports_by_name(ROOT)
+    assert not problems, "\n".join(problems)
+
+
 def test_no_import_circles():
     problems = import_circles(ROOT)
     assert not problems, "\n".join(problems)
 
 
-GUARDS = (unlayered, upward_imports, import_circles)
+GUARDS = (unlayered, upward_imports, imports_by_name, import_circles)
 
 
 def _copy(root: pathlib.Path) -> pathlib.Path:
@@ -322,7 +377,8 @@ def _edit(root: pathlib.Path, module: str, change) -> None:
 def clean(tmp_path_factory) -> dict[str, list[str]]:
     """What each guard reports on an unplanted copy of the package: what it reports on the repository (so
     nothing, once that is clean), the copy changing nothing a guard reads."""
-    reported = {guard.__name__: guard(_copy(tmp_path_factory.mktemp("clean"))) for guard in GUARDS}
+    root = _copy(tmp_path_factory.mktemp("clean"))
+    reported = {guard.__name__: guard(root) for guard in GUARDS}
     assert reported == {guard.__name__: guard(ROOT) for guard in GUARDS}
     return reported
 
@@ -387,3 +443,25 @@ def test_the_longest_entry_decides_and_the_root_names_only_itself():
     assert names[layer_of("fragnb.runtime.worker.walker")] == "execution: a worker's replicas"
     assert names[layer_of("fragnb.runtime.pipeline")] == "execution: the run and its executors"
     assert layer_of("fragnb.nowhere") is None
+
+
+def test_the_guards_find_a_planted_import_by_name(clean, tmp_path):
+    # the run's pipeline and live view, reached from capture through strings the import statements do not show
+    planted = _copy(tmp_path)
+    by_name = (
+        "\n\ndef _planted(name):\n"
+        "    import importlib\n    import sys\n\n"
+        '    importlib.import_module("fragnb.runtime.pipeline")\n'
+        '    sys.modules.get("fragnb.ui.live")\n'
+        '    return sys.modules[f"fragnb.ui.{name}"]\n'
+    )
+    _edit(planted, "graph/model.py", lambda text: text + by_name)
+    who = "fragnb.graph.model (capture) reaches"
+    why = "by name in _planted: the layer checks do not see it; import it, or list it in BY_NAME with the reason"
+    assert _planted(clean, planted) == {
+        "imports_by_name": [
+            f"{who} f'fragnb.ui.{{name}}' {why}",
+            f"{who} fragnb.runtime.pipeline {why}",
+            f"{who} fragnb.ui.live {why}",
+        ]
+    }
