@@ -111,6 +111,8 @@ def test_capture_and_policies_import_no_cluster_or_plotting_library():
 #: of the runtime (``fragnb.runtime.worker``) is a layer of its own below the run at ``fragnb.runtime``'s
 #: top. The one exception is the root: the entry ``fragnb`` names the package's own ``__init__`` alone
 #: (as a prefix it would cover every module, and a module left out of every layer would pass unseen).
+#: Every package (sub-package) is named by an entry of its own, so a new room is placed by a decision:
+#: under its parent's entry alone it would fall silently into the parent's layer.
 ROOT_PACKAGE = "fragnb"
 LAYERS = [
     ("base", ["fragnb.errors", "fragnb.text", "fragnb.streams", "fragnb.components", "fragnb.shards", "fragnb.stats"]),
@@ -253,8 +255,8 @@ def layer_of(module: str) -> int | None:
 
 
 def unlayered(root: pathlib.Path) -> list[str]:
-    """Modules no layer covers, entries listed twice (the longest match would be two layers) and entries
-    that name no module (a layer map that no longer describes the package)."""
+    """Modules no layer covers, packages no entry names, entries listed twice (the longest match would be
+    two layers) and entries that name no module (a layer map that no longer describes the package)."""
     modules = module_files(root)
     entries = [entry for _, names in LAYERS for entry in names]
     problems = [
@@ -264,6 +266,12 @@ def unlayered(root: pathlib.Path) -> list[str]:
         f"{e} is listed {entries.count(e)} times in LAYERS: a module must be in exactly one layer"
         for e in sorted(set(entries))
         if entries.count(e) > 1
+    ]
+    # a folder of modules, `__init__.py` or not (a namespace package imports as well)
+    packages = {m if path.name == "__init__.py" else m.rpartition(".")[0] for m, path in modules.items()}
+    problems += [
+        f"package {p} is named by no entry of LAYERS: list it in LAYERS (in its parent's layer, or a layer of its own)"
+        for p in sorted(packages - set(entries) - {ROOT_PACKAGE})
     ]
     problems += [f"{e} in LAYERS names no module" for e in entries if not any(_covers(e, m) for m in modules)]
     return problems
@@ -420,6 +428,19 @@ def test_the_guards_find_a_planted_module_in_no_layer(clean, tmp_path):
     (planted / "fragnb" / "stray.py").write_text('"""In no layer."""\n')
     assert _planted(clean, planted) == {
         "unlayered": ["fragnb.stray is in no layer: add it (or its package) to a layer of LAYERS"]
+    }
+
+
+def test_the_guards_find_a_planted_package_no_entry_names(clean, tmp_path):
+    # a new room of the runtime, which its parent's entry `fragnb.runtime` covers
+    planted = _copy(tmp_path)
+    (planted / "fragnb" / "runtime" / "newroom").mkdir()
+    (planted / "fragnb" / "runtime" / "newroom" / "__init__.py").write_text('"""A room no entry names."""\n')
+    assert _planted(clean, planted) == {
+        "unlayered": [
+            "package fragnb.runtime.newroom is named by no entry of LAYERS: list it in LAYERS (in its parent's "
+            "layer, or a layer of its own)"
+        ]
     }
 
 
