@@ -7,6 +7,16 @@ rewrites the cell's code with fragment timers. Pure: nothing here starts a proce
 """
 
 from .program import DrivenLoop, Program, Segment, plan
-from .script import ReplicaId, Script
 
 __all__ = ["plan", "Program", "Segment", "DrivenLoop", "Script", "ReplicaId"]
+
+
+def __getattr__(name: str):
+    """``Script`` and ``ReplicaId`` on first use: ``script`` imports the graph's model, and importing any
+    module here (``predict.model`` imports ``program``, for a placement's ``predict``) runs this file first,
+    which would close a circle back to the graph."""
+    if name not in ("Script", "ReplicaId"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import script
+
+    return getattr(script, name)

@@ -6,6 +6,17 @@ the runtime); ``calibrate`` describes a real cluster by measuring it over fragnb
 """
 
 from .model import PRESETS, Cluster, Prediction, Scaling, predict, scaling
-from .profile import Profile, profile
 
 __all__ = ["profile", "Profile", "predict", "scaling", "Prediction", "Scaling", "Cluster", "PRESETS"]
+
+
+def __getattr__(name: str):
+    """``profile`` and ``Profile`` on first use: ``profile`` runs the loop, so it imports the runtime, and
+    importing any module here (a placement's ``predict`` imports ``model``) runs this file first, which
+    would close a circle back through the runtime to the placement."""
+    if name not in ("profile", "Profile"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .profile import Profile, profile  # binds this package's `profile` to the module: the function, below
+
+    globals().update(profile=profile, Profile=Profile)
+    return globals()[name]
