@@ -326,9 +326,24 @@ def imports_by_name(root: pathlib.Path) -> list[str]:
 
 def import_circles(root: pathlib.Path) -> list[str]:
     """Circles of imports that run (inside functions too: a circle a late import hides is still a
-    circle in the design), each once, starting at its smallest module."""
-    found = imports(module_files(root))
-    graph = {m: {t for t, how, _ in sites if how != TYPING_ONLY} for m, sites in found.items()}
+    circle in the design), each once, starting at its smallest module.
+
+    Importing ``a.b.c`` runs the ``__init__`` of the packages ``a`` and ``a.b`` first, and what those import
+    at import time, save the packages the importer is itself inside (they ran before it). Such a run is a
+    node of its own, ``a.b.__init__``, whose imports are the package's at import only: importing a module
+    of a package calls none of the package's functions."""
+    files = module_files(root)
+    found = imports(files)
+    runs = {m: {t for t, how, _ in sites if how != TYPING_ONLY} for m, sites in found.items()}
+    packages = {m for m, path in files.items() if path.name == "__init__.py"}
+    runs |= {f"{p}.__init__": {t for t, how, _ in found[p] if how == AT_IMPORT} for p in packages}
+
+    def inits(importer: str, target: str) -> set[str]:  # the root is above every importer: it never shows
+        inside = importer.removesuffix(".__init__")
+        above = {target.rsplit(".", n)[0] for n in range(1, target.count(".") + 1)}
+        return {f"{p}.__init__" for p in above & packages if not (inside == p or inside.startswith(p + "."))}
+
+    graph = {m: targets | {i for t in targets for i in inits(m, t)} for m, targets in runs.items()}
     circles = set()
     for start in graph:  # the shortest path from each module back to itself
         paths, seen = [[start]], {start}
@@ -486,3 +501,31 @@ def test_the_guards_find_a_planted_import_by_name(clean, tmp_path):
             f"{who} fragnb.ui.live {why}",
         ]
     }
+
+
+def test_the_guards_find_a_planted_circle_through_a_packages_init(clean, tmp_path):
+    # a function of envs imports one module of algos; importing it runs algos/__init__.py first, which imports
+    # a module that imports the envs module back: no import statement names the package's __init__
+    planted = _copy(tmp_path)
+    (planted / "fragnb" / "envs" / "planted.py").write_text("def f():\n    from ..algos import a2c\n")
+    (planted / "fragnb" / "algos" / "planted.py").write_text("from ..envs import planted\n")
+    _edit(planted, "algos/__init__.py", lambda text: text + "\nfrom . import planted\n")
+    assert _planted(clean, planted) == {
+        "import_circles": [
+            "import circle: fragnb.algos.__init__ -> fragnb.algos.planted -> fragnb.envs.planted -> "
+            "fragnb.algos.__init__"
+        ]
+    }
+
+
+def test_the_guards_find_the_circle_plans_init_made_when_it_imported_the_script(clean, tmp_path):
+    # the real circle this modelling found: a placement's `predict` imports predict.model, which imports
+    # plan.program, which runs plan/__init__.py first; when that imported plan.script, the graph's model came back
+    planted = _copy(tmp_path)
+    _edit(planted, "plan/__init__.py", lambda text: text + "\nfrom .script import ReplicaId, Script\n")
+    found = _planted(clean, planted)
+    assert list(found) == ["import_circles"]
+    assert (
+        "import circle: fragnb.graph.model -> fragnb.policies -> fragnb.policies.placement -> fragnb.predict.model -> "
+        "fragnb.plan.__init__ -> fragnb.plan.script -> fragnb.graph.model"
+    ) in found["import_circles"]
