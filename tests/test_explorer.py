@@ -11,7 +11,7 @@ from conftest import wait_for_no_workers
 from fragnb import capture, explore, policies
 from fragnb.ui.live import dashboard
 from fragnb.widgets import Explorer
-from fragnb.widgets.explorer import _source
+from fragnb.widgets.composing import policy_source
 
 pytestmark = pytest.mark.needs_dot
 
@@ -116,7 +116,7 @@ def test_your_own_policy_is_composed_shown_as_code_and_registered(graph):
         assert placement.fragments["buffer@step"].group == "learner"
         # the code shown registers the same policy
         ns = {}
-        exec(_source(policy), ns)
+        exec(policy_source(policy), ns)
         assert policies.POLICIES["learner_side_buffer"] == policy
     finally:
         policies.POLICIES.pop("learner_side_buffer", None)

@@ -1,0 +1,153 @@
+"""The "Place and run" tab's policy controls, and the placement they show: the policy's summary, its
+drawing and the table of what crosses between processes.
+
+Each parameter's dropdown offers only the values :func:`fragnb.policies.choices` says ``place``
+accepts given the other parameters, so the explorer never offers a placement that fails.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import ipywidgets as W
+
+from fragnb import policies
+from fragnb.policies import DistributionPolicy, choices
+
+from .showing import error, size, total
+
+__all__ = ["PolicyControls", "traffic_table"]
+
+
+class PolicyControls:
+    """The policy dropdown, one dropdown per parameter of the chosen policy, and the placement they give.
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        The loop the explorer places.
+    policy : str or DistributionPolicy
+        The policy shown first.
+    params : dict
+        The user's choices, kept across policies (a policy's controls start from them).
+    place : callable
+        ``place(policy, **params)``: the placement, as the explorer labels it.
+    draw : callable
+        ``draw(placement)``: its drawing, as HTML.
+    changed : callable
+        Called (without arguments) after the user changes the policy or a parameter.
+    """
+
+    def __init__(
+        self,
+        graph,
+        policy,
+        params: dict,
+        place: Callable,
+        draw: Callable[..., str],
+        changed: Callable[[], None],
+    ):
+        self.graph = graph
+        self.params = params
+        self._place, self._draw, self._changed = place, draw, changed
+        self._quiet = False  # set while controls are rebuilt, so their events do not redraw
+        self.policy = W.Dropdown(
+            description="policy", options=sorted(policies.POLICIES), value=policies.resolve(policy).name
+        )
+        self.controls = W.HBox()
+        self.summary = W.HTML().add_class("fragnb-summary")
+        self.drawing = W.HTML().add_class("fragnb-drawing")
+        self.traffic = W.HTML().add_class("fragnb-traffic")
+        self.policy.observe(lambda _: self.policy_changed(), "value")
+
+    def select(self, policy: str, **params) -> None:
+        """Show ``policy`` with ``params`` (as the controls would)."""
+        self.params.update(params)
+        if self.policy.value == policy:
+            self.policy_changed()
+        else:
+            self.policy.value = policy
+
+    def current(self) -> tuple[DistributionPolicy, dict]:
+        """The chosen policy and the parameters the controls give it."""
+        policy = policies.resolve(self.policy.value)
+        return policy, {k: self.params[k] for k in policy.parameters if k in self.params}
+
+    def policy_changed(self) -> None:
+        """One dropdown per parameter of the chosen policy, offering what fits; then :attr:`changed`."""
+        policy = policies.resolve(self.policy.value)
+        self._quiet = True
+        try:
+            controls = []
+            for name in policy.parameters:
+                control = W.Dropdown(description=name.replace("_", " "), layout=W.Layout(width="max-content"))
+                control.observe(lambda change, name=name: self._param_changed(name, change["new"]), "value")
+                controls.append(control)
+            self.controls.children = controls
+            self._fit_controls(policy)
+        finally:
+            self._quiet = False
+        self._changed()
+
+    def _param_changed(self, name: str, value) -> None:
+        if self._quiet:
+            return
+        self.params[name] = value
+        self._quiet = True
+        try:
+            self._fit_controls(policies.resolve(self.policy.value))  # e.g. srl: the rings that fit these actors
+        finally:
+            self._quiet = False
+        self._changed()
+
+    def _fit_controls(self, policy: DistributionPolicy) -> None:
+        """Offer each parameter the values ``place`` accepts given the others; keep the user's where it fits."""
+        for control, name in zip(self.controls.children, policy.parameters):
+            others = {k: v for k, v in self.current()[1].items() if k != name}
+            fits = choices(self.graph, policy, name, **others) or [policy.parameters[name]]
+            value = self.params.get(name, policy.parameters[name])
+            control.options = fits
+            control.value = value if value in fits else fits[0]
+            self.params[name] = control.value
+
+    def show(self):
+        """Show the chosen placement: the policy's summary, its drawing and its traffic.
+
+        Returns
+        -------
+        Placement or None
+            The placement shown; None where the policy cannot place this loop (its drawing says why).
+        """
+        policy, params = self.current()
+        lines = [
+            f"<b>{html.escape(policy.name)}</b> mirrors {html.escape(policy.mirrors)}: {html.escape(policy.description)}."
+        ]
+        if policy.tradeoff:
+            lines.append(f"<span class='fragnb-tradeoff'>Trade-off: {html.escape(policy.tradeoff)}.</span>")
+        self.summary.value = "<br>".join(lines)
+        try:
+            placement = self._place(policy, **params)
+        except ValueError as e:  # a policy that cannot place this loop: say why
+            self.drawing.value = error(e)
+            self.traffic.value = ""
+            return None
+        self.drawing.value = self._draw(placement)
+        self.traffic.value = traffic_table(placement)
+        return placement
+
+
+def traffic_table(placement) -> str:
+    """The edges that cross between worker groups, with their operator and bytes per iteration."""
+    rows = [
+        f"<tr><td>{html.escape(e.src)} &rarr; {html.escape(e.dst)}</td><td>{html.escape(e.operator)}</td>"
+        f"<td>{html.escape(placement.graph.describe(e.variables))}</td><td class='fragnb-bytes'>{size(n)}</td></tr>"
+        for e, n in placement.traffic()
+    ]
+    if not rows:
+        return "<p>Nothing crosses between processes: every edge is a local reference.</p>"
+    rows.append(
+        f"<tr><th colspan='3'>predicted per iteration</th><th class='fragnb-bytes'>{size(total(placement))}</th></tr>"
+    )
+    collectives = "".join(f"<p>+ {html.escape(c)}</p>" for c in placement.policy.collectives)
+    return f"<table><tr><th>edge</th><th>becomes</th><th>values</th><th>bytes/iteration</th></tr>{''.join(rows)}</table>{collectives}"
