@@ -596,7 +596,14 @@ def test_the_embedded_cluster_refuses_clients_without_its_certificates(canonical
         assert done.returncode != 0 and "CONNECTED" not in done.stdout, what
 
 
-def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canonical, ppo_ns):
+@pytest.mark.parametrize(
+    "check, says",
+    [
+        (True, "cannot be copied"),  # the safety net copies the objects first
+        (False, "cannot be sent to the workers of group 'actors'"),  # without it, packing them for the workers
+    ],
+)
+def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canonical, ppo_ns, check, says):
     import threading
 
     from fragnb import FragmentError
@@ -606,10 +613,9 @@ def test_a_component_that_cannot_travel_is_named_before_any_worker_starts(canoni
     ns["buffer"].lock = threading.Lock()  # a lock cannot be pickled
     with pytest.raises(
         FragmentError,
-        match=r"`buffer` \(RolloutBuffer\) cannot be sent to the workers of group 'actors': "
-        r"`buffer.lock` \(a lock: TypeError: cannot pickle '_thread.lock' object\)",
+        match=rf"`buffer` \(RolloutBuffer\) {says}: `buffer.lock` \(a lock: TypeError: cannot pickle '_thread.lock' object\)",
     ) as info:
-        run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False)
+        run(capture(canonical.body, ns, name="ppo"), "coarse", actors=2, progress=False, plot=False, check=check)
     assert "buffer.add(" in str(info.value) and info.value.lineno is not None
     assert not worker_processes() and "local" not in clusters._EMBEDDED
 

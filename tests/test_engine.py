@@ -374,3 +374,15 @@ def test_a_learner_samples_ahead_of_insertion_only_within_the_bound():
     assert d.may_sample_ahead(sampled=640, inserted=160, next_samples=640, samples_per_insert=8)  # 1280 <= 1280
     assert not d.may_sample_ahead(sampled=641, inserted=160, next_samples=640, samples_per_insert=8)
     assert not d.may_sample_ahead(sampled=0, inserted=0, next_samples=1, samples_per_insert=100)
+
+
+def test_every_way_of_running_a_cell_declares_the_driver_that_instrumented_code_calls():
+    from fragnb.plan.instrument import Driver
+    from fragnb.runtime.draws import Watching
+    from fragnb.runtime.local import Dry, _Driver
+    from fragnb.runtime.measure import _DrySizes
+    from fragnb.runtime.worker.replica import Replica
+
+    for driver in (_Driver, Dry, _DrySizes, Watching, Replica):
+        assert Driver in driver.__mro__, driver
+        assert all(callable(getattr(driver, m)) for m in ("timer", "iterate", "done", "stepped"))

@@ -127,6 +127,9 @@ def test_cleanrl_with_its_sampling_line_on_streams_is_exact_under_two_replicas(p
     compare_namespaces(plain, ns, loop.cell)
     # the streams the agent's method drew from came back advanced, each replica's environments from it
     assert torch.equal(ns["streams"].counters, plain["streams"].counters) and int(ns["streams"].counters[0]) > 0
+    # and the notebook's class still reads the notebook's globals (the safety net's threads once left the
+    # methods of the payload's copy on it: a next run would not have found `streams`)
+    assert type(ns["agent"]).get_action_and_value.__globals__ is ns
 
 
 def test_a_vector_env_shard_seeds_and_steps_as_its_environments_do_in_the_whole_batch():

@@ -7,11 +7,39 @@ rewritten here; it calls the one name fragnb puts in a namespace while it runs, 
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
-__all__ = ["DRIVER", "instrument", "compile_cell", "remember_source", "plain_env_steps"]
+__all__ = ["DRIVER", "Driver", "instrument", "compile_cell", "remember_source", "plain_env_steps"]
 
 DRIVER = "__fragnb_run__"  # the one name fragnb puts in a namespace, only while code of a run executes
+
+
+class Driver(Protocol):
+    """What code instrumented here calls on ``DRIVER``: every way of running a cell declares it (the
+    notebook's ``single`` run, the dry runs on copies, the safety net's watcher, a replica).
+
+    Each method is called only where :func:`instrument` was asked for it, and does by default what
+    plain Python would: nothing around the code (``timer``), the loop's own values (``iterate``, the
+    first top-level loop with ``hook_loop``), nothing after a statement (``done``, with ``trace``) or a
+    plain vector environment's step (``stepped``, with ``steps``).
+    """
+
+    def timer(self, name: str) -> contextlib.AbstractContextManager:
+        """Around each run of statements of fragment ``name``."""
+        return contextlib.nullcontext()
+
+    def iterate(self, iterable: Iterable) -> Iterator:
+        """The iteration loop's values, one per iteration."""
+        yield from iterable
+
+    def done(self, index: int) -> None:
+        """After the graph's statement ``index``."""
+
+    def stepped(self, n: int) -> None:
+        """After a statement that stepped ``n`` environments of a plain (Gymnasium) vector environment."""
 
 
 def instrument(

@@ -25,38 +25,82 @@ if TYPE_CHECKING:
 __all__ = ["Segment", "DrivenLoop", "Program", "plan", "replaced", "segments_of", "header_names", "graph_writes"]
 
 
-@dataclass
+class Table(dict):
+    """A dict that cannot change once built: a plan's tables (it pickles, and copies, as a dict does)."""
+
+    def _frozen(self, *args, **kwargs):
+        raise TypeError("a planned Program cannot change: plan another (fragnb.plan.program.replaced)")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _frozen
+
+    def __reduce__(self):
+        return (Table, (dict(self),))
+
+
+@dataclass(frozen=True)
 class Segment:
     """Consecutive statements of one worker group, executed by each of its replicas."""
 
     index: int
     group: str
-    nodes: list[ast.stmt] = field(repr=False)
-    reads: set[str] = field(default_factory=set)
-    writes: set[str] = field(default_factory=set)
-    exports: set[str] = field(default_factory=set)  # writes that statements of other groups read
-    components: set[str] = field(default_factory=set)
-    statements: set[int] = field(default_factory=set)  # indices of the graph's statements it holds
+    nodes: tuple[ast.stmt, ...] = field(repr=False)
+    reads: frozenset[str] = frozenset()
+    writes: frozenset[str] = frozenset()
+    exports: frozenset[str] = frozenset()  # writes that statements of other groups read
+    components: frozenset[str] = frozenset()
+    statements: frozenset[int] = frozenset()  # indices of the graph's statements it holds
     module: ast.Module = field(default=None, repr=False)  # instrumented; shipped as AST, compiled where it runs
-    records: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> variables it records for a later group
-    replays: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> variables it replays from them
+    records: Table = field(default_factory=Table)  # key -> variables it records for a later group
+    replays: Table = field(default_factory=Table)  # key -> variables it replays from them
     #: ``samples_per_insert`` (async): the learner's segment without what takes the actors' trajectories,
     #: run in an iteration that samples the replay buffer alone (:func:`fragnb.plan.decoupled.sample_ahead`).
     ahead: ast.Module | None = field(default=None, repr=False)
 
 
 @dataclass
+class _Draft:
+    """A segment while :func:`plan` builds it (the same fields, changeable); frozen into a Segment at the end."""
+
+    index: int
+    group: str
+    nodes: list[ast.stmt] = field(repr=False)
+    reads: set[str] = field(default_factory=set)
+    writes: set[str] = field(default_factory=set)
+    exports: set[str] = field(default_factory=set)
+    components: set[str] = field(default_factory=set)
+    statements: set[int] = field(default_factory=set)
+    module: ast.Module = field(default=None, repr=False)
+    records: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    replays: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def frozen(self) -> Segment:
+        return Segment(
+            self.index,
+            self.group,
+            tuple(self.nodes),
+            frozenset(self.reads),
+            frozenset(self.writes),
+            frozenset(self.exports),
+            frozenset(self.components),
+            frozenset(self.statements),
+            self.module,
+            Table(self.records),
+            Table(self.replays),
+        )
+
+
+@dataclass(frozen=True)
 class DrivenLoop:
     """A loop the driver iterates itself: the iteration loop, and loops whose groups depend on
     each other step by step (``fine``: observations one way, actions back)."""
 
     node: ast.For = field(repr=False)
-    body: list  # of Segment | DrivenLoop
+    body: tuple  # of Segment | DrivenLoop
 
 
-@dataclass
+@dataclass(frozen=True)
 class Program:
-    """A placement as the driver runs it.
+    """A placement as the driver runs it; frozen, as the Script that holds it.
 
     ``kinds`` says how each variable's values combine across replicas: ``"sharded"`` (computed from
     the environments a replica holds: concatenated along the environment axis) or
@@ -64,11 +108,11 @@ class Program:
     replica, checked). ``origin`` names the cell line that assigns a variable, for messages.
     ``axes`` gives the environment axis of sharded storage that is not the leading one."""
 
-    items: list
-    segments: list[Segment]
-    kinds: dict[str, str]
-    origin: dict[str, str]
-    axes: dict[str, int] = field(default_factory=dict)
+    items: tuple
+    segments: tuple[Segment, ...]
+    kinds: Table
+    origin: Table
+    axes: Table = field(default_factory=Table)
 
 
 def plan(placement: Placement) -> Program:
@@ -94,8 +138,8 @@ def plan(placement: Placement) -> Program:
         return {group_of[stmt_of[id(n)].index] for n in _leaves(node)}
 
     def add(items: list, group: str, node: ast.stmt) -> None:
-        if not items or not isinstance(items[-1], Segment) or items[-1].group != group:
-            segments.append(Segment(len(segments), group, []))
+        if not items or not isinstance(items[-1], _Draft) or items[-1].group != group:
+            segments.append(_Draft(len(segments), group, []))
             items.append(segments[-1])
         items[-1].nodes.append(node)
 
@@ -149,17 +193,32 @@ def plan(placement: Placement) -> Program:
         seg.exports = {v for v in seg.writes if any(v in other.reads for other in segments if other.group != seg.group)}
         seg.exports |= set(seg.records)
     kinds = _kinds(graph)
-    return Program(items, segments, kinds, _origins(graph), _env_axes(graph, kinds))
+    frozen = {id(seg): seg.frozen() for seg in segments}
+
+    def freeze(items: list) -> tuple:
+        return tuple(DrivenLoop(i.node, freeze(i.body)) if isinstance(i, DrivenLoop) else frozen[id(i)] for i in items)
+
+    return Program(
+        freeze(items),
+        tuple(frozen[id(seg)] for seg in segments),
+        Table(kinds),
+        Table(_origins(graph)),
+        Table(_env_axes(graph, kinds)),
+    )
 
 
 def replaced(program: Program, segments: dict[int, Segment]) -> Program:
     """``program`` with the segments of those indices in place of its own, its loops rebuilt to hold them:
     a plan is changed by building another, never in place (a Script holds it, and its payloads)."""
 
-    def items(body: list) -> list:
-        return [segments.get(i.index, i) if isinstance(i, Segment) else replace(i, body=items(i.body)) for i in body]
+    def items(body: tuple) -> tuple:
+        return tuple(
+            segments.get(i.index, i) if isinstance(i, Segment) else replace(i, body=items(i.body)) for i in body
+        )
 
-    return replace(program, items=items(program.items), segments=[segments.get(s.index, s) for s in program.segments])
+    return replace(
+        program, items=items(program.items), segments=tuple(segments.get(s.index, s) for s in program.segments)
+    )
 
 
 def _refuse_jumps(loop: ast.For, top: bool, groups_in, graph: FragmentGraph) -> None:
@@ -217,13 +276,12 @@ def _regroup(items: list, ns: dict) -> list:
     out: list = []
     for item in items:
         if isinstance(item, DrivenLoop):
-            item.body = _regroup(item.body, ns)
-            out.append(item)
+            out.append(DrivenLoop(item.node, _regroup(item.body, ns)))
             continue
         j = len(out) - 1
-        while j >= 0 and isinstance(out[j], Segment) and out[j].group != item.group and _independent(out[j], item, ns):
+        while j >= 0 and isinstance(out[j], _Draft) and out[j].group != item.group and _independent(out[j], item, ns):
             j -= 1
-        if j >= 0 and isinstance(out[j], Segment) and out[j].group == item.group:
+        if j >= 0 and isinstance(out[j], _Draft) and out[j].group == item.group:
             into = out[j]
             into.nodes += item.nodes
             into.reads |= item.reads

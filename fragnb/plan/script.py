@@ -19,7 +19,7 @@ from ..graph.model import cell_filename
 from ..policies.modes import Lockstep, Mode
 from .decoupled import refuse, sample_ahead
 from .keys import WeightsKey, weights_key
-from .program import DrivenLoop, Program, Segment, graph_writes, plan, segments_of
+from .program import DrivenLoop, Program, Segment, Table, graph_writes, plan, segments_of
 
 if TYPE_CHECKING:
     from ..policies import Placement
@@ -123,17 +123,18 @@ class Preflight:
 
 @dataclass(frozen=True)
 class Script:
-    """What every replica of a run walks; pickled once and sent to each. Built by :meth:`of`."""
+    """What every replica of a run walks; pickled once and sent to each. Built by :meth:`of`, frozen all
+    the way down (its tables are :class:`~fragnb.plan.program.Table`): another plan is another Script."""
 
     name: str
     program: Program
-    groups: dict[str, int]  # group -> replica count
-    weights: list[Weights]
+    groups: Table  # group -> replica count
+    weights: tuple[Weights, ...]
     num_envs: int | None
-    stop_flags: list[str]
+    stop_flags: tuple[str, ...]
     strict: bool  # values that cannot be combined are an error (else replica 0's is taken)
     limit: int | None = None  # iterations of the iteration loop to run (the safety net runs one or two)
-    variables: list[str] = field(default_factory=list)  # what the cell assigns: sent back at the end
+    variables: tuple[str, ...] = ()  # what the cell assigns: sent back at the end
     #: A stop condition checked after every iteration: ``until(curve, iterations, env_steps)`` with the
     #: curve as (env steps, return) per finished episode, in plain Python's order.
     until: Callable[[list, int, int], bool] | None = None
@@ -165,7 +166,7 @@ class Script:
     drawing: frozenset[int] | None = None
     #: Shapes of the cell's tensor variables in plain Python, as the safety net saw them: which axis
     #: replicas' parts of one join along (fragnb.runtime.worker.edges.env_axis). Empty with --no-check.
-    shapes: dict[str, tuple] = field(default_factory=dict)
+    shapes: Table = field(default_factory=Table)
     #: Whole-cell policies: the notebook globals that functions the cell calls reach (the DQN tutorial's
     #: ``optimize_model`` steps ``optimizer``, ``select_action`` counts ``steps_done``): they travel, the
     #: functions run on the replica's namespace, and they come back as plain Python leaves them.
@@ -211,13 +212,13 @@ class Script:
         return cls(
             name=graph.name,
             program=program,
-            groups={g: n for g, (n, _) in placement.groups.items()},
-            weights=_shared_weights(placement, program.segments),
+            groups=Table({g: n for g, (n, _) in placement.groups.items()}),
+            weights=tuple(_shared_weights(placement, program.segments)),
             num_envs=num_envs,
-            stop_flags=list(graph.stop_flags),
+            stop_flags=tuple(graph.stop_flags),
             strict=placement.exact and mode.in_step and not start.statistical,
             limit=limit,
-            variables=sorted(graph_writes(graph)),
+            variables=tuple(sorted(graph_writes(graph))),
             until=until,
             leader=str(ReplicaId(last, 0)),
             mode=mode,
@@ -234,7 +235,7 @@ class Script:
             rng_group=start.group,
             rng=start.states,
             drawing=drawing,
-            shapes=dict(preflight.shapes),
+            shapes=Table(preflight.shapes),
             function_globals=() if mode.splits else function_globals(graph),
         )
 

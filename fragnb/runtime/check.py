@@ -29,6 +29,7 @@ from .local import aside, copies, exec_cell, run_plain
 from .threads import InThreads
 from .worker.edges import vector_info
 from .worker.generators import restore, states
+from .worker.travel import classes_kept
 
 if TYPE_CHECKING:
     from ..policies import Placement
@@ -127,7 +128,7 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
             run_plain(graph, plain, iterations)
         restore(saved)
         for name, counters in kept.items():  # and so are the streams the plain side drew from through them
-            shared[name].counters = counters
+            shared[name].counters = counters.clone()
         shapes = {
             v: tuple(plain[v].shape)
             for v in script.variables
@@ -135,11 +136,17 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
         }
         # the replicas join their tensors as plain Python's shapes say
         try:
-            InThreads().execute(job.walking(dataclasses.replace(script, shapes=shapes)))
+            with classes_kept(graph.namespace):
+                InThreads().execute(job.walking(dataclasses.replace(script, shapes=shapes)))
         except FragmentError:
             raise
         except Exception as e:  # plain Python ran these iterations: the placement is the cause
             raise _raises(placement, iterations, e) from e
+        finally:
+            # replicas that are threads here run the notebook's own classes (cloudpickle hands back the class
+            # it pickled), whose methods draw from the notebook's streams: the run packs those after the net
+            for name, counters in kept.items():
+                shared[name].counters = counters.clone()
     # what depends on the draws of a statistical run, or on a clock, is compared by its structure only
     loose = reached_from(graph, clock_reads(graph) | (set() if draws.exact(placement) else set(draws.statements)))
     compared = sorted(graph_writes(graph)) + sorted(graph.components)

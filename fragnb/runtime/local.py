@@ -21,7 +21,7 @@ import torch
 
 from ..components import Env
 from ..errors import FragmentError
-from ..plan.instrument import DRIVER, compile_cell, instrument, plain_env_steps
+from ..plan.instrument import DRIVER, Driver, compile_cell, instrument, plain_env_steps
 from ..shards import faithful_copies
 from .result import RunResult
 from .worker.generators import generators
@@ -135,14 +135,11 @@ def _tensors_with_graphs(values: dict) -> list:
     return found
 
 
-class Dry:
+class Dry(Driver):
     """Driver of a dry run: no timing, the first ``iterations`` iterations only."""
 
     def __init__(self, graph, ns: dict, iterations: int = 1):
         self.graph, self.ns, self.iterations = graph, ns, iterations
-
-    def timer(self, name: str):
-        return contextlib.nullcontext()
 
     def iterate(self, iterable):
         for item in itertools.islice(iterable, self.iterations):
@@ -150,16 +147,13 @@ class Dry:
                 return
             yield item
 
-    def done(self, index: int) -> None:
-        pass
-
 
 def run_plain(graph, ns: dict, iterations: int) -> None:
     """Run the cell's first ``iterations`` iterations as plain Python in ``ns``."""
     exec_cell(graph, ns, Dry(graph, ns, iterations))
 
 
-class _Driver:
+class _Driver(Driver):
     """What the instrumented cell calls in a ``single`` run: fragment timers and the iteration hook."""
 
     def __init__(self, graph, ns: dict, live, until=None, stop: threading.Event | None = None):

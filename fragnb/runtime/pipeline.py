@@ -22,6 +22,7 @@ from .job import Job
 from .local import InNotebook
 from .result import RunResult
 from .worker.generators import states
+from .worker.travel import classes_kept
 
 __all__ = ["run", "run_placement", "preflight", "CHECKPOINT_EVERY", "CHECKPOINT_SHARE"]
 
@@ -202,7 +203,7 @@ def _distributed(
     mode = placement.policy.mode
     if mode.fused:
         for note in placement.notes:
-            print(f"fragnb: {mode.name}: {note}", file=sys.stderr)
+            print(f"fragnb: {placement.policy.name}: {note}", file=sys.stderr)
         if cluster is None and any(device == "cuda" for _, device in placement.groups.values()):
             cluster = "cuda"  # one worker per GPU: each replica on a device of its own
     before = preflight(placement, check, exact)
@@ -211,7 +212,8 @@ def _distributed(
     )  # the run's one plan
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event(), before)
     job.payloads  # noqa: B018 -- what cannot travel fails here, before any worker
-    return OnDask(cluster, dashboard, restarts).execute(job)
+    with classes_kept(job.namespace):  # what comes back is unpickled here
+        return OnDask(cluster, dashboard, restarts).execute(job)
 
 
 def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import distributed
 
 from ...components import Component, Env, Learner, modules_of
-from ...plan.instrument import remember_source
+from ...plan.instrument import Driver, remember_source
 from ...plan.script import ReplicaId
 from ...shards import faithful_copies, reseed, shard
 from ...streams import serving
@@ -67,7 +67,7 @@ _REPLICAS: dict[tuple[str, str, int], Replica] = {}  # (run id, group, replica i
 
 # -- the replica --------------------------------------------------------------------------------
 @dataclass
-class Replica:
+class Replica(Driver):
     """One replica's namespace, code and bookkeeping, living in a worker process."""
 
     group: str

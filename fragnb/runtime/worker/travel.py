@@ -8,6 +8,7 @@ the part that fails on its own, so an error can say ``learner.log.lock`` or
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
 import types
@@ -145,3 +146,26 @@ def refuse_unreturnable(finals: dict[str, Finals], origin: dict[str, str]) -> No
                     "sockets out of them, or run under 'single'",
                     origin.get(var, ""),
                 )
+
+
+@contextlib.contextmanager
+def classes_kept(ns: dict):
+    """Keep the methods of the classes the notebook ``ns`` defined as they are while this process
+    unpickles what replicas hold (a safety net's threads, the values a run sends back): unpickling in
+    the process that pickled them hands back the notebook's own class (cloudpickle tracks it) and sets
+    on it the methods it carried, whose globals are a copy, not the notebook. Left so, the notebook's
+    ``Agent.get_action_and_value`` would read another ``streams`` than the notebook's, and a next run
+    would not find that it draws from it."""
+    kept = {
+        cls: {k: v for k, v in vars(cls).items() if isinstance(v, types.FunctionType)}
+        for v in list(ns.values())
+        for cls in (v.__mro__ if isinstance(v, type) else type(v).__mro__)
+        if any(getattr(f, "__globals__", None) is ns for f in vars(cls).values())
+    }
+    try:
+        yield
+    finally:
+        for cls, methods in kept.items():
+            for name, fn in methods.items():
+                if vars(cls).get(name) is not fn:
+                    setattr(cls, name, fn)
