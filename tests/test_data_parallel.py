@@ -341,3 +341,38 @@ def test_a_replicas_draws_follow_the_runs_seed():
     first, again, other = _replica_draws(1234), _replica_draws(1234), _replica_draws(99)
     assert first == again  # the same seed: the same numbers
     assert first != other  # another seed: other numbers
+
+
+# -- the placement is the program: a transfer's operator is what the run does ---------------------------------
+def test_a_transfers_operator_is_what_the_drawing_shows_and_what_the_run_does():
+    from fragnb.runtime.pipeline import run_placement
+
+    loop = FIELD_BY_NAME["vector_reinforce"]
+
+    def run(averaging: bool) -> tuple[list, list, str]:
+        ns, cell = _with_checksums(loop)
+        placement = fragnb.capture(cell, ns, name=loop.name).place("data_parallel", replicas=2)
+        assert [str(t) for t in placement.transfers] == ["replicas: all-reduce (gradients)"]
+        if not averaging:  # each replica keeps its own gradients: two independent copies side by side
+            placement = placement.with_operator("replicas", "replicas", "gradients", "local")
+        assert Script.of(placement).transfers == placement.transfers  # the Script carries what is drawn
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # merge: the replicas' networks differ
+            result = run_placement(placement, progress=False, plot=False)
+        first, second = (result.replica_values[r]["sums"] for r in ("replicas[0]", "replicas[1]"))
+        return first, second, placement.render().source
+
+    first, second, drawn = run(averaging=True)
+    assert first == second and "gradients averaged" in drawn
+    first, second, drawn = run(averaging=False)
+    assert first[0] == second[0] and first[1:] != second[1:]  # the same start, then each its own updates
+    assert "gradients averaged" not in drawn
+
+
+def test_an_operator_the_mode_cannot_run_is_refused_naming_those_it_can(canonical, ppo_ns):
+    placement = fragnb.capture(canonical.body, ppo_ns()).place("coarse", actors=2)
+    weights = next(t for t in placement.transfers if t.kind == "state")
+    with pytest.raises(ValueError, match=r"moves it by one of \['broadcast'\], not 'versioned pull'"):
+        placement.with_operator(weights.src, weights.dst, "state", "versioned pull")
+    with pytest.raises(ValueError, match="no transfer 'learner' -> 'nowhere'"):
+        placement.with_operator("learner", "nowhere", "state", "broadcast")

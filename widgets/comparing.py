@@ -105,7 +105,7 @@ def _facts(p, guess) -> dict[str, str]:
     groups = ", ".join(f"{g} x{n}" for g, (n, _) in p.groups.items())
     processes = sum(n // p.colocated.get(g, 1) for g, (n, _) in p.groups.items())
     operators = sorted({e.operator for e, _ in p.traffic()})
-    extra = " + all-reduce" if p.policy.mode.averages else ""
+    extra = " + all-reduce" if p.averaged else ""
     return {
         "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items()) or "none",
         "worker groups": groups,

@@ -17,6 +17,7 @@ from .. import shards
 from ..components import role_of
 from ..graph.model import cell_filename
 from ..policies.modes import Lockstep, Mode
+from ..policies.transfers import Transfer
 from .decoupled import refuse, sample_ahead
 from .keys import WeightsKey, weights_key
 from .program import DrivenLoop, Program, Segment, Table, graph_writes, plan, segments_of
@@ -141,8 +142,11 @@ class Script:
     #: The replica that decides after each iteration whether the run ends: the first of the group
     #: whose segment ends the iteration (a learner), so the others hear it with what they wait for anyway.
     leader: str = ""
-    #: How the replicas run together (:mod:`fragnb.policies.modes`): its walker, what it splits, keeps, averages.
+    #: How the replicas run together (:mod:`fragnb.policies.modes`): its walker, what it splits and keeps.
     mode: Mode = Lockstep()
+    #: What crosses between groups, and by which operator (:mod:`fragnb.policies.transfers`): the
+    #: placement's, as drawn; the groups with an all-reduce average their gradients.
+    transfers: tuple[Transfer, ...] = ()
     max_staleness: int = 0
     #: async: the most samples drawn per transition inserted; the learner samples its replay buffer
     #: (``replay``) ahead of the actors within it, and keeps every trajectory (None: one per actor slot).
@@ -222,6 +226,7 @@ class Script:
             until=until,
             leader=str(ReplicaId(last, 0)),
             mode=mode,
+            transfers=placement.transfers,
             max_staleness=placement.params.get("max_staleness", 0),
             samples_per_insert=placement.params.get("samples_per_insert"),
             replay=replay,

@@ -8,12 +8,14 @@ from ..text import human
 from . import builtin  # noqa: F401  registers the built-in policies
 from .placement import EdgePlacement, FragmentPlacement, Placement, choices, place
 from .policy import POLICIES, ROLES, DistributionPolicy, register, resolve
+from .transfers import Transfer
 
 __all__ = [
     "DistributionPolicy",
     "Placement",
     "FragmentPlacement",
     "EdgePlacement",
+    "Transfer",
     "POLICIES",
     "ROLES",
     "register",

@@ -94,6 +94,15 @@ class Mode:
             return "broadcast" if kind == "state" else "scatter"
         return "exchange"
 
+    def operators(self, kind: str, operator: str) -> tuple[str, ...]:
+        """The operators this mode's replicas can move a transfer of ``kind`` with, where the mode
+        chose ``operator``: the replicas of a group that averages its gradients may keep their own
+        instead (``"local"``: independent copies, as seeds side by side); other transfers move as the
+        mode routes them."""
+        if kind == "gradients":
+            return ("all-reduce", "local")
+        return (operator,)
+
     def unchecked(self, exact: bool) -> str:
         """The guarantee of a run whose values nothing compared with plain Python's."""
         return "unchecked" if self.checked(exact) else "data-parallel"

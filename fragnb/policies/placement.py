@@ -15,6 +15,7 @@ from ..errors import FragmentError
 from ..shards import num_envs, shardwise
 from ..text import human, workers
 from .policy import DistributionPolicy, resolve
+from .transfers import Transfer, averaged, transfers_of
 
 if TYPE_CHECKING:
     from ..graph import Edge, FragmentGraph
@@ -77,6 +78,9 @@ class Placement:
     notes: list[str] = field(default_factory=list)
     #: Groups whose replicas run as threads of one worker process, that many per process (srl's ring).
     colocated: dict[str, int] = field(default_factory=dict)
+    #: What crosses between groups as the run moves it: the edges by group pair and kind, and the
+    #: gradients a group averages (:mod:`fragnb.policies.transfers`); the Script carries them.
+    transfers: tuple[Transfer, ...] = ()
 
     @property
     def home(self) -> str:
@@ -111,6 +115,37 @@ class Placement:
                 (e, None if size is None else size * (self.fragments[e.dst].replicas if e.operator in whole else 1))
             )
         return moved
+
+    @property
+    def averaged(self) -> list[str]:
+        """The groups whose replicas average their gradients (an all-reduce transfer)."""
+        return averaged(self.transfers)
+
+    def with_operator(self, src: str, dst: str, kind: str, operator: str) -> Placement:
+        """This placement with the transfer from group ``src`` to ``dst`` of ``kind`` moved by
+        ``operator`` (and its edges drawn so): one the policy's mode can run
+        (:meth:`~fragnb.policies.modes.Mode.operators`), else ValueError listing them. E.g.
+        ``p.with_operator("replicas", "replicas", "gradients", "local")``: ``data_parallel``'s replicas
+        keep their own gradients, independent copies side by side."""
+        found = next((t for t in self.transfers if t.key == (src, dst, kind)), None)
+        if found is None:
+            raise ValueError(
+                f"no transfer {src!r} -> {dst!r} of {kind!r} in this placement; it has "
+                + (", ".join(f"{t.src!r} -> {t.dst!r} ({t.kind})" for t in self.transfers) or "none")
+            )
+        valid = self.policy.mode.operators(kind, found.operator)
+        if operator not in valid:
+            raise ValueError(f"{found}: policy {self.policy.name!r} moves it by one of {list(valid)}, not {operator!r}")
+        crosses = (
+            {f for f, p in self.fragments.items() if p.group == src},
+            {f for f, p in self.fragments.items() if p.group == dst},
+        )
+        edges = [
+            replace(e, operator=operator) if e.src in crosses[0] and e.dst in crosses[1] and e.kind == kind else e
+            for e in self.edges
+        ]
+        transfers = tuple(replace(t, operator=operator) if t is found else t for t in self.transfers)
+        return replace(self, edges=edges, transfers=transfers)
 
     def measured(self, sizes: Mapping[tuple[str, str, str], int]) -> Placement:
         """This placement with each edge labelled with its bytes per iteration: ``sizes`` as
@@ -258,7 +293,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     elif max(counts.values()) > 1:
         _check_an_optimiser(graph, policy)
     edges = [_operator(policy, e, fragments[e.src], fragments[e.dst]) for e in graph.edges]
-    return Placement(graph, policy, params, fragments, edges, notes, colocated)
+    return Placement(graph, policy, params, fragments, edges, notes, colocated, transfers_of(policy, edges, fragments))
 
 
 _LEAST = {"ring": 1}  # the smallest value of an integer option (others: 0)

@@ -429,7 +429,7 @@ class _Model:
         """Seconds per iteration the replicas' all-reduces take: one per optimizer step (a whole-cell
         replica's two: how many step, then the gradients)."""
         n = max(self.count.values())
-        if n < 2 or not self.placement.policy.mode.averages:
+        if n < 2 or not self.placement.averaged:
             return 0.0
         c = self.cluster
         rounds = self.profile.updates * (1 if self.placement.policy.mode.splits else 2)

@@ -104,7 +104,9 @@ def render_placement(placement: Placement) -> graphviz.Digraph:
             penwidth="2" if crossing else "1",
             color="#b2182b" if crossing else "#7f7f7f",
         )
-    for i, note in enumerate([*placement.policy.collectives, *placement.notes]):
+    # the policy's words for its all-reduce, where the placement's transfers average gradients
+    collectives = placement.policy.collectives if placement.averaged else ()
+    for i, note in enumerate([*collectives, *placement.notes]):
         dot.node(f"note_{i}", note, shape="note", style="", fontsize="9")
     return dot
 
