@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from ..errors import FragmentError
 from .instrument import DRIVER
-from .program import DrivenLoop, Program, header_names, replaced, segments_of
+from .segments import DrivenLoop, Program, header_names, replaced, segments_of
 
 __all__ = ["refuse", "sample_ahead"]
 

@@ -20,7 +20,8 @@ from ..policies.modes import Lockstep, Mode
 from ..policies.transfers import Transfer
 from .decoupled import refuse, sample_ahead
 from .keys import WeightsKey, weights_key
-from .program import DrivenLoop, Program, Segment, Table, graph_writes, plan, segments_of
+from .program import graph_writes, plan
+from .segments import DrivenLoop, Program, Segment, Table, segments_of
 
 if TYPE_CHECKING:
     from ..policies import Placement
