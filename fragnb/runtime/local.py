@@ -25,6 +25,7 @@ from ..plan.instrument import DRIVER, Driver, compile_cell, instrument, plain_en
 from ..shards import faithful_copies
 from .result import RunResult
 from .worker.generators import generators
+from .worker.ledger import Ledger
 from .worker.stops import Interrupts, condition_held, interrupted, own_condition
 from .worker.timing import Timer
 from .worker.travel import blocker, bound_to, described
@@ -160,10 +161,8 @@ class _Driver(Driver):
         self.graph, self.ns, self.live, self.until = graph, ns, live, until
         self.stopped = ""
         self.interrupted = stop or threading.Event()  # Ctrl-C or the explorer's Stop: end after the current iteration
-        self.envs = [ns[c] for c, role in graph.components.items() if role == "env" and isinstance(ns[c], Env)]
-        self.seen = [len(e.episodes) for e in self.envs]
-        self.steps0 = [e.env_steps for e in self.envs]
-        self.plain_steps = 0  # steps of plain Gymnasium environments (stepped() counts them)
+        self.envs = {c: ns[c] for c, role in graph.components.items() if role == "env" and isinstance(ns[c], Env)}
+        self.ledger = Ledger.start(self.envs)  # the notebook's one batch: the whole batch plain Python steps
         self.seconds = {f.name: 0.0 for f in graph.fragments}
         self.intervals: list = []
         self.timers = {name: Timer(self.seconds, name, self.intervals) for name in self.seconds}
@@ -196,18 +195,14 @@ class _Driver(Driver):
                 break
 
     def stepped(self, n: int) -> None:
-        self.plain_steps += n
+        self.ledger.stepped(n)
 
     def env_steps(self) -> int:
-        return sum(e.env_steps - s for e, s in zip(self.envs, self.steps0)) + self.plain_steps
+        return self.ledger.env_steps(self.envs)
 
     def collect(self) -> list[tuple[int, float, float]]:
         """Add the episodes finished since the last call to the run's curve (kept in time order)."""
-        new = []
-        for k, (env, steps0) in enumerate(zip(self.envs, self.steps0)):
-            episodes = env.episodes[self.seen[k] :]
-            self.seen[k] += len(episodes)
-            new += [(ep.time, ep.env_id, ep.step * env.num_envs - steps0, ep.ret) for ep in episodes]
+        new = [(ep.time, ep.env_id, steps, ep.ret) for ep, steps in self.ledger.episodes(self.envs)]
         # in plain Python's order (step, then environment), so that every policy draws the same curve
         self.curve += [(steps, ret, t - self.start) for t, _, steps, ret in sorted(new, key=lambda e: (e[2], e[1]))]
         return self.curve
