@@ -1,12 +1,13 @@
 """Placement: graph + policy + parameters --> Placement (replicas, devices, edge operators).
 
 Placing is a pure function: it imports no cluster library and starts no worker, so every parameter
-error surfaces before anything runs.
+error surfaces before anything runs. What a policy cannot place in a given loop (environments that do
+not split, a component used from two groups, ...) is refused by the checks of :mod:`.refusals`, which
+:func:`place` calls in order.
 """
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -14,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import FragmentError
 from ..shards import num_envs, shardwise
 from ..text import human, workers
+from . import refusals
 from .policy import DistributionPolicy, resolve
 from .transfers import Transfer, averaged, transfers_of
 
 if TYPE_CHECKING:
     from ..graph import Edge, FragmentGraph
-    from ..graph.model import Statement
 
 __all__ = ["Placement", "FragmentPlacement", "EdgePlacement", "place", "choices"]
 
@@ -273,7 +274,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
             raise ValueError(f"{name}={value!r}: policy {policy.name!r} needs a positive number, or None (off)")
     for group, per_worker in colocated.items():  # checked above, as an option
         counts[group] *= per_worker
-    _check_driver_replicas(graph, policy, counts)
+    refusals.check_driver_replicas(graph, policy, counts)
     gpu = _gpu(params.get("device", "cpu"))
 
     groups, notes = _groups_of_roles(graph, policy, counts)
@@ -286,12 +287,12 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
             frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu"
         )
     if policy.mode.splits:  # else nothing is split: every replica holds whole copies
-        _check_divisible(graph, fragments, policy)
-        _check_one_group_per_component(graph, fragments)
-        _check_no_bare_parameters_shared(graph, fragments)
-        _check_plain_learners(graph, fragments, policy)
+        refusals.check_divisible(graph, fragments, policy)
+        refusals.check_one_group_per_component(graph, fragments)
+        refusals.check_no_bare_parameters_shared(graph, fragments)
+        refusals.check_plain_learners(graph, fragments, policy)
     elif max(counts.values()) > 1:
-        _check_an_optimiser(graph, policy)
+        refusals.check_an_optimiser(graph, policy)
     edges = [_operator(policy, e, fragments[e.src], fragments[e.dst]) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated, transfers_of(policy, edges, fragments))
 
@@ -319,23 +320,6 @@ def choices(graph: FragmentGraph, policy: str | DistributionPolicy, name: str, u
             continue
         fits.append(value)
     return fits
-
-
-def _check_driver_replicas(graph: FragmentGraph, policy: DistributionPolicy, counts: dict[str, int]) -> None:
-    """The driver's statements (the cell's bookkeeping) run once per replica of their group: either
-    that group has one replica, or every group is replicated (data parallel, each replica a whole loop).
-    A replicated driver beside a single learner would interleave its values in another order than
-    plain Python."""
-    home = policy.groups["driver"]
-    single = sorted(
-        {policy.groups[f.role] for f in graph.fragments} - {home} & {g for g, n in counts.items() if n == 1}
-    )
-    if counts[home] > 1 and single:
-        raise ValueError(
-            f"policy {policy.name!r} runs the driver's statements in {home!r} x{counts[home]} but {single} x1: "
-            "the cell's bookkeeping would run once per replica and its values would not be plain Python's. "
-            "Put the driver with a group of one replica (the learner's), or replicate every group (data parallel)"
-        )
 
 
 def _groups_of_roles(
@@ -391,159 +375,6 @@ def _read_every_step(graph: FragmentGraph, groups: dict[str, str], home: str):
     )
 
 
-def _check_one_group_per_component(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
-    """A component used from two worker groups would have two diverging copies: refuse. (A bare
-    network is the exception: its weights go from the group that trains it to the others.)"""
-    import torch
-
-    where: dict[str, dict[str, Statement]] = {}
-    for frag in graph.fragments:
-        for s in frag.statements:
-            for comp in s.components:
-                if isinstance(graph.namespace[comp], torch.nn.Module):
-                    continue
-                where.setdefault(comp, {}).setdefault(fragments[frag.name].group, s)
-    for comp, groups in where.items():
-        if len(groups) > 1:
-            home, (group, late) = next(iter(groups)), max(groups.items(), key=lambda gs: gs[1].lineno)
-            read = _attributes_read(late.node, comp)
-            if read:
-                n = fragments[next(f.name for f in graph.fragments if groups[home] in f.statements)].replicas
-                raise FragmentError.in_source(
-                    f"`{comp}.{read}` is read in group {group!r}, and `{comp}` lives in group {home!r}"
-                    f"{f' (x{n}, each replica holding a share of it)' if n > 1 else ''}: no copy of it is there. Read it "
-                    f"into a notebook value in an earlier cell (`{read} = {comp}.{read}`) and use that, or compute it in "
-                    f"a statement of {comp}'s own role",
-                    late.lineno,
-                    graph.source,
-                )
-            uses = ", ".join(f"line {st.lineno} in group {g!r}" for g, st in groups.items())
-            raise FragmentError.in_source(
-                f"`{comp}` is used from two worker groups ({uses}); each would hold its own copy and their states "
-                "would diverge. Use it from statements of one role (e.g. call its method yourself instead of handing "
-                "it to a function), or choose a policy that places those roles together",
-                late.lineno,
-                graph.source,
-            )
-
-
-def _attributes_read(node: ast.AST, name: str) -> str | None:
-    """The attribute of ``name`` a statement reads, if all it does with ``name`` is read attributes
-    (``env.num_envs``), not call a method or hand ``name`` itself on."""
-    calls = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
-    attributes = [
-        n
-        for n in ast.walk(node)
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
-    ]
-    names = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name]
-    if attributes and len(attributes) == len(names) and not any(id(a) in calls for a in attributes):
-        return attributes[0].attr
-    return None
-
-
-def _check_plain_learners(
-    graph: FragmentGraph, fragments: dict[str, FragmentPlacement], policy: DistributionPolicy
-) -> None:
-    """Replicated learners average the gradients of fragnb Learners' networks; a plain optimiser's
-    network would train on each replica's share alone."""
-    import torch
-
-    found = []  # (statement, name): what the replicated learner fragments train with plain torch
-    for frag in graph.fragments:
-        if frag.role != "learner" or fragments[frag.name].replicas == 1:
-            continue
-        for s in frag.statements:
-            for c in s.components:
-                value = graph.namespace[c]
-                trainable = isinstance(value, torch.nn.Module) and any(p.requires_grad for p in value.parameters())
-                if trainable or isinstance(value, torch.optim.Optimizer):
-                    found.append((s, c, frag))
-    if not found:
-        return
-    # The optimiser is the true cause (what steps the weights), not a frozen reference network read beside it.
-    s, name, frag = next((f for f in found if isinstance(graph.namespace[f[1]], torch.optim.Optimizer)), found[0])
-    raise FragmentError.in_source(
-        f"policy {policy.name!r} runs {fragments[frag.name].replicas} learners, which average the gradients of "
-        f"fragnb Learners' networks; `{name}` ({type(graph.namespace[name]).__name__}) "
-        + ("steps networks" if isinstance(graph.namespace[name], torch.optim.Optimizer) else "is")
-        + " trained by the loop itself, so each learner would train on its own share alone. Use 'data_parallel', which averages the "
-        "gradients of any optimiser, one learner (coarse, fine, async, srl), or wrap the update in a "
-        "fragnb.components.Learner",
-        s.lineno,
-        graph.source,
-    )
-
-
-def _check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> None:
-    """A whole-cell policy keeps its replicas' networks equal by averaging what torch optimisers step:
-    a loop that steps none (tabular values, weights updated by hand) would learn N times alone."""
-    import types
-
-    import torch
-
-    def optimisers(value, depth: int, visited: set) -> bool:
-        """Whether ``value`` is or holds a torch optimiser: in a dict or list (TorchRL's multi-agent tutorial
-        keeps one per agent group in a dict), an object's attributes (a Learner's), or the globals of a
-        function the cell calls (the DQN tutorial's optimize_model()); a few levels deep."""
-        if isinstance(value, torch.optim.Optimizer):
-            return True
-        if depth == 0 or id(value) in visited or isinstance(value, (type, types.ModuleType, torch.Tensor)):
-            return False
-        visited.add(id(value))
-        if isinstance(value, types.FunctionType):
-            inner = [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
-        elif isinstance(value, dict):
-            inner = list(value.values())
-        elif isinstance(value, (list, tuple)):
-            inner = list(value)
-        elif hasattr(value, "__dict__"):  # minimalRL's networks hold their optimiser as an attribute
-            inner = list(vars(value).values())
-        else:
-            return False
-        return any(optimisers(v, depth - 1, visited) for v in inner)
-
-    visited: set = set()
-    if not any(optimisers(graph.namespace[n], 3, visited) for n in graph.inputs if n in graph.namespace):
-        first = graph.loops[0].lineno if graph.loops else None
-        raise FragmentError.in_source(
-            f"policy {policy.name!r} keeps its replicas' networks equal by averaging the gradients torch optimisers "
-            "apply, and this loop steps no torch.optim optimiser (from the cell's objects, their attributes or the "
-            "functions it calls): each replica would learn alone. Use 'single', or a policy that splits the loop "
-            "('coarse': one learner)",
-            first,
-            graph.source,
-        )
-
-
-def _check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
-    """A trained tensor held directly by components of two groups (a Gaussian policy's ``log_std``
-    beside its network) would never reach the other group: fragnb sends networks, whole, not bare tensors."""
-    import torch
-
-    held: dict[int, dict[str, tuple[str, int]]] = {}  # id(tensor) -> group -> (component.attribute, first line)
-    for frag in graph.fragments:
-        group = fragments[frag.name].group
-        for s in frag.statements:
-            for comp in s.components:
-                for attr, value in (
-                    vars(graph.namespace[comp]).items() if hasattr(graph.namespace[comp], "__dict__") else ()
-                ):
-                    if isinstance(value, torch.Tensor) and value.requires_grad:
-                        held.setdefault(id(value), {}).setdefault(group, (f"{comp}.{attr}", s.lineno))
-    for groups in held.values():
-        if len(groups) > 1:
-            (a, (name_a, _)), (b, (name_b, line)) = list(groups.items())[:2]
-            raise FragmentError.in_source(
-                f"`{name_a}` (group {a!r}) and `{name_b}` (group {b!r}) are one trained tensor: fragnb sends a learner's "
-                "networks (torch.nn.Module) to the other groups after each update, not tensors held beside them, so one "
-                "side would go on with a copy that never learns. Hold it inside a network both use (`self.log_std = "
-                "nn.Parameter(...)` in the policy's nn.Module), or run under 'single'",
-                line,
-                graph.source,
-            )
-
-
 def _gpu(device: str) -> bool:
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"unknown device: {device!r} (must be one of ['auto', 'cpu', 'cuda'])")
@@ -556,39 +387,6 @@ def _gpu(device: str) -> bool:
             "device='cuda' but this machine has no CUDA GPU that torch can use; use device='cpu' (or 'auto')"
         )
     return torch.cuda.is_available()
-
-
-def _check_divisible(graph: FragmentGraph, fragments: dict[str, FragmentPlacement], policy: DistributionPolicy) -> None:
-    """Every component of a replicated fragment that holds a batch of environments must split evenly."""
-    for frag in graph.fragments:
-        n = fragments[frag.name].replicas
-        for comp in frag.components:
-            num_envs = getattr(graph.namespace.get(comp), "num_envs", None)
-            if n > 1 and isinstance(num_envs, int) and num_envs % n:
-                divisors = [d for d in range(1, num_envs + 1) if num_envs % d == 0]
-                setting = _num_envs_setting(graph, comp)
-                raise FragmentError.in_source(  # the loop's objects, not a parameter: a refusal of the loop, at its line
-                    f"`{comp}` has num_envs={num_envs}, which {n} replicas of {frag.name!r} under "
-                    f"{policy.name!r} cannot split evenly: make num_envs a multiple of {n} "
-                    f"({'`' + setting + '`, which the loop reads, ' if setting else ''}in the cell that makes `{comp}`), "
-                    f"ask for {_one_of(divisors)} replica{'s' if divisors != [1] else ''}, or use policy "
-                    "'data_parallel', which runs the whole loop in each replica on its own copy of the environments",
-                    graph.first_use(comp),
-                    graph.source,
-                )
-
-
-def _one_of(values: list) -> str:
-    return " or ".join(filter(None, [", ".join(map(str, values[:-1])), str(values[-1])]))
-
-
-def _num_envs_setting(graph: FragmentGraph, comp: str) -> str | None:
-    """The setting the cell reads the number of environments from, other than ``comp`` itself
-    (CleanRL's ``args.num_envs``), if it reads one."""
-    for node in ast.walk(graph.tree):
-        if isinstance(node, ast.Attribute) and node.attr == "num_envs" and ast.unparse(node.value) != comp:
-            return ast.unparse(node)
-    return None
 
 
 def _operator(policy: DistributionPolicy, edge: Edge, src: FragmentPlacement, dst: FragmentPlacement) -> EdgePlacement:
