@@ -15,7 +15,7 @@ import uuid
 
 from ..runtime.cluster import clusters
 from ..runtime.plane import _host
-from .model import PRESETS, Cluster
+from .cluster import PRESETS, Cluster
 from .profile import spread
 
 __all__ = ["calibrate"]
