@@ -17,25 +17,20 @@ what to install.
 The episode is the policy's greedy one (its most likely action, or the largest Q value), in an
 environment made for it with its own seed, under ``torch.no_grad``: the caller's environments, actors,
 networks and random number generators are left as they were. The figure is made without pyplot, so no
-static copy of it is shown beside the animation.
+static copy of it is shown beside the animation. Playing the episode is here; drawing, animating and
+embedding its frames is :mod:`fragnb.ui.frames`'s.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import gc
-import io
-import math
 import os
 import random
-import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -45,22 +40,12 @@ from torch import nn
 from ..components import device_of
 from ..envs.cartpole import CartPole
 from ..errors import RenderingError
+from .frames import DPI, cartpole_animation, embed, pictures_animation
 
 __all__ = ["EpisodeAnimation", "animate_cartpole", "animate_gym", "cartpole_episode", "greedy", "DPI"]
 
-#: Dots per inch of every frame: CartPole's 4.5 x 1.4 inch figure is 360 x 112 pixels.
-DPI = 80
-#: Colours of a drawn (PNG) frame: a drawing of a few flat colours loses nothing visible in 16, and its
-#: PNG is a quarter of matplotlib's full-colour one (a 200-step CartPole episode: 0.2 MB, not 0.7 MB).
-PNG_COLOURS = 16
-#: CartPole's drawing in its own units (metres), in Gymnasium's proportions: the cart, and the pole drawn
-#: at twice ``CartPole.length`` from an axle a quarter of the cart's height above its centre.
-CART_WIDTH, CART_HEIGHT, POLE_LENGTH = 0.4, 0.24, 2 * CartPole.length
 #: A MuJoCo camera's picture, in pixels (Gymnasium's default is 480 x 480: four times the bytes).
 MUJOCO_SIZE = {"width": 240, "height": 160}
-#: How the frames are saved, whatever the notebook's matplotlib settings say (a tight bounding box or a
-#: high savefig dpi would resize them).
-_SAVE_RC = {"savefig.dpi": "figure", "savefig.bbox": "standard", "savefig.transparent": False}
 
 
 class EpisodeAnimation(HTML):
@@ -187,8 +172,8 @@ def animate_cartpole(policy, steps: int = 200, seed: int = 0, fps: float = 50, g
     """
     states, rewards, ended = cartpole_episode(policy, steps, seed)
     returns = np.concatenate([[0.0], np.cumsum(rewards, dtype=np.float64)])
-    anim = _cartpole_animation(states, returns, ended, fps)
-    return EpisodeAnimation(_embed(anim, fps, gif, "png"), len(states), float(returns[-1]), ended)
+    anim = cartpole_animation(states, returns, ended, fps)
+    return EpisodeAnimation(embed(anim, fps, gif, "png"), len(states), float(returns[-1]), ended)
 
 
 def animate_gym(
@@ -259,8 +244,8 @@ def animate_gym(
     finally:
         env.close()
     returns = np.concatenate([[0.0], np.cumsum(rewards, dtype=np.float64)])
-    anim = _pictures_animation(frames, returns, ended, fps)
-    return EpisodeAnimation(_embed(anim, fps, gif, "jpeg"), len(frames), float(returns[-1]), ended)
+    anim = pictures_animation(frames, returns, ended, fps)
+    return EpisodeAnimation(embed(anim, fps, gif, "jpeg"), len(frames), float(returns[-1]), ended)
 
 
 # -- the policy ---------------------------------------------------------------------------------------
@@ -312,115 +297,6 @@ def _randomness_kept():
     finally:
         random.setstate(python)
         np.random.set_state(numpy)
-
-
-# -- the drawings --------------------------------------------------------------------------------------
-def _figure(width: float, height: float):
-    """A figure made without pyplot (nothing of it is left for the notebook to show) and axes filling it."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=DPI)
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_axis_off()
-    return fig, ax
-
-
-def _caption(i: int, returns: np.ndarray, ended: str | None, why: str = "") -> str:
-    text = f"step {i}   return {returns[i]:g}"
-    if i == len(returns) - 1 and ended:
-        text += f"   ({why or ended})"
-    return text
-
-
-def _cartpole_animation(states: np.ndarray, returns: np.ndarray, ended: str | None, fps: float):
-    from matplotlib.animation import FuncAnimation
-    from matplotlib.patches import Rectangle
-
-    fig, ax = _figure(4.5, 1.4)
-    edge = CartPole.x_threshold
-    ax.set(xlim=(-edge - 0.35, edge + 0.35), ylim=(-0.3, 1.3), aspect="equal")
-    rail = -CART_HEIGHT / 2
-    ax.plot([-edge, edge], [rail, rail], color="0.6", lw=1)
-    for x in (-edge, edge):  # where the episode ends
-        ax.plot([x, x], [rail - 0.08, rail + 0.08], color="0.6", lw=1)
-    cart = ax.add_patch(Rectangle((0, rail), CART_WIDTH, CART_HEIGHT, color="#4c72b0"))
-    (pole,) = ax.plot([], [], lw=3.5, color="#dd8452", solid_capstyle="butt")
-    (axle,) = ax.plot([], [], "o", ms=2.5, color="0.2")
-    label = ax.text(0.01, 0.97, "", transform=ax.transAxes, va="top", fontsize=7, color="0.2")
-    last = len(states) - 1
-    x_end = states[last, 0]
-    why = ("cart off the track" if abs(x_end) > edge else "pole fell") if ended == "terminated" else "time limit"
-
-    def draw(i: int):
-        x, theta = states[i, 0], states[i, 2]
-        cart.set_x(x - CART_WIDTH / 2)
-        y = CART_HEIGHT / 4
-        pole.set_data([x, x + POLE_LENGTH * math.sin(theta)], [y, y + POLE_LENGTH * math.cos(theta)])
-        pole.set_color("#c44e52" if i == last and ended == "terminated" else "#dd8452")
-        axle.set_data([x], [y])
-        label.set_text(_caption(i, returns, ended, why if ended else ""))
-        return cart, pole, axle, label
-
-    return FuncAnimation(fig, draw, frames=len(states), interval=1000 / fps)
-
-
-def _pictures_animation(frames: list[np.ndarray], returns: np.ndarray, ended: str | None, fps: float):
-    from matplotlib.animation import FuncAnimation
-
-    height, width = frames[0].shape[:2]
-    fig, ax = _figure(width / DPI, height / DPI)
-    image = ax.imshow(frames[0], interpolation="none")
-    label = ax.text(
-        0.01, 0.98, "", transform=ax.transAxes, va="top", fontsize=7, color="white",
-        bbox={"facecolor": "black", "alpha": 0.4, "lw": 0, "pad": 1.5},
-    )  # fmt: skip
-
-    def draw(i: int):
-        image.set_data(frames[i])
-        label.set_text(_caption(i, returns, ended))
-        return image, label
-
-    return FuncAnimation(fig, draw, frames=len(frames), interval=1000 / fps)
-
-
-def _embed(anim, fps: float, gif: bool, frame_format: str) -> str:
-    """``anim`` as HTML: matplotlib's player with its first frame as the still a viewer without scripts
-    shows, or an animated GIF in an ``<img>``."""
-    import matplotlib
-
-    with matplotlib.rc_context({**_SAVE_RC, "animation.frame_format": frame_format}):
-        if not gif:
-            html = anim.to_jshtml(fps=fps, default_mode="loop")
-            return _with_still(_fewer_colours(html) if frame_format == "png" else html)
-        from matplotlib.animation import PillowWriter
-
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder, "episode.gif")
-            anim.save(path, writer=PillowWriter(fps=fps))
-            data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img src="data:image/gif;base64,{data}" alt="an episode of the trained agent">'
-
-
-def _fewer_colours(html: str) -> str:
-    """The player's PNG frames in :data:`PNG_COLOURS` colours (matplotlib saves them in full colour)."""
-    from PIL import Image
-
-    def smaller(match: re.Match) -> str:
-        rgb = Image.open(io.BytesIO(base64.b64decode(match[2]))).convert("RGB")
-        out = io.BytesIO()
-        rgb.quantize(PNG_COLOURS, method=Image.Quantize.FASTOCTREE).save(out, format="png", optimize=True)
-        return f'{match[1]}{base64.b64encode(out.getvalue()).decode()}"'
-
-    # Frames as matplotlib writes them, base64 with escaped line breaks; a format it no longer writes is left as it is.
-    return re.sub(r'(frames\[\d+\] = "data:image/png;base64,)([A-Za-z0-9+/=\\\n]*)"', smaller, html)
-
-
-def _with_still(html: str) -> str:
-    """matplotlib's player sets its picture from a script: give it the first frame to start with."""
-    first = re.search(r'frames\[0\] = "(data:image/[a-z+]+;base64,[^"]*)"', html)
-    if first is None:
-        return html
-    return re.sub(r'<img id="(_anim_img\w+)">', lambda m: f'<img id="{m[1]}" src="{first[1]}">', html, count=1)
 
 
 # -- MuJoCo's OpenGL ---------------------------------------------------------------------------------------
