@@ -36,7 +36,8 @@ import torch
 from torch import nn
 
 from ..components import Actor, Buffer, Learner, device_of
-from .ppo import adam, around_proximal, clipped_loss, gae, layer
+from .ppo import adam, around_proximal, clipped_loss, layer
+from .rollout import gae
 
 __all__ = ["MAPPOConfig", "MultiAgentActorCritic", "MAPPOActor", "MultiAgentRolloutBuffer", "MAPPOLearner"]
 
