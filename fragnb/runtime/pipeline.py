@@ -124,7 +124,7 @@ def run(
         trained state are in the graph's namespace, as after running the cell as plain Python.
     """
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
-    return run_placement(
+    graph.last_run = run_placement(  # the user's record of the latest run (``NAME.last_run``)
         placement,
         cluster,
         progress=progress,
@@ -138,6 +138,7 @@ def run(
         checkpoint_every=checkpoint_every,
         exact=exact,
     )
+    return graph.last_run
 
 
 def run_placement(
@@ -155,7 +156,8 @@ def run_placement(
     checkpoint_every: int | None = None,
     exact: bool = False,
 ) -> RunResult:
-    """:func:`run` for a graph already placed (the magic and the explorer place it to draw it first)."""
+    """:func:`run` for a graph already placed (the magic places it to draw it first); the caller keeps
+    the result (``graph.last_run``)."""
     if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 0):
         raise ValueError(f"checkpoint_every={checkpoint_every!r}: give a number of iterations (0: never), or None")
     graph, policy = placement.graph, placement.policy
@@ -182,7 +184,6 @@ def run_placement(
                 checkpoint_every,
                 exact,
             )
-    graph.last_run = result  # the user's record of the latest run (``NAME.last_run``)
     return result
 
 

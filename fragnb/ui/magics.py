@@ -173,20 +173,19 @@ class FragmentMagics(Magics):
             print(graph.last_sweep)
         elif args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
-            print(
-                run_placement(
-                    placement,
-                    cluster,
-                    progress=not args.no_progress,
-                    plot=not args.no_plot,
-                    check=not args.no_check,
-                    until=until,
-                    dashboard=not args.no_dashboard,
-                    restarts=args.restarts,
-                    checkpoint_every=args.checkpoint_every,
-                    exact=args.exact,
-                )
+            graph.last_run = run_placement(  # NAME.last_run: the user's record of the latest run
+                placement,
+                cluster,
+                progress=not args.no_progress,
+                plot=not args.no_plot,
+                check=not args.no_check,
+                until=until,
+                dashboard=not args.no_dashboard,
+                restarts=args.restarts,
+                checkpoint_every=args.checkpoint_every,
+                exact=args.exact,
             )
+            print(graph.last_run)
 
     @magic_arguments()
     @argument("name", help="variable that receives the Setup (what --seeds runs before the loop)")
