@@ -11,6 +11,7 @@ import html
 
 import ipywidgets as W
 
+from fragnb.policies import resolve
 from fragnb.predict import Profile, profile
 from fragnb.predict.model import PRESETS, predict, scaling
 from fragnb.ui.live import png
@@ -103,8 +104,9 @@ def _scalable(graph) -> tuple[str, ...]:
     """The built-in policies with a replica count that place this loop with 2 replicas."""
     fits = []
     for name in ("coarse", "fine", "async", "multi_learner"):
+        count = next(n for n in resolve(name).replicas.values() if isinstance(n, str))  # actors, learners
         try:
-            graph.place(name, **{"learners" if name == "multi_learner" else "actors": 2})
+            graph.place(name, **{count: 2})
         except ValueError:
             continue
         fits.append(name)
