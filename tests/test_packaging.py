@@ -529,3 +529,46 @@ def test_the_guards_find_the_circle_plans_init_made_when_it_imported_the_script(
         "import circle: fragnb.graph.model -> fragnb.policies -> fragnb.policies.placement -> fragnb.predict.model -> "
         "fragnb.plan.__init__ -> fragnb.plan.script -> fragnb.graph.model"
     ) in found["import_circles"]
+
+
+# -- one place per policy kind ------------------------------------------------------------------------------
+#: The flags policy kinds once were, read in 13 modules; every stage now asks the policy's mode.
+KIND_FLAGS = ("whole", "decoupled", "fused")
+
+
+def kind_branches(source: str, policies: set[str]) -> list[str]:
+    """Where ``source`` decides by a policy's kind rather than by asking its mode: a comparison with a
+    policy's name, or a read of a kind flag (``policy.whole``, ``script.decoupled``, ``policy.fused``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops):
+            named = [c.value for c in (node.left, *node.comparators) if isinstance(c, ast.Constant)]
+            found += [f"line {node.lineno}: compares with the policy name {n!r}" for n in named if n in policies]
+        elif isinstance(node, ast.Attribute) and node.attr in KIND_FLAGS:
+            owner = node.value
+            if getattr(owner, "attr", getattr(owner, "id", None)) != "mode":  # mode.fused: asking the mode
+                found.append(f"line {node.lineno}: reads the kind flag .{node.attr}")
+    return found
+
+
+def test_no_module_outside_the_policies_branches_on_a_policy_kind():
+    from fragnb.policies import POLICIES
+
+    branches = [
+        f"{module}: {b}"
+        for module, path in module_files(ROOT).items()
+        if not module.startswith("fragnb.policies")
+        for b in kind_branches(path.read_text(), set(POLICIES))
+    ]
+    assert not branches, "ask the policy's mode (fragnb.policies.modes) instead:\n" + "\n".join(branches)
+
+
+def test_the_kind_guard_finds_a_planted_name_comparison_and_a_flag():
+    from fragnb.policies import POLICIES
+
+    planted = "if policy.name == 'async':\n    pass\nif script.decoupled or policy.whole:\n    pass\nx = mode.fused\n"
+    assert kind_branches(planted, set(POLICIES)) == [
+        "line 1: compares with the policy name 'async'",
+        "line 3: reads the kind flag .decoupled",
+        "line 3: reads the kind flag .whole",
+    ]
