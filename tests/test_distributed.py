@@ -345,10 +345,11 @@ def _victim(policy: str) -> psutil.Process:
 def _pid_of_worker_holding(group: str) -> int:
     import os
 
-    from fragnb.runtime.worker import replica
+    from fragnb.plan.script import ReplicaId
+    from fragnb.runtime.worker import registry
 
     held = clusters._EMBEDDED["local"][1].run(
-        lambda: (os.getpid(), sorted({g for _, g, _ in replica._REPLICAS})), on_error="ignore"
+        lambda: (os.getpid(), sorted({ReplicaId.parse(name).group for name in registry.held()})), on_error="ignore"
     )
     return next(got[0] for got in held.values() if isinstance(got, tuple) and group in got[1])
 

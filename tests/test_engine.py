@@ -381,8 +381,46 @@ def test_every_way_of_running_a_cell_declares_the_driver_that_instrumented_code_
     from fragnb.runtime.draws import Watching
     from fragnb.runtime.local import Dry, _Driver
     from fragnb.runtime.measure import _DrySizes
-    from fragnb.runtime.worker.replica import Replica
+    from fragnb.runtime.worker.replica import Replica, ReplicaState
 
-    for driver in (_Driver, Dry, _DrySizes, Watching, Replica):
+    for driver in (_Driver, Dry, _DrySizes, Watching, ReplicaState, Replica):
         assert Driver in driver.__mro__, driver
         assert all(callable(getattr(driver, m)) for m in ("timer", "iterate", "done", "stepped"))
+
+
+def test_a_replicas_ledger_counts_from_its_start_scales_by_its_count_and_a_checkpoint_keeps_its_counts():
+    """The notebook's single run and a replica count episodes and env steps with one Ledger: from where the
+    run began, a replica's episodes at the env steps of its whole batch (count replicas), and a replica
+    resumed from a checkpoint goes on counting where it stopped."""
+    import pickle
+
+    from fragnb.envs import CartPole
+    from fragnb.runtime.worker.ledger import Ledger
+    from fragnb.runtime.worker.replica import Replica
+
+    def steps(env, n):
+        for _ in range(n):
+            env.step(torch.zeros(env.num_envs, dtype=torch.int64))
+
+    env = CartPole(num_envs=4, seed=0, max_episode_steps=10)
+    env.reset()
+    steps(env, 10)  # before the run: not reported, not counted
+    before = len(env.episodes)
+    rep = Replica("actors", 1, 2, "cpu", {"env": env}, {})
+    rep.ledger = Ledger.start(rep.envs(), rep.count)
+    steps(env, 10)
+    rep.stepped(6)  # a plain vector environment's step
+    episodes, taken = rep.report()
+    assert taken == 40 + 6 and [ep for ep, _ in episodes] == env.episodes[before:] != []
+    # what the notebook's single run reports of an episode (ep.step * num_envs - steps0), for the 2 replicas' batch
+    assert [s for _, s in episodes] == [(ep.step * 4 - 40) * 2 for ep, _ in episodes]
+    assert rep.report() == ([], 46)  # each episode once
+
+    resumed = Replica("actors", 1, 2, "cpu", {}, {})
+    resumed.set_state(pickle.loads(pickle.dumps(rep.get_state())))  # as a checkpoint travels
+    assert resumed.ledger == rep.ledger
+    env = resumed.ns["env"]
+    steps(env, 10)
+    episodes, taken = resumed.report()
+    assert taken == 80 + 6 and [ep for ep, _ in episodes] == env.episodes[rep.ledger.seen["env"] :] != []
+    assert [s for _, s in episodes] == [(ep.step * 4 - 40) * 2 for ep, _ in episodes]

@@ -83,7 +83,8 @@ def test_dropping_a_run_leaves_a_playing_replicas_sockets_to_its_own_thread():
     still poll their sockets: closing a zmq socket from another thread then aborts the worker process
     (libzmq: `Assertion failed: pfd.revents & POLLIN`), and the restart lost a second, healthy worker."""
     from fragnb.runtime.net.channels import Channels
-    from fragnb.runtime.worker import replica
+    from fragnb.runtime.worker import registry
+    from fragnb.runtime.worker.replica import Replica
 
     class Recorded(Channels):
         closed = False
@@ -92,14 +93,16 @@ def test_dropping_a_run_leaves_a_playing_replicas_sockets_to_its_own_thread():
             self.closed = True
 
     def held(playing: bool):
-        rep = replica.Replica("actors", 0, 1, "cpu", {}, {}, channels=Recorded("actors[0]"), playing=playing)
-        replica._REPLICAS[("dropped-run", "actors", int(playing))] = rep
+        rep = Replica(
+            "actors", int(playing), 2, "cpu", {}, {}, channels=Recorded(f"actors[{int(playing)}]"), playing=playing
+        )
+        registry.add("dropped-run", rep)
         return rep
 
     playing, waiting = held(True), held(False)
-    assert replica.drop_run("dropped-run") == 2
+    assert registry.drop_run("dropped-run") == 2
     assert (
         playing.channels.aborted.is_set() and not playing.channels.closed
     )  # its own thread closes them as its waits end
     assert waiting.channels.closed  # no thread of its own yet: closed here
-    assert not [k for k in replica._REPLICAS if k[0] == "dropped-run"]
+    assert not registry.of_run("dropped-run")

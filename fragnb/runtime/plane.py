@@ -32,7 +32,7 @@ from .merge import checkpoint_finals, merge
 from .net.channels import root_cause
 from .result import RunResult
 from .slots import slots, tasks
-from .worker import replica
+from .worker import entry, registry
 from .worker.payload import Payload
 from .worker.report import Checkpointed, Finals, Progress, arrival_order, event_of, plain_order
 from .worker.stops import Interrupts
@@ -177,7 +177,7 @@ class _Run:
                 name = str(ReplicaId(g, i))
                 setup[name] = self.submit(
                     name,
-                    replica.open_replica,
+                    entry.open_replica,
                     self.run_id,
                     g,
                     i,
@@ -200,7 +200,7 @@ class _Run:
         self.futures = {
             task[0]: self.submit(
                 task[0],
-                replica.run_program,
+                entry.run_program,
                 self.run_id,
                 names=task,
                 addresses=addresses,
@@ -239,7 +239,7 @@ class _Run:
                 [
                     self.submit(
                         str(ReplicaId(g, i)),
-                        replica.join_process_group,
+                        entry.join_process_group,
                         self.run_id,
                         i,
                         n,
@@ -331,7 +331,7 @@ class _Run:
         del self.reported[iteration]
         start = time.perf_counter()
         per_worker = self.client.run(
-            replica.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore"
+            registry.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore"
         )
         blobs = {name: blob for got in per_worker.values() if isinstance(got, dict) for name, blob in got.items()}
         if blobs.keys() == self.slots.keys():  # else a worker died meanwhile: the last whole checkpoint stays
@@ -353,7 +353,7 @@ class _Run:
 
     def request_stop(self) -> None:
         """Ask the replica that decides for all to end the run after the current iteration."""
-        self.client.run(replica.request_stop, self.run_id, workers=[self.slots[self.script.leader]], on_error="ignore")
+        self.client.run(registry.request_stop, self.run_id, workers=[self.slots[self.script.leader]], on_error="ignore")
 
     def check_alive(self) -> None:
         alive = set(workers(self.client))
@@ -371,7 +371,7 @@ class _Run:
             for name in (n for names in gone.values() for n in names):
                 self.futures.pop(name, None)
             survivors = sorted({self.slots[n] for n in self.futures} & alive)
-            self.client.run(replica.forsake, self.run_id, self.forsaken, workers=survivors, on_error="ignore")
+            self.client.run(registry.forsake, self.run_id, self.forsaken, workers=survivors, on_error="ignore")
             return
         if lost:
             reason = (
@@ -415,14 +415,14 @@ class _Run:
         alive = set(workers(self.client)) & set(self.slots.values())
         if alive:
             try:
-                self.client.run(replica.abort_run, self.run_id, reason, workers=sorted(alive), on_error="ignore")
+                self.client.run(registry.abort_run, self.run_id, reason, workers=sorted(alive), on_error="ignore")
             except Exception:  # the cluster may be going away; its processes end with it
                 pass
 
     def forget(self) -> None:
         try:
             self.client.cancel(list(self.futures.values()))
-            self.client.run(replica.drop_run, self.run_id, on_error="ignore")
+            self.client.run(registry.drop_run, self.run_id, on_error="ignore")
         except Exception:  # the cluster may already be gone; nothing is left to forget then
             pass
 

@@ -15,7 +15,8 @@ from ..plan.script import ReplicaId
 from .merge import merge
 from .net.channels import QueueChannels, root_cause
 from .result import RunResult
-from .worker import replica
+from .worker import entry, registry
+from .worker.replica import Replica
 from .worker.travel import refuse_unreturnable
 
 __all__ = ["InThreads"]
@@ -34,9 +35,9 @@ class InThreads:
         finals: dict[str, dict] = {}
         errors: dict[str, BaseException] = {}
 
-        def play(name: str, rep: replica.Replica) -> None:
+        def play(name: str, rep: Replica) -> None:
             try:
-                finals[name] = replica.play(rep, script, QueueChannels(name, boxes, abort), held[rep.group])
+                finals[name] = entry.play(rep, script, QueueChannels(name, boxes, abort), held[rep.group])
             except BaseException as e:
                 errors[name] = e
 
@@ -46,14 +47,14 @@ class InThreads:
             for g, (n, device) in placement.groups.items():
                 payload = job.payloads[g]
                 for i in range(n):
-                    rep = replica.init_replica(run_id, g, i, n, device, payload, source, fused=script.mode.fused)
+                    rep = entry.init_replica(run_id, g, i, n, device, payload, source, fused=script.mode.fused)
                     threads.append(threading.Thread(target=play, args=(str(ReplicaId(g, i)), rep), daemon=True))
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
         finally:
-            replica.drop_run(run_id)
+            registry.drop_run(run_id)
         if errors:
             raise root_cause(list(errors.values()))
         refuse_unreturnable(finals, script.program.origin)

@@ -140,7 +140,7 @@ QUIET = {
 PRELOAD = [
     "distributed",
     "fragnb",
-    "fragnb.runtime.worker.replica",
+    "fragnb.runtime.worker.entry",  # and what it imports: the replica, its walkers, the registry
     "torch._dynamo",
 ]  # torch.optim imports _dynamo: 3 s
 

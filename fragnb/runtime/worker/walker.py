@@ -41,19 +41,22 @@ from .travel import pickled, unsendable
 
 if TYPE_CHECKING:
     from ..net.channels import Channels
-    from .replica import Replica
+    from .replica import ReplicaState
 
 __all__ = ["Walker", "bind", "holdings"]
 
 
 class Walker:
-    """Walks ``script`` as replica ``rep``, exchanging values over ``channels``.
+    """Walks ``script`` as replica ``rep`` (what it needs of one:
+    :class:`~fragnb.runtime.worker.replica.ReplicaState`), exchanging values over ``channels``.
 
     ``events`` (if given) receives a small dict after every iteration (a :class:`~.report.Progress`
     on the wire): this replica's finished episodes and env steps, for the notebook's live progress.
     """
 
-    def __init__(self, rep: Replica, script: Script, channels: Channels, events: Callable[[dict], Any] | None = None):
+    def __init__(
+        self, rep: ReplicaState, script: Script, channels: Channels, events: Callable[[dict], Any] | None = None
+    ):
         self.rep, self.script, self.ch, self.events = rep, script, channels, events
         self.name = str(ReplicaId(rep.group, rep.index))
         self.latest: dict[str, tuple[str, int]] = {}  # exported key -> (group that wrote it last, version)
