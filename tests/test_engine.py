@@ -337,6 +337,47 @@ def test_a_first_interrupt_asks_for_the_end_of_the_iteration_and_a_second_aborts
         interrupts.interrupt()
 
 
+def test_an_event_stream_asks_once_for_the_end_of_the_work_and_a_second_interrupt_aborts(capsys):
+    import threading
+
+    from fragnb.runtime.events import EventStream
+
+    class Client:  # the event log of a client, without a cluster
+        def subscribe_topic(self, topic, handler):
+            self.handler = handler
+
+        def unsubscribe_topic(self, topic):
+            self.handler = None
+
+    def rounds(*outcomes):  # each round of watching: True (the work ended), or an exception it raised
+        it = iter(outcomes)
+
+        def step():
+            got = next(it)
+            if isinstance(got, BaseException):
+                raise got
+            return got
+
+        return step
+
+    client, asked = Client(), []
+    with EventStream(client, "t") as stream:
+        stream.watch(rounds(False, KeyboardInterrupt(), False, True), lambda: asked.append(1))
+        assert asked == [1] and stream.interrupted and "interrupt again to abort" in capsys.readouterr().err
+        client.handler((0.0, "late"))  # Dask hands (time, message)
+        got = []
+        stream.drain(got.append)  # no wait: the events already here
+        assert got == ["late"]
+    assert client.handler is None
+    stop, asked = threading.Event(), []
+    stop.set()  # the explorer's Stop: asked for once, and not an interrupt
+    stream = EventStream(client, "t")
+    stream.watch(rounds(False, False, True), lambda: asked.append(1), stop)
+    assert asked == [1] and not stream.interrupted
+    with pytest.raises(KeyboardInterrupt):  # once asked, a Ctrl-C aborts
+        stream.watch(rounds(KeyboardInterrupt()), lambda: None, stop)
+
+
 # -- plan and capture (script, generators) ------------------------------------------------------
 def test_the_notebook_generators_go_to_the_one_drawing_group_when_it_has_one_replica():
     from fragnb.runtime.draws import notebook_group

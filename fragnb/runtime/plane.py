@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import pickle
-import queue
 import secrets
 import sys
 import threading
@@ -28,6 +27,7 @@ from ..shards import shard
 from .cluster.budget import limit
 from .cluster.clusters import ClusterError, connect, local_workers, shutdown, workers
 from .cluster.clusters import dashboard as dashboard_link
+from .events import EventStream
 from .merge import checkpoint_finals, merge
 from .net.channels import root_cause
 from .result import RunResult
@@ -35,7 +35,6 @@ from .slots import slots, tasks
 from .worker import entry, registry
 from .worker.payload import Payload
 from .worker.report import Checkpointed, Finals, Progress, arrival_order, event_of, plain_order
-from .worker.stops import Interrupts
 
 __all__ = ["OnDask", "LostWorker"]
 
@@ -157,6 +156,7 @@ class _Run:
         self.lost: list[str] = []  # why
         self.run_id = uuid.uuid4().hex[:12]
         self.topic = f"fragnb-{self.run_id}"
+        self.stream = EventStream(client, self.topic)  # the tasks it submits and the events they send
         self.tasks: list[list[str]] = []  # the replicas of each long-lived task
         self.slots: dict[str, str] = {}  # replica -> worker address
         self.futures: dict[str, object] = {}
@@ -254,9 +254,7 @@ class _Run:
     def submit(self, name: str, fn, *args, **kwargs):
         """``fn(*args, **kwargs)`` as a task on the worker of replica ``name`` (``kwargs`` must not use
         the names of ``Client.submit``'s own parameters: ``key``, ``workers``, ``pure``...)."""
-        return self.client.submit(
-            fn, *args, **kwargs, workers=[self.slots[name]], allow_other_workers=False, pure=False
-        )
+        return self.stream.submit(fn, *args, where=[self.slots[name]], **kwargs)
 
     def wait_all(self, futures: list) -> list:
         """Results of set-up tasks; a replica's worker that disappears is an error, not a hang."""
@@ -270,32 +268,23 @@ class _Run:
         lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt, or
         ``stop`` being set, asks the replicas to stop after the current iteration; a second
         KeyboardInterrupt aborts."""
-        events: queue.Queue = queue.Queue()
-        self.client.subscribe_topic(self.topic, events.put)
         progress = _Progress(live, self.script.replicas(), plain_order if self.script.mode.in_step else arrival_order)
-        interrupts, asked = Interrupts(stop), False
         try:
-            while True:
-                try:
-                    if self.poll(events, progress):
-                        break
-                except KeyboardInterrupt:
-                    interrupts.interrupt()  # the second one raises: the run is aborted
-                if interrupts.stop.is_set() and not asked:  # Ctrl-C or the explorer's Stop
-                    asked = True
-                    self.request_stop()
-            finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}
-            finals.update({name: self.stand_in(name, progress) for name in self.forsaken})
-            self.drain(events, progress, {name: f.iterations for name, f in finals.items()})
+            with self.stream:
+                self.stream.watch(lambda: self.poll(progress), self.request_stop, stop)
+                finals = {
+                    name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()
+                }
+                finals.update({name: self.stand_in(name, progress) for name in self.forsaken})
+                self.drain(progress, {name: f.iterations for name, f in finals.items()})
         finally:
-            self.client.unsubscribe_topic(self.topic)
             progress.close()
         return finals
 
-    def poll(self, events: queue.Queue, progress: _Progress) -> bool:
+    def poll(self, progress: _Progress) -> bool:
         """One round of watching: progress events for up to 50 ms, then failures and lost workers.
         Whether every replica has finished."""
-        if self.show_event(events, progress):
+        if self.show_event(progress):
             return False
         if any(f.status == "error" for f in self.futures.values()):
             raise self.failure()
@@ -308,19 +297,22 @@ class _Run:
                 progress.done.pop(name, None)  # the live view no longer waits for its iterations
         return False
 
-    def show_event(self, events: queue.Queue, progress: _Progress) -> bool:
+    def show_event(self, progress: _Progress) -> bool:
         """Take the next event a replica sent, if one arrives within 50 ms; whether one did."""
-        try:
-            _, msg = events.get(timeout=0.05)
-        except queue.Empty:
+        msg = self.stream.next(0.05)
+        if msg is None:
             return False
+        self.show(msg, progress)
+        return True
+
+    def show(self, msg: dict, progress: _Progress) -> None:
+        """A replica's event: a checkpoint it kept, or its progress for the live view."""
         self.client_bytes += len(pickle.dumps(msg))
         event = event_of(msg)
         if isinstance(event, Checkpointed):
             self.kept(event.replica, event.iteration)
         else:
             progress.add(event)
-        return True
 
     def kept(self, name: str, iteration: int) -> None:
         """A replica kept its state after ``iteration``: once all have, fetch them into the notebook,
@@ -338,18 +330,14 @@ class _Run:
             self.saved = (iteration, blobs)
         self.fetch_seconds += time.perf_counter() - start
 
-    def drain(self, events: queue.Queue, progress: _Progress, iterations: dict[str, int], timeout: float = 2.0) -> None:
+    def drain(self, progress: _Progress, iterations: dict[str, int], timeout: float = 2.0) -> None:
         """Progress events still on their way once every replica has ended (they travel through the
         scheduler): show them, so the bar and the curve end where the run did."""
-        deadline = time.monotonic() + timeout
-        try:
-            while (
-                any(progress.done[r] < n for r, n in iterations.items() if r in progress.done)
-                and time.monotonic() < deadline
-            ):
-                self.show_event(events, progress)
-        except KeyboardInterrupt:  # the run has ended: nothing left to stop
-            pass
+        self.stream.drain(
+            lambda msg: self.show(msg, progress),
+            lambda: all(progress.done[r] >= n for r, n in iterations.items() if r in progress.done),
+            timeout,
+        )
 
     def request_stop(self) -> None:
         """Ask the replica that decides for all to end the run after the current iteration."""
