@@ -15,25 +15,24 @@ queue (Dask gives a single-threaded worker one task at a time), so the cores are
 oversubscribed.
 
 The notebook's namespace is left as it was: each run's variables are in ``SweepResult.values``.
+
+This module holds what a sweep is and what it found; :mod:`fragnb.runtime.sweep` carries the runs out
+(the runtime comes first, so it is handed the setup's ``namespace`` and fills in each :class:`Run`).
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import itertools
-import math
-import queue
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .graph import FragmentGraph, capture
-from .policies import resolve
 from .runtime.result import RunResult, first_solved
+from .runtime.sweep import run_sweep
 from .stats import LAST_EPISODES, confidence_interval, iqm
 
 __all__ = ["Setup", "SweepResult", "sweep", "seeds_from", "configurations", "assign"]
@@ -299,64 +298,6 @@ def _reached(result: RunResult, threshold: float) -> tuple[int | None, float | N
     return steps, seconds
 
 
-# -- one run, on a worker -----------------------------------------------------------------------------
-def run_one(
-    setup: Setup, cell: str, name: str, roles: dict, seed: int, settings: dict, report: Callable[[RunResult], bool]
-) -> tuple[RunResult, dict, list[str]]:
-    """What plain Python does in a fresh process: the setup with ``seed``, the settings, the loop (under
-    ``single``, ``report`` called after every iteration; it returns True to stop there). Returns the run,
-    its namespace's values that travel (pickle) and the names of those that do not."""
-    import cloudpickle
-
-    from .runtime import run
-
-    ns = setup.namespace(seed, settings)
-    graph = capture(cell, ns, name=name, roles=roles)
-    result = run(graph, "single", progress=False, plot=False, until=report)
-    values, unreturned = {}, []
-    for k, v in ns.items():
-        if k.startswith("__") or _is_module(v):
-            continue
-        try:
-            cloudpickle.dumps(v)
-        except Exception:
-            unreturned.append(k)
-        else:
-            values[k] = v
-    return result, values, unreturned
-
-
-def _is_module(v) -> bool:
-    import types
-
-    return isinstance(v, types.ModuleType)
-
-
-def _on_worker(setup, cell, name, roles, seed, settings, index, topic, stop_name):
-    """A sweep's run as a Dask task: reports (index, env steps, mean return) after every iteration and
-    ends at an iteration boundary when the sweep's stop event is set."""
-    from distributed import Event, get_worker
-
-    from .runtime.worker.generators import own_random
-
-    worker = get_worker()
-    stop = Event(stop_name)
-    last = [0.0]
-
-    def report(result: RunResult) -> bool:
-        now = time.perf_counter()
-        if now - last[0] > 0.25 or result.iterations == 1:  # a few reports a second at most
-            last[0] = now
-            mean = result.mean_return(LAST_EPISODES) if result.curve else float("nan")
-            worker.log_event(topic, (index, result.env_steps, mean, result.iterations))
-        return stop.is_set()
-
-    # Python's `random` drawn from this thread's own generator: the worker's threads draw from the
-    # global one too (tornado's jitter), which plain Python's run would not see.
-    with own_random():
-        return run_one(setup, cell, name, roles, seed, settings, report)
-
-
 def sweep(
     graph: FragmentGraph | str,
     setup,
@@ -414,137 +355,10 @@ def sweep(
     view = (progress if isinstance(progress, SweepView) else SweepView(progress, plot)).begin(name, policy, runs)
     start = time.perf_counter()
     stopped = ""
-    try:
-        if not resolve(policy).mode.distributed:
-            if run_options:
-                raise TypeError(f"single takes no {', '.join(run_options)}")
-            stopped = _side_by_side(setup, cell, name, roles, runs, cluster, view, stop)
-        else:
-            stopped = _one_after_another(setup, cell, name, roles, runs, policy, cluster, view, stop, run_options)
+    try:  # the runtime carries the runs out (fragnb.runtime.sweep), filling each in
+        stopped = run_sweep(setup.namespace, cell, name, roles, runs, policy, cluster, view, stop, run_options)
     finally:
         result = SweepResult(name, str(getattr(policy, "name", policy)), runs, time.perf_counter() - start, threshold)
         result.stopped = stopped
         view.close(result)
     return result
-
-
-def _side_by_side(setup, cell, name, roles, runs, cluster, view, stop) -> str:
-    from distributed import Event
-
-    from .runtime.cluster import clusters
-    from .runtime.cluster.budget import limit
-
-    # one worker per core at most, within what this kernel may start (a class's FRAGNB_WORKERS, its
-    # container's cores): more runs queue (a single-threaded worker takes one task at a time)
-    budget = limit()
-    client, _ = clusters.connect(cluster, workers=min(len(runs), max(1, int(budget.cores)), budget.workers))
-    topic = f"fragnb-sweep-{uuid.uuid4().hex}"
-    halt = Event(f"{topic}-stop", client=client)
-    reports: queue.Queue = queue.Queue()
-    client.subscribe_topic(topic, lambda event: reports.put(event[1]))
-    futures = {
-        client.submit(
-            _on_worker,
-            setup,
-            cell,
-            name,
-            roles,
-            r.seed,
-            r.settings,
-            r.index,
-            topic,
-            halt.name,
-            pure=False,
-        ): r
-        for r in runs
-    }
-    pending = set(futures)
-    stopped = ""
-    try:
-        while pending:
-            try:  # a Ctrl-C anywhere in here is the first: every run ends at its next iteration boundary
-                _pause()
-                if stop is not None and stop.is_set() and not stopped:
-                    stopped = "stopped: every run ended at an iteration boundary"
-                    halt.set()
-                _drain(reports, runs, view)
-                for f in [f for f in pending if f.done()]:
-                    _finish(futures[f], f, view)
-                    pending.discard(f)
-            except KeyboardInterrupt:
-                if stopped.startswith("interrupted"):
-                    raise  # a second Ctrl-C: cancel what still runs
-                stopped = "interrupted: every run ended at an iteration boundary"
-                halt.set()
-    except BaseException:
-        halt.set()
-        client.cancel(list(pending))
-        raise
-    finally:
-        _drain(reports, runs, view)
-        client.unsubscribe_topic(topic)
-        with contextlib.suppress(Exception):
-            halt.clear()
-    return stopped
-
-
-def _pause() -> None:
-    """Wait a little for runs to report or end (Dask's ``wait()`` takes the default client, which fragnb
-    never sets)."""
-    time.sleep(0.2)
-
-
-def _finish(run: Run, future, view) -> None:
-    """Take a finished task's outcome (or its error, with the run's seed and settings) into ``run``."""
-    try:
-        run.result, run.values, run.unreturned = future.result()
-    except Exception as e:
-        run.error = f"{type(e).__name__}: {e}"
-    view.finished(run)
-
-
-def _drain(reports: queue.Queue, runs: list[Run], view) -> None:
-    changed = False
-    while True:
-        try:
-            index, steps, mean, iteration = reports.get_nowait()
-        except queue.Empty:
-            break
-        run = runs[index]
-        if iteration <= run.iteration:  # its worker was lost and Dask runs it again elsewhere, from its start
-            run.restarts += 1
-            run.progress.clear()
-        run.iteration = iteration
-        run.progress.append((steps, mean))
-        changed = True
-    if changed:
-        view.update()
-
-
-def _one_after_another(setup, cell, name, roles, runs, policy, cluster, view, stop, options) -> str:
-    from .runtime import run
-
-    halt = stop or threading.Event()
-    for r in runs:
-        if halt.is_set():
-            return "stopped: the runs not started were left out"
-        ns = setup.namespace(r.seed, r.settings)
-        graph = capture(cell, ns, name=name, roles=roles)
-
-        def report(result: RunResult, r=r) -> bool:
-            r.progress.append((result.env_steps, result.mean_return(LAST_EPISODES) if result.curve else math.nan))
-            view.update()
-            return False
-
-        try:
-            r.result = run(graph, policy, cluster, progress=False, plot=False, until=report, stop=halt, **options)
-            r.values = {k: v for k, v in ns.items() if not k.startswith("__") and not _is_module(v)}
-        except KeyboardInterrupt:
-            halt.set()
-            r.error = "interrupted"
-            view.finished(r)
-            return "interrupted: the run under way ended, the runs not started were left out"
-        except Exception as e:
-            r.error = f"{type(e).__name__}: {e}"
-        view.finished(r)
-    return "stopped: the runs not started were left out" if stop is not None and stop.is_set() else ""

@@ -114,9 +114,9 @@ def test_a_grid_crossed_with_seeds_runs_every_combination_as_plain_python_does(n
 
 
 def test_an_unknown_setting_is_refused_before_anything_starts_naming_it(notebook_setup, canonical, monkeypatch):
-    import fragnb.seeds
+    import fragnb.runtime.sweep
 
-    monkeypatch.setattr(fragnb.seeds, "_side_by_side", lambda *a: pytest.fail("a run started"))
+    monkeypatch.setattr(fragnb.runtime.sweep, "_side_by_side", lambda *a: pytest.fail("a run started"))
     with pytest.raises(ValueError, match=r"params: 'config\.learnin_rate': `config` has no `learnin_rate`"):
         fragnb.sweep(canonical.body, notebook_setup, seeds=[0], params={"config.learnin_rate": [1e-3]})
 
@@ -193,11 +193,13 @@ def test_under_a_distributed_policy_the_runs_go_one_after_another_each_as_plain_
         _same_as_plain(run, _plain(notebook_setup, canonical.body, run.seed))
 
 
-def test_a_ctrl_c_ends_every_run_at_an_iteration_boundary_and_keeps_them(notebook_setup, canonical, monkeypatch):
-    import fragnb.seeds
+def test_a_ctrl_c_ends_every_run_at_an_iteration_boundary_and_keeps_them(
+    notebook_setup, canonical, monkeypatch, capsys
+):
+    import fragnb.runtime.sweep
 
     setup = Setup("s", source=notebook_setup.source.replace("iterations = 2", "iterations = 400"))
-    pauses, pause = [], fragnb.seeds._pause
+    pauses, pause = [], fragnb.runtime.sweep._pause
 
     def interrupted_once():
         pauses.append(1)
@@ -205,9 +207,10 @@ def test_a_ctrl_c_ends_every_run_at_an_iteration_boundary_and_keeps_them(noteboo
             raise KeyboardInterrupt
         pause()
 
-    monkeypatch.setattr(fragnb.seeds, "_pause", interrupted_once)
+    monkeypatch.setattr(fragnb.runtime.sweep, "_pause", interrupted_once)
     result = fragnb.sweep(canonical.body, setup, seeds=[0, 1], progress=False, plot=False)
     assert result.stopped.startswith("interrupted")
+    assert "interrupt again to abort" in capsys.readouterr().err  # what a run's first Ctrl-C says
     assert all(0 < run.result.iterations < 400 and run.result.stopped for run in result.runs)
 
 
