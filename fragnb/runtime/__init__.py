@@ -4,7 +4,8 @@
 of three executors with one method, ``execute(job) -> RunResult``: ``local.InNotebook`` (``single``),
 ``threads.InThreads`` (the safety net's replicas) and ``plane.OnDask`` (a cluster's workers). Each
 replica walks the Script (``walker``, ``decoupled``), exchanging values over ``channels`` and
-combining them with ``edges``; ``merge`` brings what they hold back. Dask is imported only when a
+combining them with ``edges``; ``merge`` brings what they hold back. ``events`` is how the notebook
+watches work on a cluster (a run's replicas, a sweep's runs: ``sweep``). Dask is imported only when a
 distributed policy runs.
 """
 
