@@ -23,6 +23,7 @@ import cloudpickle
 from ..plan.instrument import remember_source
 from ..plan.script import ReplicaId, Script
 from ..policies import Placement
+from ..policies.transfers import averaged
 from ..shards import shard
 from .cluster.budget import limit
 from .cluster.clusters import ClusterError, connect, local_workers, shutdown, workers
@@ -191,7 +192,7 @@ class _Run:
                     resume=self.resume.get(name),
                 )
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
-        if script.mode.averages:
+        if averaged(script.transfers):
             self.join_process_groups()
         blob = cloudpickle.dumps(script)  # the stop condition may be a notebook lambda
         components = script.components()
@@ -219,7 +220,9 @@ class _Run:
         while True:
             try:
                 threads = {w: info.get("nthreads", 1) for w, info in workers(self.client).items()}
-                return slots(self.script.groups, self.placement.colocated, self.script.mode.averages, threads)
+                return slots(
+                    self.script.groups, self.placement.colocated, bool(averaged(self.script.transfers)), threads
+                )
             except ClusterError as e:
                 if time.monotonic() > deadline:
                     if self.wait_s:
@@ -228,9 +231,9 @@ class _Run:
                 time.sleep(0.5)
 
     def join_process_groups(self) -> None:
-        for g, (n, device) in self.placement.groups.items():
-            if n < 2:
-                continue
+        """The groups whose transfers average their gradients join a process group each."""
+        for g in averaged(self.script.transfers):
+            n, device = self.placement.groups[g]
             first = str(ReplicaId(g, 0))
             host = _host(self.slots[first])
             (port,) = self.wait_all([self.submit(first, _free_port, host)])
@@ -478,8 +481,8 @@ def wanted(placement: Placement, cluster=None) -> int:
     group's members each need one, and more of them than this kernel may start is refused before any
     starts (on a cluster fragnb does not own, its workers say)."""
     groups = {g: n for g, (n, _) in placement.groups.items()}
-    count = len(tasks(groups, placement.colocated, placement.policy.mode.averages))
-    if not placement.policy.mode.averages:
+    count = len(tasks(groups, placement.colocated, bool(placement.averaged)))
+    if not placement.averaged:
         return min(count, local_workers())
     if cluster is None or cluster == "local":
         budget = limit()
