@@ -12,9 +12,9 @@ from .. import shards
 from ..components import role_of
 from ..plan.script import ReplicaId, peers
 from ..streams import advanced
+from .worker.bindings import holdings
 from .worker.edges import combine
 from .worker.report import Finals
-from .worker.walker import holdings
 
 __all__ = ["merge", "checkpoint_finals"]
 

@@ -46,6 +46,7 @@ from typing import Any
 
 from ...plan.program import DrivenLoop
 from ...plan.script import ReplicaId, peers
+from .bindings import bind
 from .machine import (
     Arrival,
     in_replica_order,
@@ -64,7 +65,7 @@ from .machine import (
 from .report import Finals
 from .stops import learner_ended
 from .timing import note
-from .walker import Walker, bind
+from .walker import Walker
 
 __all__ = ["FreeWalker"]
 

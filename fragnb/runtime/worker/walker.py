@@ -16,22 +16,18 @@ from __future__ import annotations
 
 import ast
 import itertools
-import linecache
 import time
-import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ...components import Component
 from ...plan.instrument import DRIVER
 from ...plan.keys import RecordKey, WeightsKey
 from ...plan.program import DrivenLoop, Segment
 from ...plan.script import ReplicaId, Script, peers
-from ...shards import network, to_cpu
+from ...shards import network
 from ..net import collectives
 from ..net.channels import Unsendable, dumps
+from .bindings import MISSING, bind, holdings, shape_error, where
 from .edges import combine, refuse_autograd, to_device
 from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_tag, share
 from .report import Checkpointed, Finals, Progress, arrival_order, plain_order
@@ -43,7 +39,7 @@ if TYPE_CHECKING:
     from ..net.channels import Channels
     from .replica import ReplicaState
 
-__all__ = ["Walker", "bind", "holdings"]
+__all__ = ["Walker"]
 
 
 class Walker:
@@ -326,7 +322,7 @@ class Walker:
             return network(ns[key.component], key.attribute).state_dict()
         if isinstance(key, RecordKey):
             return self.rep.records.pop(key, [])
-        return ns[key] if key in ns else _MISSING
+        return ns[key] if key in ns else MISSING
 
     def combine_into(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None]) -> None:
         """Combine the senders' ``parts`` of ``key`` into this replica's share (``cut``: its index and
@@ -357,7 +353,7 @@ class Walker:
             network(rep.ns[into.component], into.attribute).load_state_dict(to_device(weights, rep.device))
         elif isinstance(key, RecordKey):
             rep.replays[key] = [{v: share(v, [p[v] for p in steps]) for v in steps[0]} for steps in zip(*parts)][::-1]
-        elif not any(p is _MISSING for p in parts):
+        elif not any(p is MISSING for p in parts):
             rep.ns[into] = share(key, parts)
 
     def execute(self, seg: Segment, code: Any = None) -> None:
@@ -372,7 +368,7 @@ class Walker:
                 exec(rep.codes[seg.index] if code is None else code, ns)
         except Exception as e:
             e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
-            if rep.count > 1 and self.script.num_envs and _shape_error(e):
+            if rep.count > 1 and self.script.num_envs and shape_error(e):
                 share = self.script.num_envs // rep.count
                 e.add_note(
                     f"This replica steps {share} of the {self.script.num_envs} environments: a tensor sized from the "
@@ -434,59 +430,3 @@ class Walker:
             messages_sent=self.ch.messages_sent,
             checkpoint_seconds=self.checkpoint_seconds,
         )
-
-
-def holdings(script: Script, group: str, ns: dict, components: list[str]) -> tuple[dict, dict]:
-    """A replica's part of what the notebook merges: the variables its group assigned last, and its components."""
-    written = {v for s in script.program.segments if s.group == group for v in s.writes}
-    variables = {v: ns[v] for v in script.variables if v in written and v in ns}
-    comps = {c: to_cpu(ns[c]) for c in components if c in ns}
-    for name in (n for n in script.function_globals if n in ns):  # whole cell: what the functions changed
-        value = ns[name]
-        if isinstance(value, (torch.nn.Module, torch.optim.Optimizer, Component)):
-            comps[name] = to_cpu(value)
-        elif not isinstance(value, (type, types.FunctionType, types.ModuleType)):
-            variables[name] = value
-    return to_device(variables, "cpu"), comps  # the notebook may have no GPU
-
-
-def where(error: BaseException, replica: str) -> str:
-    """The user's cell line the error came from, for a message that survives the trip to the notebook."""
-    tb, last = error.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename.startswith("<fragment "):
-            last = tb
-        tb = tb.tb_next
-    if last is None:
-        return f"(raised in {replica})"
-    filename, lineno = last.tb_frame.f_code.co_filename, last.tb_lineno
-    text = linecache.getline(filename, lineno).strip()
-    return f'  File "{filename}", line {lineno}, in {replica}' + (f"\n    {text}" if text else "")
-
-
-def _shape_error(e: BaseException) -> bool:
-    text = str(e)
-    return isinstance(e, (RuntimeError, ValueError, IndexError)) and any(
-        w in text for w in ("size of tensor", "shape", "must match", "out of bounds", "broadcast")
-    )
-
-
-class _Missing:
-    """A variable the sender has not assigned (yet): the receiver keeps what it has."""
-
-    def __reduce__(self):
-        return "_MISSING"
-
-
-_MISSING = _Missing()
-
-
-def bind(target: ast.expr, value, scalars: dict) -> None:
-    """Assign ``value`` to a loop's ``target`` (a name or a tuple of names) in ``scalars``."""
-    if isinstance(target, ast.Name):
-        scalars[target.id] = value
-        return
-    names: dict = {}
-    assign = ast.Module([ast.Assign([target], ast.Name("_value", ast.Load()), lineno=1, col_offset=0)], [])
-    exec(compile(ast.fix_missing_locations(assign), "<fragnb>", "exec"), {"_value": value}, names)
-    scalars.update(names)
