@@ -248,7 +248,7 @@ def test_a_second_keyboard_interrupt_aborts_the_run_and_its_workers(canonical, p
     monkeypatch.setattr("fragnb.ui.live.LiveProgress.update", interrupt)
     # The replicas do not hear the first interrupt's stop request, so a second interrupt surely
     # comes with the next progress event (heard, a short run could end before one arrives).
-    monkeypatch.setattr("fragnb.runtime.plane._Run.request_stop", lambda self: None)
+    monkeypatch.setattr("fragnb.runtime.attempt.Attempt.request_stop", lambda self: None)
     ns = ppo_ns(20)
     with pytest.raises(KeyboardInterrupt):
         run(capture(canonical.body, ns, name="ppo"), policy, progress=False, plot=False, **PARAMS[policy])
@@ -558,7 +558,7 @@ def test_the_embedded_cluster_serves_the_dask_dashboard_on_loopback_and_a_run_pr
 
 @pytest.mark.parametrize("policy", PARAMS)
 def test_every_socket_a_run_listens_on_is_on_loopback(canonical, ppo_ns, monkeypatch, policy):
-    from fragnb.runtime.plane import _Run
+    from fragnb.runtime.attempt import Attempt as _Run
 
     listening = set()
     poll = _Run.poll

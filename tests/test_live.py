@@ -73,8 +73,8 @@ def test_figures_show_themselves_in_a_notebook_without_pyplot():
 
 
 def test_a_distributed_run_shows_each_groups_idle_share_as_it_goes(capsys):
-    from fragnb.runtime.plane import _Progress, plain_order
-    from fragnb.runtime.worker.report import Progress
+    from fragnb.runtime.attempt import Tally as _Progress
+    from fragnb.runtime.worker.report import Progress, plain_order
 
     shown = []
 

@@ -13,8 +13,8 @@ import statistics
 import time
 import uuid
 
+from ..runtime.attempt import host_of as _host
 from ..runtime.cluster import clusters
-from ..runtime.plane import _host
 from .cluster import PRESETS, Cluster
 from .profile import spread
 

@@ -10,36 +10,20 @@ its namespace.
 from __future__ import annotations
 
 import ast
-import pickle
-import secrets
 import sys
-import threading
 import time
-import uuid
-from collections.abc import Callable
-
-import cloudpickle
 
 from ..plan.instrument import remember_source
-from ..plan.script import ReplicaId, Script
 from ..policies import Placement
-from ..policies.transfers import averaged
-from ..shards import shard
+from .attempt import Attempt, LostWorker
 from .cluster.budget import limit
-from .cluster.clusters import ClusterError, connect, local_workers, shutdown, workers
+from .cluster.clusters import ClusterError, connect, local_workers, shutdown
 from .cluster.clusters import dashboard as dashboard_link
-from .events import EventStream
 from .merge import checkpoint_finals, merge
-from .net.channels import root_cause
 from .result import RunResult
-from .slots import slots, tasks
-from .worker import entry, registry
-from .worker.payload import Payload
-from .worker.report import Checkpointed, Finals, Progress, arrival_order, event_of, plain_order
+from .slots import tasks
 
 __all__ = ["OnDask", "LostWorker"]
-
-LIVENESS_S = 0.5  # how often the notebook asks the scheduler which workers are alive
 
 
 class OnDask:
@@ -66,7 +50,9 @@ class OnDask:
             run = owned = None
             try:
                 client, owned = connect(self.cluster, wanted(placement, self.cluster), self.dashboard)
-                run = _Run(placement, script, job.namespace, client, job.payloads, saved, wait_s=30.0 if lost else 0.0)
+                run = Attempt(
+                    placement, script, job.namespace, client, job.payloads, saved, wait_s=30.0 if lost else 0.0
+                )
                 run.start()
                 began = began or run.start_wall
                 view = job.live(_length(graph), f"{graph.name} ({placement.policy.name})")
@@ -131,350 +117,6 @@ class OnDask:
         )
 
 
-class LostWorker(ClusterError):
-    """A worker holding replicas of the run died (out of memory, killed, its machine gone)."""
-
-
-class _Run:
-    """One run's replicas on a Dask cluster."""
-
-    def __init__(
-        self,
-        placement: Placement,
-        script: Script,
-        ns: dict,
-        client,
-        payloads: dict[str, Payload],
-        saved: tuple[int, dict[str, bytes]] | None = None,
-        wait_s: float = 0.0,
-    ):
-        self.placement, self.script, self.ns, self.client, self.payloads = placement, script, ns, client, payloads
-        self.saved, self.wait_s = saved, wait_s  # the checkpoint it starts from, and how long to wait for workers
-        self.resume = saved[1] if saved else {}
-        self.reported: dict[int, set[str]] = {}  # iteration -> replicas that kept a checkpoint after it
-        self.fetch_seconds = 0.0
-        self.forsaken: list[str] = []  # replicas whose worker died and the run went on without (async's actors)
-        self.lost: list[str] = []  # why
-        self.run_id = uuid.uuid4().hex[:12]
-        self.topic = f"fragnb-{self.run_id}"
-        self.stream = EventStream(client, self.topic)  # the tasks it submits and the events they send
-        self.tasks: list[list[str]] = []  # the replicas of each long-lived task
-        self.slots: dict[str, str] = {}  # replica -> worker address
-        self.futures: dict[str, object] = {}
-        self.client_bytes = 0
-        self.start_wall = time.time()
-        self.checked = time.monotonic()  # when the workers' liveness was last read
-
-    def start(self) -> None:
-        """Place every task (one replica, or several as threads) on a worker thread of its own, ship
-        each replica its objects and code, open its channel inbox, and start its program."""
-        placement, script = self.placement, self.script
-        self.tasks, self.slots = self.place()
-        setup = {}
-        key = secrets.token_bytes(32)  # signs the run's channel messages; travels only through Dask
-        for g, (n, device) in placement.groups.items():
-            source = (script.filename, placement.graph.source)
-            for i in range(n):
-                name = str(ReplicaId(g, i))
-                setup[name] = self.submit(
-                    name,
-                    entry.open_replica,
-                    self.run_id,
-                    g,
-                    i,
-                    n,
-                    device=device,
-                    payload=self.payloads[g],
-                    source=source,
-                    host=_host(self.slots[name]),
-                    secret=key,
-                    fused=script.mode.fused,
-                    resume=self.resume.get(name),
-                )
-        addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
-        if averaged(script.transfers):
-            self.join_process_groups()
-        blob = cloudpickle.dumps(script)  # the stop condition may be a notebook lambda
-        components = script.components()
-        self.start_wall = time.time()
-        hosts = list(self.slots.values())
-        self.futures = {
-            task[0]: self.submit(
-                task[0],
-                entry.run_program,
-                self.run_id,
-                names=task,
-                addresses=addresses,
-                script=blob,
-                components=components,
-                topic=self.topic,
-                shared=hosts.count(self.slots[task[0]]) > 1,
-            )
-            for task in self.tasks
-        }
-
-    def place(self) -> tuple[list[list[str]], dict[str, str]]:
-        """The tasks and a worker thread for each (:func:`~fragnb.runtime.slots.slots`); a restart waits
-        ``wait_s`` for the cluster to replace a lost worker (a nanny restarts it, an adaptive cluster adds one)."""
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            try:
-                threads = {w: info.get("nthreads", 1) for w, info in workers(self.client).items()}
-                return slots(
-                    self.script.groups, self.placement.colocated, bool(averaged(self.script.transfers)), threads
-                )
-            except ClusterError as e:
-                if time.monotonic() > deadline:
-                    if self.wait_s:
-                        raise ClusterError(f"no spare capacity to resume the run: {e}") from None
-                    raise
-                time.sleep(0.5)
-
-    def join_process_groups(self) -> None:
-        """The groups whose transfers average their gradients join a process group each."""
-        for g in averaged(self.script.transfers):
-            n, device = self.placement.groups[g]
-            first = str(ReplicaId(g, 0))
-            host = _host(self.slots[first])
-            (port,) = self.wait_all([self.submit(first, _free_port, host)])
-            backend = "nccl" if device == "cuda" else "gloo"
-            self.wait_all(
-                [
-                    self.submit(
-                        str(ReplicaId(g, i)),
-                        entry.join_process_group,
-                        self.run_id,
-                        i,
-                        n,
-                        f"tcp://{host}:{port}",
-                        backend,
-                        not self.script.mode.splits,
-                    )
-                    for i in range(n)
-                ]
-            )
-
-    def submit(self, name: str, fn, *args, **kwargs):
-        """``fn(*args, **kwargs)`` as a task on the worker of replica ``name`` (``kwargs`` must not use
-        the names of ``Client.submit``'s own parameters: ``key``, ``workers``, ``pure``...)."""
-        return self.stream.submit(fn, *args, where=[self.slots[name]], **kwargs)
-
-    def wait_all(self, futures: list) -> list:
-        """Results of set-up tasks; a replica's worker that disappears is an error, not a hang."""
-        while not all(f.done() for f in futures):
-            time.sleep(0.02)
-            self.check_alive()
-        return self.client.gather(futures)
-
-    def watch(self, live, stop: threading.Event) -> dict[str, Finals]:
-        """Wait for every replica's program to end, showing its progress; the first failure, or a
-        lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt, or
-        ``stop`` being set, asks the replicas to stop after the current iteration; a second
-        KeyboardInterrupt aborts."""
-        progress = _Progress(live, self.script.replicas(), plain_order if self.script.mode.in_step else arrival_order)
-        try:
-            with self.stream:
-                self.stream.watch(lambda: self.poll(progress), self.request_stop, stop)
-                finals = {
-                    name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()
-                }
-                finals.update({name: self.stand_in(name, progress) for name in self.forsaken})
-                self.drain(progress, {name: f.iterations for name, f in finals.items()})
-        finally:
-            progress.close()
-        return finals
-
-    def poll(self, progress: _Progress) -> bool:
-        """One round of watching: progress events for up to 50 ms, then failures and lost workers.
-        Whether every replica has finished."""
-        if self.show_event(progress):
-            return False
-        if any(f.status == "error" for f in self.futures.values()):
-            raise self.failure()
-        if all(f.status == "finished" for f in self.futures.values()):
-            return True
-        if time.monotonic() - self.checked > LIVENESS_S:
-            self.checked = time.monotonic()
-            self.check_alive()
-            for name in self.forsaken:
-                progress.done.pop(name, None)  # the live view no longer waits for its iterations
-        return False
-
-    def show_event(self, progress: _Progress) -> bool:
-        """Take the next event a replica sent, if one arrives within 50 ms; whether one did."""
-        msg = self.stream.next(0.05)
-        if msg is None:
-            return False
-        self.show(msg, progress)
-        return True
-
-    def show(self, msg: dict, progress: _Progress) -> None:
-        """A replica's event: a checkpoint it kept, or its progress for the live view."""
-        self.client_bytes += len(pickle.dumps(msg))
-        event = event_of(msg)
-        if isinstance(event, Checkpointed):
-            self.kept(event.replica, event.iteration)
-        else:
-            progress.add(event)
-
-    def kept(self, name: str, iteration: int) -> None:
-        """A replica kept its state after ``iteration``: once all have, fetch them into the notebook,
-        where they survive any worker."""
-        self.reported.setdefault(iteration, set()).add(name)
-        if len(self.reported[iteration]) < len(self.slots):
-            return
-        del self.reported[iteration]
-        start = time.perf_counter()
-        per_worker = self.client.run(
-            registry.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore"
-        )
-        blobs = {name: blob for got in per_worker.values() if isinstance(got, dict) for name, blob in got.items()}
-        if blobs.keys() == self.slots.keys():  # else a worker died meanwhile: the last whole checkpoint stays
-            self.saved = (iteration, blobs)
-        self.fetch_seconds += time.perf_counter() - start
-
-    def drain(self, progress: _Progress, iterations: dict[str, int], timeout: float = 2.0) -> None:
-        """Progress events still on their way once every replica has ended (they travel through the
-        scheduler): show them, so the bar and the curve end where the run did."""
-        self.stream.drain(
-            lambda msg: self.show(msg, progress),
-            lambda: all(progress.done[r] >= n for r, n in iterations.items() if r in progress.done),
-            timeout,
-        )
-
-    def request_stop(self) -> None:
-        """Ask the replica that decides for all to end the run after the current iteration."""
-        self.client.run(registry.request_stop, self.run_id, workers=[self.slots[self.script.leader]], on_error="ignore")
-
-    def check_alive(self) -> None:
-        alive = set(workers(self.client))
-        gone: dict[str, list[str]] = {}
-        for name, w in self.slots.items():
-            if w not in alive and name not in self.forsaken:
-                gone.setdefault(w, []).append(name)
-        lost = [f"replica{'s' if len(names) > 1 else ''} {', '.join(names)} on {w}" for w, names in gone.items()]
-        script = self.script
-        names = [n for names in gone.values() for n in names]
-        if lost and self.futures and script.mode.goes_on_without(names, self.forsaken, script.groups, script.leader):
-            self.forsaken += [n for names in gone.values() for n in names]
-            self.lost.append(f"lost the worker of {'; '.join(lost)}; the run went on with the other actors")
-            print(f"fragnb: {self.lost[-1]} (the trajectory it was producing is lost)", file=sys.stderr)
-            for name in (n for names in gone.values() for n in names):
-                self.futures.pop(name, None)
-            survivors = sorted({self.slots[n] for n in self.futures} & alive)
-            self.client.run(registry.forsake, self.run_id, self.forsaken, workers=survivors, on_error="ignore")
-            return
-        if lost:
-            reason = (
-                f"lost the worker of {'; '.join(lost)} during the run (a worker can die when it runs out of memory); "
-                "the state of its replicas is gone with it"
-            )
-            self.abort(reason)
-            raise LostWorker(reason)
-
-    def stand_in(self, name: str, progress: _Progress) -> Finals:
-        """What the notebook merges for a replica whose worker died (async's actors): the episodes and
-        steps it reported, and its components as they were before the run (their state died with it)."""
-        group, index = ReplicaId.parse(name)
-        ns, sharded = self.ns, self.payloads[group].sharded
-        n = self.script.groups[group]
-        components = {c: shard(ns[c], index, n) if c in sharded else ns[c] for c in self.script.components()[group]}
-        return Finals(
-            {},
-            components,
-            lost=True,
-            iterations=progress.done.get(name, 0),
-            steps=progress.steps.get(name, 0),
-            episodes=progress.by_replica.get(name, []),
-        )
-
-    def failure(self) -> BaseException:
-        """The error that ended the run: the replica that failed first, not the peers it stopped."""
-        start = time.monotonic()
-        # A lost worker shows first as its peers' errors (gloo: "connection reset"): watch liveness for
-        # a second, so that the error names the lost replica instead; a dead replica's task never ends.
-        while time.monotonic() - start < 5.0:
-            self.check_alive()
-            if time.monotonic() - start > 1.0 and all(f.done() for f in self.futures.values()):
-                break
-            time.sleep(0.05)
-        errors = [f.exception() for f in self.futures.values() if f.status == "error"]
-        return root_cause(errors)
-
-    def abort(self, reason: str) -> None:
-        """End every replica's waits (they raise ChannelError with ``reason``)."""
-        alive = set(workers(self.client)) & set(self.slots.values())
-        if alive:
-            try:
-                self.client.run(registry.abort_run, self.run_id, reason, workers=sorted(alive), on_error="ignore")
-            except Exception:  # the cluster may be going away; its processes end with it
-                pass
-
-    def forget(self) -> None:
-        try:
-            self.client.cancel(list(self.futures.values()))
-            self.client.run(registry.drop_run, self.run_id, on_error="ignore")
-        except Exception:  # the cluster may already be gone; nothing is left to forget then
-            pass
-
-
-class _Progress:
-    """The notebook's view of a run: iterations every replica has finished, episodes, env steps."""
-
-    def __init__(self, live, replicas: list[str], order: Callable[[list], tuple]):
-        self.live, self.order = live, order
-        self.done = dict.fromkeys(replicas, 0)
-        self.episodes: list = []
-        self.by_replica: dict[str, list] = {}
-        self.steps: dict[str, int] = {}
-        self.shown = 0
-        self.staleness: list[float] = []  # decoupled policies: the learner's mean per iteration
-        self.seconds: dict[str, dict[str, float]] = {}  # replica -> fragment -> seconds so far
-        self.waited: dict[str, float] = {}  # replica -> seconds it waited for other groups so far
-
-    def add(self, event: Progress) -> None:
-        if event.replica not in self.done:
-            return  # a replica whose worker died, and the run went on without (async)
-        self.done[event.replica] = event.iteration
-        self.episodes += event.episodes
-        self.by_replica.setdefault(event.replica, []).extend(event.episodes)
-        self.steps[event.replica] = event.steps
-        self.seconds[event.replica] = event.seconds
-        self.waited[event.replica] = event.waited
-        if event.staleness:
-            self.staleness.append(sum(event.staleness) / len(event.staleness))
-        while min(self.done.values()) > self.shown:  # an iteration every replica has finished
-            self.shown += 1
-            self.episodes.sort(key=self.order)
-            self.live.update(
-                self.curve(), sum(self.steps.values()), self.staleness, self.fragment_seconds(), self.idle()
-            )
-
-    def fragment_seconds(self) -> dict[str, float]:
-        """Seconds each fragment has taken so far, summed over its replicas."""
-        total: dict[str, float] = {}
-        for per in self.seconds.values():
-            for name, sec in per.items():
-                total[name] = total.get(name, 0.0) + sec
-        return total
-
-    def idle(self) -> dict[str, float]:
-        """Each group's share of its replicas' time so far spent waiting for another group."""
-        shares: dict[str, list[float]] = {}
-        for name, waited in self.waited.items():
-            busy = sum(self.seconds.get(name, {}).values())
-            group = shares.setdefault(ReplicaId.parse(name)[0], [0.0, 0.0])
-            group[0], group[1] = group[0] + waited, group[1] + busy + waited
-        return {g: waited / total for g, (waited, total) in shares.items() if total > 0}
-
-    def curve(self) -> list[tuple[int, float]]:
-        return [(s, r) for _, _, s, r in self.episodes]
-
-    def close(self) -> None:
-        self.episodes.sort(key=self.order)
-        self.live.close(self.curve())
-
-
 def wanted(placement: Placement, cluster=None) -> int:
     """Workers to ask fragnb's own cluster for: one per task, up to what it starts
     (:func:`~fragnb.runtime.cluster.clusters.local_workers`), beyond which replicas share processes; a process
@@ -505,18 +147,6 @@ def _length(graph) -> int | None:
     except Exception:
         return None
     return len(iterable) if hasattr(iterable, "__len__") else None
-
-
-def _host(address: str) -> str:
-    return address.split("://")[-1].rsplit(":", 1)[0]
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _without_dask_frames(error: BaseException) -> BaseException:
