@@ -572,3 +572,9 @@ def test_the_kind_guard_finds_a_planted_name_comparison_and_a_flag():
         "line 3: reads the kind flag .decoupled",
         "line 3: reads the kind flag .whole",
     ]
+
+
+def test_every_test_file_has_a_row_in_the_tests_readme():
+    listed = (ROOT / "tests" / "README.md").read_text()
+    missing = sorted(p.name for p in (ROOT / "tests").glob("test_*.py") if f"`{p.name}`" not in listed)
+    assert not missing, f"tests/README.md has no row for {missing}: say what each covers"
