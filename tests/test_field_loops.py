@@ -132,6 +132,29 @@ def test_cleanrl_with_its_sampling_line_on_streams_is_exact_under_two_replicas(p
     assert type(ns["agent"]).get_action_and_value.__globals__ is ns
 
 
+def test_the_dry_runs_on_copies_leave_the_streams_a_notebook_class_draws_from_as_they_were():
+    # The magic measures each edge with a dry iteration on copies before it runs; the copies share the
+    # notebook's classes, whose methods draw from the notebook's `streams`: the run after it was not exact
+    loop = _exact_cleanrl()
+    ns = loop.namespace()
+    graph = fragnb.capture(loop.cell, ns, name=loop.name)
+    before = ns["streams"].counters.clone()
+    fragnb.measure(graph)
+    fragnb.profile(graph, iterations=1)
+    assert torch.equal(ns["streams"].counters, before)
+
+
+def test_the_magic_runs_cleanrl_on_streams_as_exactly_as_fragnb_run(shell):
+    loop = _exact_cleanrl()
+    plain = {"__name__": "__main__"}  # the module IPython's classes belong to, as the shell's will
+    exec(compile(loop.setup, "<setup>", "exec"), plain)
+    exec(compile(loop.cell, "<cell>", "exec"), plain)
+    shell.run_cell(loop.setup, store_history=False).raise_error()
+    shell.run_cell_magic("fragment", "x --policy coarse --actors 2 --exact --run --no-progress --no-plot", loop.cell)
+    assert shell.user_ns["x"].last_run.guarantee == "exact"
+    compare_namespaces(plain, {k: v for k, v in shell.user_ns.items() if k in plain}, loop.cell)
+
+
 def test_a_vector_env_shard_seeds_and_steps_as_its_environments_do_in_the_whole_batch():
     import gymnasium as gym
     import numpy as np

@@ -108,7 +108,7 @@ def spread(samples: list[float]) -> float:
 
 
 def _timed(graph, ns: dict, iterations: int):
-    with aside():
+    with aside(graph):
         # a silent view, not fragnb.ui's: profiling shows nothing, and needs no later layer (nor tqdm) to run
         job = Job(graph.place("single"), None, ns, live=Silent, until=lambda curve, done, steps: done >= iterations)
         return InNotebook().execute(job)

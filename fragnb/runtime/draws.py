@@ -226,7 +226,7 @@ def find_draws(graph, iterations: int = 1) -> Draws:
     run on copies (the notebook's objects and generators are left as they were)."""
     ns = copies(graph)
     watcher = Watching(graph, ns, iterations)
-    with aside():
+    with aside(graph):
         exec_cell(graph, ns, watcher, trace=True)
     return watcher.draws()
 

@@ -23,6 +23,7 @@ from ..components import Env
 from ..errors import FragmentError
 from ..plan.instrument import DRIVER, Driver, compile_cell, instrument, plain_env_steps
 from ..shards import faithful_copies
+from ..streams import reached
 from .result import RunResult
 from .worker.generators import generators
 from .worker.ledger import Ledger
@@ -98,12 +99,22 @@ def _read_by_functions(names, namespace: dict) -> set[str]:
 
 
 @contextlib.contextmanager
-def aside():
+def aside(graph=None):
     """Around a dry run on copies: the notebook's global generators (torch's, NumPy's, Python's) are left
     as they were, and the cell prints nothing. The copies hold the objects, not the generators: a dry run
-    that draws moves the notebook's, and a run after it would draw other numbers than plain Python."""
-    with generators(), contextlib.redirect_stdout(io.StringIO()):
-        yield
+    that draws moves the notebook's, and a run after it would draw other numbers than plain Python.
+    With ``graph``, so are the random streams that the notebook's classes and functions the cell uses draw
+    from by name (CleanRL's ``Agent.get_action_and_value`` sampling from a global ``streams``): classes are
+    shared with the copies, not copied, so their methods move the notebook's streams."""
+    ns = {} if graph is None else graph.namespace
+    shared = reached([ns[n] for n in graph.inputs if n in ns], ns) if ns else {}
+    kept = {name: s.counters.clone() for name, s in shared.items()}
+    try:
+        with generators(), contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        for name, counters in kept.items():
+            shared[name].counters = counters
 
 
 def _cannot_copy(graph, values: dict, memo: dict) -> FragmentError | None:

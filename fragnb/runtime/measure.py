@@ -63,7 +63,7 @@ def measure(graph: FragmentGraph) -> EdgeSizes:
     """
     ns = copies(graph)
     sizes = _DrySizes(graph, ns)
-    with aside():
+    with aside(graph):
         exec_cell(graph, ns, sizes, trace=True)
     return EdgeSizes(graph.name, sizes.totals())
 
