@@ -372,7 +372,7 @@ def test_a_transfers_operator_is_what_the_drawing_shows_and_what_the_run_does():
 def test_an_operator_the_mode_cannot_run_is_refused_naming_those_it_can(canonical, ppo_ns):
     placement = fragnb.capture(canonical.body, ppo_ns()).place("coarse", actors=2)
     weights = next(t for t in placement.transfers if t.kind == "state")
-    with pytest.raises(ValueError, match=r"moves it by one of \['broadcast'\], not 'versioned pull'"):
-        placement.with_operator(weights.src, weights.dst, "state", "versioned pull")
+    with pytest.raises(ValueError, match=r"moves it by one of \['broadcast', 'versioned pull'\], not 'all-reduce'"):
+        placement.with_operator(weights.src, weights.dst, "state", "all-reduce")
     with pytest.raises(ValueError, match="no transfer 'learner' -> 'nowhere'"):
         placement.with_operator("learner", "nowhere", "state", "broadcast")

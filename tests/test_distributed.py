@@ -48,6 +48,26 @@ def test_coarse_two_actors_and_fine_two_env_workers_match_single_weights(canonic
         assert torch.equal(ns["actor"].streams.counters, single["actor"].streams.counters)
 
 
+def test_the_weights_move_by_the_operator_their_transfer_names_and_the_drawing_shows(canonical, ppo_ns):
+    from fragnb.runtime.pipeline import run_placement
+
+    single, _ = _run(canonical, ppo_ns, "single")
+    for operator in ("versioned pull", "broadcast"):
+        ns = ppo_ns()
+        placement = capture(canonical.body, ns, name="ppo").place("coarse", actors=2)
+        weights = next(t for t in placement.transfers if t.kind == "state")
+        placement = placement.with_operator(weights.src, weights.dst, "state", operator)
+        moved = next(t for t in placement.transfers if t.kind == "state")
+        other = ({"broadcast", "versioned pull"} - {operator}).pop()
+        drawn = placement.render().source
+        assert moved.operator == operator and operator in drawn and other not in drawn
+        result = run_placement(placement, progress=False, plot=False)
+        # each actor loaded the learner's one new version, by the operator drawn: the run moved what the drawing says
+        assert result.moved == {str(moved): 2 * (K - 1)}, result.moved
+        for key, value in _weights(single).items():  # bound 0: the same version, value for value
+            torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{operator}: {key}")
+
+
 def test_multi_learner_replicas_stay_synchronised_through_all_reduce(canonical, ppo_ns, capsys):
     before = {k: v.clone() for k, v in _weights(ppo_ns()).items()}
     with warnings.catch_warnings():

@@ -1,7 +1,7 @@
 """The engine's decisions as pure functions: no cluster, no network, no thread.
 
 Routing values between replicas, choosing a decoupled learner's trajectories, message tags, the
-safety net's comparison, control-flow normalisation and the gradient average, each on small
+safety net's comparison, control-flow normalisation, the weight syncs and the gradient average, each on small
 hand-made inputs whose right answer is known.
 """
 
@@ -18,6 +18,7 @@ from fragnb.plan.keys import RecordKey, WeightsKey, kind_of, record_key, weights
 from fragnb.plan.script import ReplicaId, peers
 from fragnb.runtime.check import difference
 from fragnb.runtime.net.collectives import average
+from fragnb.runtime.net.weights import SYNCS, AllReduce, Broadcast, VersionedPull, tag_of
 from fragnb.runtime.worker import machine as d
 from fragnb.runtime.worker.edges import combine
 
@@ -210,12 +211,71 @@ def test_an_if_of_two_roles_is_split_per_statement_on_a_condition_evaluated_once
     assert rewritten.count("ready()") == 1 and rewritten.count("if ") == 3
 
 
+# -- the weight syncs (a fake link: messages "arrive" while the replica idles) ----------------------------
+class _Link:
+    def __init__(self, name="actors[0]", arriving=()):
+        self.name, self.sent, self.boxes, self.arriving, self.idles = name, [], {}, list(arriving), 0
+
+    def send_to(self, peers, tag, value):
+        self.sent.append((tuple(peers), tag, value))
+
+    def recv(self, peer, tag):
+        got_tag, value = self.boxes[peer].pop(0)
+        assert got_tag == tag
+        return value
+
+    def find(self, peer, match):
+        box = self.boxes.setdefault(peer, [])
+        i = next((i for i, (t, _) in enumerate(box) if match(t)), None)
+        return None if i is None else box.pop(i)
+
+    def idle(self, peer):
+        self.idles += 1
+        assert self.arriving, "waited for a version that never comes"
+        self.boxes.setdefault(peer, []).append(self.arriving.pop(0))
+
+
+def test_a_versioned_pull_takes_the_newest_arrived_and_waits_only_below_the_bound():
+    link = _Link(arriving=[(tag_of("3", 4), "w4")])
+    sync = VersionedPull(link, "3", ["learner[0]"], ["actors[0]"])
+    assert sync.latest(min_version=-2) == (0, []) and link.idles == 0  # its own weights are new enough
+    link.boxes["learner[0]"] = [(tag_of("3", 1), "w1"), (tag_of("3", 2), "w2"), (tag_of("9", 7), "other segment")]
+    assert sync.latest(min_version=0) == (2, ["w2"]) and link.idles == 0  # the newest, older ones skipped
+    assert sync.latest(min_version=2) == (2, []) and sync.loads == 1  # nothing newer: it keeps what it holds
+    assert sync.latest(min_version=3) == (4, ["w4"]) and link.idles == 1  # waits for one at least that new
+    assert link.boxes["learner[0]"] == [(tag_of("9", 7), "other segment")]
+
+
+def test_a_versioned_pull_is_published_once_and_a_broadcast_by_every_owner():
+    for name, sent in (("learner[0]", 1), ("learner[1]", 0)):
+        link = _Link(name=name)
+        VersionedPull(link, "3", ["learner[0]", "learner[1]"], ["actors[0]", "actors[1]"]).publish(5, "w")
+        assert len(link.sent) == sent
+        link = _Link(name=name)
+        Broadcast(link, "3", ["learner[0]", "learner[1]"], ["actors[0]", "actors[1]"]).publish(5, "w")
+        assert link.sent == [(("actors[0]", "actors[1]"), tag_of("3", 5), "w")]
+
+
+def test_a_broadcast_waits_for_exactly_the_walks_version_from_every_owner():
+    link = _Link()
+    link.boxes = {"learner[0]": [(tag_of("3", 2), "a")], "learner[1]": [(tag_of("3", 2), "b")]}
+    sync = Broadcast(link, "3", ["learner[0]", "learner[1]"], ["actors[0]"])
+    assert sync.latest(min_version=2) == (2, ["a", "b"]) and sync.loads == 1
+    link.boxes = {"learner[0]": [(tag_of("3", 3), "a")]}
+    with pytest.raises(AssertionError):  # a version other than the walk's is a bug, not a race
+        sync.latest(min_version=4)
+
+
+def test_every_operator_that_moves_weights_has_a_sync():
+    assert set(SYNCS) == {"broadcast", "versioned pull", "all-reduce"}
+
+
 # -- the gradient average ---------------------------------------------------------------------
 def test_average_leaves_every_replica_the_mean_gradient_in_its_own_shapes():
     replicas = [[torch.full((2, 3), float(r)), torch.full((4,), 10.0 * r)] for r in range(3)]
     total = sum(torch.cat([g.reshape(-1) for g in grads]) for grads in replicas)  # what all-reduce sums across them
     for grads in replicas:
-        average(grads, lambda flat: flat.copy_(total), world=3)
+        average(grads, AllReduce(3, lambda flat: flat.copy_(total)))
         assert torch.equal(grads[0], torch.full((2, 3), 1.0)) and torch.equal(grads[1], torch.full((4,), 10.0))
 
 
@@ -271,7 +331,7 @@ def test_a_round_is_as_fresh_as_its_oldest_trajectory():
 def test_actors_run_ahead_at_most_the_bound_and_the_survivors_of_a_lost_actor_make_up_for_it():
     assert d.pace(iterations=8, count=4, gone=0) == 8
     assert d.pace(iterations=8, count=4, gone=1) == 6  # three actors deliver the learner's four trajectories
-    assert d.may_act(version=6, pace_now=8, max_staleness=2) and not d.may_act(version=5, pace_now=8, max_staleness=2)
+    assert d.oldest_version(pace_now=8, max_staleness=2) == 6
 
 
 # -- where replicas go, and which a run can lose ----------------------------------------------

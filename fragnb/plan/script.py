@@ -253,6 +253,15 @@ class Script:
     def replicas(self) -> list[str]:
         return [name for g, n in self.groups.items() for name in peers(g, n)]
 
+    def transfer(self, src: str, dst: str, kind: str) -> Transfer:
+        """The transfer from group ``src`` to ``dst`` of ``kind``: what moves it is its operator."""
+        found = next((t for t in self.transfers if t.key == (src, dst, kind)), None)
+        if found is None:  # every crossing edge of the placement is one: a walk that finds none is a bug
+            raise LookupError(
+                f"the Script has no transfer {src!r} -> {dst!r} of {kind!r}: {list(map(str, self.transfers))}"
+            )
+        return found
+
     def components(self) -> dict[str, list[str]]:
         """The components each group's statements use: what its replicas send back at the end."""
         return {

@@ -88,19 +88,25 @@ class Mode:
         (sg, sn), (dg, dn) = src, dst
         if sg == dg:
             return "local"
+        if kind == "state":  # weights go whole to every replica that uses them, whatever the counts
+            return "broadcast"
         if sn > 1 and dn == 1:
             return "gather"
         if sn == 1 and dn > 1:
-            return "broadcast" if kind == "state" else "scatter"
+            return "scatter"
         return "exchange"
 
     def operators(self, kind: str, operator: str) -> tuple[str, ...]:
         """The operators this mode's replicas can move a transfer of ``kind`` with, where the mode
         chose ``operator``: the replicas of a group that averages its gradients may keep their own
-        instead (``"local"``: independent copies, as seeds side by side); other transfers move as the
-        mode routes them."""
+        instead (``"local"``: independent copies, as seeds side by side); weights that a mode
+        broadcasts may go by versioned pull instead, within the run's ``max_staleness`` (0 for a
+        synchronous policy: the very version a broadcast would bring, value for value); other transfers
+        move as the mode routes them."""
         if kind == "gradients":
             return ("all-reduce", "local")
+        if kind == "state" and operator == "broadcast":
+            return ("broadcast", "versioned pull")
         return (operator,)
 
     def unchecked(self, exact: bool) -> str:

@@ -61,6 +61,9 @@ class RunResult:
     intervals: list[tuple[str, str, str, float, float]] = field(default_factory=list, repr=False)
     #: Distributed runs: messages the replicas sent each other over channels.
     messages: int = 0
+    #: Distributed runs: the versions of weights the replicas loaded, summed over them, by the transfer
+    #: that moved them as the drawing names it (``"learner -> actors: broadcast (policy weights)"``).
+    moved: dict[str, int] = field(default_factory=dict, repr=False)
     #: Why the run ended before its loop did ("" when the loop ran out): the stop condition, or the loop's own `break`.
     stopped: str = ""
     #: Decoupled policies (async, srl): per learner iteration, the staleness of each trajectory it
@@ -261,6 +264,7 @@ class RunResult:
                 for label, kind, a, b in f.intervals
             ],
             messages=sum(f.messages_sent for f in finals.values()),
+            moved=_summed([f.moved for f in finals.values()]),
             stopped=lead.stopped,
             staleness=lead.staleness,
             dropped=lead.dropped,
@@ -277,6 +281,14 @@ class RunResult:
             replica_values={} if script.mode.splits else {name: f.variables for name, f in finals.items()},
             **measured,
         )
+
+
+def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for each in counts:
+        for key, n in each.items():
+            out[key] = out.get(key, 0) + n
+    return out
 
 
 def _group(replica: str) -> str:

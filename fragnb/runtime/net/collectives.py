@@ -1,6 +1,7 @@
 """Collectives: a torch.distributed process group across the replicas of a group, and gradient
 all-reduce for their learners (DD-PPO style: every replica steps with the mean gradient), or for
-every optimiser a whole-cell replica steps (``data_parallel``)."""
+every optimiser a whole-cell replica steps (``data_parallel``). The mean goes through the transfer's
+weight sync, :class:`~fragnb.runtime.net.weights.AllReduce`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from .weights import AllReduce
 
 __all__ = ["join", "leave", "average", "settle"]
 
@@ -71,14 +74,16 @@ def _average_gradients(module: torch.nn.Module) -> None:
     """Once backward has produced every gradient of ``module``, replace them by their mean over the
     replicas (:func:`average`), in one all-reduce (one call per backward, not one per tensor)."""
     params = [p for p in module.parameters() if p.requires_grad]
-    pending = {"count": 0}
+    pending = {"count": 0, "backwards": 0}
+    sync = AllReduce(dist.get_world_size())
 
     def on_grad(_param: torch.Tensor) -> None:
         pending["count"] += 1
         if pending["count"] < len(params):
             return
         pending["count"] = 0
-        average([p.grad for p in params], dist.all_reduce, dist.get_world_size())
+        pending["backwards"] += 1
+        average([p.grad for p in params], sync, pending["backwards"])
 
     for p in params:
         p.register_post_accumulate_grad_hook(on_grad)
@@ -159,15 +164,14 @@ def _round(which: int | None) -> int:
     return active
 
 
-def average(grads: list[torch.Tensor], all_reduce, world: int) -> None:
-    """Replace ``grads`` in place by their mean over ``world`` replicas: one flat bucket, summed
-    across them by ``all_reduce`` (in place: ``torch.distributed.all_reduce``), divided, copied back."""
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    all_reduce(flat)
-    flat /= world
+def average(grads: list[torch.Tensor], sync: AllReduce, version: int = 0) -> None:
+    """Replace ``grads`` in place by their mean over the group: published as ``version`` through
+    ``sync`` (every replica's k-th backward is version k), read back, copied in."""
+    sync.publish(version, grads)
+    _, (mean,) = sync.latest(version)
     offset = 0
     for g in grads:
-        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        g.copy_(mean[offset : offset + g.numel()].view_as(g))
         offset += g.numel()
 
 

@@ -41,7 +41,6 @@ free groups must need nothing but weights from the learner inside the loop.
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any
 
 from ...plan.program import DrivenLoop
@@ -53,10 +52,10 @@ from .machine import (
     is_news,
     is_segment,
     iteration_of,
-    may_act,
     may_sample_ahead,
     news_tag,
     next_trajectory,
+    oldest_version,
     pace,
     round_is_fresh,
     stamped,
@@ -64,13 +63,11 @@ from .machine import (
 )
 from .report import Finals
 from .stops import learner_ended
-from .timing import note
 from .walker import Walker
 
 __all__ = ["FreeWalker"]
 
 HALT = "control:halt"
-_POLL_S = 0.05
 
 
 class _Halted(Exception):
@@ -254,8 +251,6 @@ class FreeWalker(Walker):
     def receive(self, group: str, tag: str, keys: list[str]) -> list[dict]:
         if not self.looping:
             return [self.ch.take(peer, tag) for peer in self.partners(group, keys)]
-        if self.free and group == self.home:
-            return self.pull(tag)
         if (
             self.free
         ):  # another free group, in step with this one; what it sends was computed with weights of its version
@@ -271,19 +266,23 @@ class FreeWalker(Walker):
             self.wait(peer, lambda t, a=a: t.startswith(stamped(tag, a) + "/")) for peer, a, _ in self.assign(group)
         ]
 
-    def pull(self, tag: str) -> list[dict]:
-        """The newest weights the learner has sent for this segment; waits while they are more than
-        ``max_staleness`` versions behind this replica's iteration."""
-        learner = self.script.leader
-        best: tuple[int, dict] | None = None
-        while True:
-            while (got := self.ch.find(learner, lambda t: t.startswith(tag + "@"))) is not None:
-                best = (iteration_of(got[0]), got[1])  # messages from one peer arrive in order: the last is the newest
-            if best and best[0] > self.version:
-                self.version = best[0]
-            if may_act(self.version, self.pace(), self.script.max_staleness):
-                return [best[1]] if best else []
-            self.idle(learner)
+    # -- versioned weights (the transfer's sync: :class:`~fragnb.runtime.net.weights.VersionedPull`) ------------------
+    def version_of(self, keys) -> int:
+        """Inside the loop, the learner's weights are versioned by its iterations (staleness is counted in them)."""
+        return self.iterations if self.looping else super().version_of(keys)
+
+    def min_version(self, keys):
+        """Inside the loop, a free replica may act with weights up to ``max_staleness`` versions behind its
+        pace, which falls while it waits if an actor is lost (so asked again after every wait)."""
+        if self.looping and self.free:
+            return lambda: oldest_version(self.pace(), self.script.max_staleness)
+        return super().min_version(keys)
+
+    def load(self, owner, seg, nets) -> int:
+        version = super().load(owner, seg, nets)
+        if self.looping:
+            self.version = max(self.version, version)
+        return version
 
     def pace(self) -> int:
         """The learner's version this replica's iteration stands for (:func:`~.machine.pace`)."""
@@ -383,20 +382,10 @@ class FreeWalker(Walker):
         return got if tagged else got[1]
 
     def idle(self, whom: str) -> None:
-        """Wait a little for messages, as a wait for ``whom`` on the timeline."""
+        """As :meth:`Walker.idle`; a halt ends a free replica's wait."""
         if self.free and self.check_halt():
             raise _Halted
-        start = time.perf_counter()
-        self.ch.poll(_POLL_S)
-        end = time.perf_counter()
-        note(
-            self.rep.intervals,
-            f"waits for {whom if whom in self.script.groups else ReplicaId.parse(whom).group}",
-            "wait",
-            start,
-            end,
-        )
-        self.rep.waited += end - start
+        super().idle(whom)
 
     def recv(self, peer: str, tag: str) -> Any:
         return self.wait(peer, tag.__eq__)  # peers' messages interleave differently from run to run

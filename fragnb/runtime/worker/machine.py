@@ -35,7 +35,7 @@ __all__ = [
     "next_trajectory",
     "round_is_fresh",
     "pace",
-    "may_act",
+    "oldest_version",
     "may_sample_ahead",
     "in_replica_order",
     "segment_tag",
@@ -201,9 +201,10 @@ def pace(iterations: int, count: int, gone: int) -> int:
     return iterations * (count - gone) // count
 
 
-def may_act(version: int, pace_now: int, max_staleness: int) -> bool:
-    """Whether a free replica may act with weights of ``version`` (else it waits for newer ones)."""
-    return version >= pace_now - max_staleness
+def oldest_version(pace_now: int, max_staleness: int) -> int:
+    """The oldest version of the weights a free replica at ``pace_now`` may act with (it waits for newer ones
+    while it holds none as new: :class:`~fragnb.runtime.net.weights.VersionedPull`)."""
+    return pace_now - max_staleness
 
 
 def may_sample_ahead(sampled: int, inserted: int, next_samples: int, samples_per_insert: float) -> bool:

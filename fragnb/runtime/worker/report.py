@@ -95,6 +95,7 @@ class Finals:
     bytes_sent: int = 0
     messages_sent: int = 0
     checkpoint_seconds: float = 0.0
+    moved: dict[str, int] = field(default_factory=dict)  # transfer (as drawn) -> versions of weights it loaded
     lost: bool = False
     # -- a decoupled policy's learner -----------------------------------------------------------
     staleness: list[list[int]] = field(default_factory=list)  # per iteration, each trajectory's staleness

@@ -18,15 +18,18 @@ import ast
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ...plan.instrument import DRIVER
 from ...plan.keys import RecordKey, WeightsKey
 from ...plan.program import DrivenLoop, Segment
 from ...plan.script import ReplicaId, Script, peers
+from ...policies.transfers import Transfer
 from ...shards import network
 from ..net import collectives
 from ..net.channels import Unsendable, dumps
+from ..net.weights import SYNCS, WeightSync
 from .bindings import MISSING, bind, holdings, shape_error, where
 from .edges import combine, refuse_autograd, to_device
 from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_tag, share
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
     from .replica import ReplicaState
 
 __all__ = ["Walker"]
+
+_POLL_S = 0.05
 
 
 class Walker:
@@ -72,6 +77,8 @@ class Walker:
         self.at = (0, 0)  # where the walk is: (item of the program's top level, values its loop has taken)
         self.resume = (0, 0)  # where a run restored from a checkpoint starts again
         self.checkpoint_seconds = 0.0
+        self.syncs: dict[tuple[str, int], WeightSync] = {}  # (owner group, segment) -> how its weights move
+        self.moved_by: dict[tuple[str, int], Transfer] = {}  # the same -> its transfer
 
     # -- walking --------------------------------------------------------------------------------
     def run(self) -> None:
@@ -234,21 +241,97 @@ class Walker:
         group = seg.group
         inputs = self.inputs(seg)
         tag = segment_tag(seg.index)
-        keys: dict[str, list[str]] = {}
-        for sender, key, _ in inputs:
-            keys.setdefault(sender, []).append(key)
+        keys: dict[str, list[str]] = {}  # values, by sending group
+        nets: dict[str, list[tuple[WeightsKey, WeightsKey]]] = {}  # weights (owner's, where they load), by owner
+        for sender, key, into in inputs:
+            if isinstance(key, WeightsKey):
+                nets.setdefault(sender, []).append((key, into))
+            else:
+                keys.setdefault(sender, []).append(key)
+        if self.rep.group in nets:  # weights first, values after: both ends take them in that order
+            owned = [key for key, _ in nets[self.rep.group]]
+            state = to_device({key: self.export(key) for key in owned}, "cpu")
+            self.sync(self.rep.group, seg).publish(self.version_of(owned), state)
         if self.rep.group in keys:
             out = {key: self.export(key) for key in keys[self.rep.group]}
             refuse_autograd(out, self.script.program.origin, self.rep.group, group)
             self.send(group, tag, to_device(out, "cpu"))
         if group == self.rep.group:
+            for owner in sorted(nets):
+                self.load(owner, seg, nets[owner])
             received = {s: self.receive(s, tag, keys[s]) for s in sorted(keys)}
             for sender, key, into in inputs:
-                parts = [r[key] for r in received[sender] if key in r]
-                if parts:
+                if sender in received and (parts := [r[key] for r in received[sender] if key in r]):
                     self.combine_into(key, into, parts, self.share(sender, keys[sender]))
             self.execute(seg)
         self.wrote(seg)
+
+    # -- weights --------------------------------------------------------------------------------
+    def sync(self, owner: str, seg: Segment) -> WeightSync:
+        """How the weights ``seg`` loads from ``owner``'s group move: the implementation of the Script's
+        transfer's operator (:mod:`fragnb.runtime.net.weights`), one per segment, kept for the run."""
+        key = (owner, seg.index)
+        if key not in self.syncs:
+            transfer = self.script.transfer(owner, seg.group, "state")
+            self.syncs[key] = SYNCS[transfer.operator](
+                self,
+                str(seg.index),
+                peers(owner, self.script.groups[owner]),
+                peers(seg.group, self.script.groups[seg.group]),
+            )
+            self.moved_by[key] = transfer
+        return self.syncs[key]
+
+    def version_of(self, keys: list[WeightsKey]) -> int:
+        """The version of ``keys`` this walk is at: how often their owner has written them (every replica
+        counts alike)."""
+        return max(self.latest[key][1] for key in keys)
+
+    def min_version(self, keys: list[WeightsKey]) -> int:
+        """The oldest version of ``keys`` a segment may load: the one the walk is at (a synchronous run's
+        replicas act with exactly the weights plain Python's would)."""
+        return self.version_of(keys)
+
+    def load(self, owner: str, seg: Segment, nets: list[tuple[WeightsKey, WeightsKey]]) -> int:
+        """Load the weights ``seg`` needs from ``owner``'s group, as its transfer's sync delivers them (none
+        when what this replica holds is new enough); returns their version."""
+        rep, script = self.rep, self.script
+        version, parts = self.sync(owner, seg).latest(self.min_version([key for key, _ in nets]))
+        for key, into in nets if parts else ():
+            weights = combine(
+                key,
+                [p[key] for p in parts],
+                kind="replicated",
+                origin=f"the weights of {key.component}",
+                strict=script.strict,
+            )  # whole on every replica, never split along the environments; the owners agree
+            network(rep.ns[into.component], into.attribute).load_state_dict(to_device(weights, rep.device))
+        return version
+
+    def moved(self) -> dict[str, int]:
+        """How many versions of weights this replica loaded, by transfer, named as the drawing names it but
+        with the operator of the sync that moved them (what ran, to compare with what was drawn)."""
+        out: dict[str, int] = {}
+        for key, sync in self.syncs.items():
+            name = str(replace(self.moved_by[key], operator=sync.operator))
+            out[name] = out.get(name, 0) + sync.loads
+        return out
+
+    # Link (:class:`fragnb.runtime.net.weights.Link`): what the syncs move weights with
+    def send_to(self, peers: list[str], tag: str, value: Any) -> None:
+        self.ch.send(peers, tag, value)
+
+    def find(self, peer: str, match) -> tuple[str, Any] | None:
+        return self.ch.find(peer, match)
+
+    def idle(self, whom: str) -> None:
+        """Wait a little for messages, as a wait for ``whom`` on the timeline."""
+        start = time.perf_counter()
+        self.ch.poll(_POLL_S)
+        end = time.perf_counter()
+        group = whom if whom in self.script.groups else ReplicaId.parse(whom).group
+        note(self.rep.intervals, f"waits for {group}", "wait", start, end)
+        self.rep.waited += end - start
 
     def wrote(self, seg: Segment) -> None:
         """What every replica records once ``seg`` has run: a new version of what it exports, and who wrote what."""
@@ -346,12 +429,7 @@ class Walker:
             )
             return to_device(value, rep.device)
 
-        if isinstance(key, WeightsKey):  # whole on every replica, never split along the environments
-            weights = combine(
-                key, parts, kind="replicated", origin=f"the weights of {key.component}", strict=script.strict
-            )
-            network(rep.ns[into.component], into.attribute).load_state_dict(to_device(weights, rep.device))
-        elif isinstance(key, RecordKey):
+        if isinstance(key, RecordKey):
             rep.replays[key] = [{v: share(v, [p[v] for p in steps]) for v in steps[0]} for steps in zip(*parts)][::-1]
         elif not any(p is MISSING for p in parts):
             rep.ns[into] = share(key, parts)
@@ -428,5 +506,6 @@ class Walker:
             intervals=[(label, kind, a + self.clock, b + self.clock) for label, kind, a, b in rep.intervals],
             bytes_sent=self.ch.bytes_sent,
             messages_sent=self.ch.messages_sent,
+            moved=self.moved(),
             checkpoint_seconds=self.checkpoint_seconds,
         )
