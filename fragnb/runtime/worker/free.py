@@ -14,7 +14,9 @@ arrives. The walk is the same program as :mod:`fragnb.runtime.worker.walker`'s; 
 - **Versioned weights.** The learner sends its weights after every update, tagged with its version;
   a free replica loads the newest that has arrived when its segment needs them, and **waits** only
   when even that is more than ``max_staleness`` versions behind its own iteration, which bounds how
-  far actors run ahead (and how much they would produce for nothing).
+  far actors run ahead (and how much they would produce for nothing). That is the weights transfer's
+  operator, ``versioned pull`` (:class:`~fragnb.runtime.net.weights.VersionedPull`); this walker only
+  says what a version is inside the loop (the learner's iteration) and how old one may be.
 - **Sampling ahead** (``samples_per_insert``, Ape-X's learner). The learner need not wait for a
   trajectory: when none is waiting, it runs the iteration's updates on its replay buffer alone (the
   segment's *ahead* variant, :func:`fragnb.plan.decoupled.sample_ahead`), as long as the samples it has
