@@ -18,7 +18,6 @@ import ast
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ...plan.instrument import DRIVER
@@ -29,9 +28,10 @@ from ...policies.transfers import Transfer
 from ...shards import network
 from ..net import collectives
 from ..net.channels import Unsendable, dumps
-from ..net.weights import SYNCS, WeightSync
+from ..net.weights import WeightSync
 from .bindings import MISSING, bind, holdings, shape_error, where
 from .edges import combine, refuse_autograd, to_device
+from .loads import Loads
 from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_tag, share
 from .report import Checkpointed, Finals, Progress, arrival_order, plain_order
 from .stops import condition_held, interrupted, own_condition
@@ -44,10 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Walker"]
 
-_POLL_S = 0.05
 
-
-class Walker:
+class Walker(Loads):
     """Walks ``script`` as replica ``rep`` (what it needs of one:
     :class:`~fragnb.runtime.worker.replica.ReplicaState`), exchanging values over ``channels``.
 
@@ -265,73 +263,6 @@ class Walker:
                     self.combine_into(key, into, parts, self.share(sender, keys[sender]))
             self.execute(seg)
         self.wrote(seg)
-
-    # -- weights --------------------------------------------------------------------------------
-    def sync(self, owner: str, seg: Segment) -> WeightSync:
-        """How the weights ``seg`` loads from ``owner``'s group move: the implementation of the Script's
-        transfer's operator (:mod:`fragnb.runtime.net.weights`), one per segment, kept for the run."""
-        key = (owner, seg.index)
-        if key not in self.syncs:
-            transfer = self.script.transfer(owner, seg.group, "state")
-            self.syncs[key] = SYNCS[transfer.operator](
-                self,
-                str(seg.index),
-                peers(owner, self.script.groups[owner]),
-                peers(seg.group, self.script.groups[seg.group]),
-            )
-            self.moved_by[key] = transfer
-        return self.syncs[key]
-
-    def version_of(self, keys: list[WeightsKey]) -> int:
-        """The version of ``keys`` this walk is at: how often their owner has written them (every replica
-        counts alike)."""
-        return max(self.latest[key][1] for key in keys)
-
-    def min_version(self, keys: list[WeightsKey]) -> int:
-        """The oldest version of ``keys`` a segment may load: the one the walk is at (a synchronous run's
-        replicas act with exactly the weights plain Python's would)."""
-        return self.version_of(keys)
-
-    def load(self, owner: str, seg: Segment, nets: list[tuple[WeightsKey, WeightsKey]]) -> int:
-        """Load the weights ``seg`` needs from ``owner``'s group, as its transfer's sync delivers them (none
-        when what this replica holds is new enough); returns their version."""
-        rep, script = self.rep, self.script
-        version, parts = self.sync(owner, seg).latest(self.min_version([key for key, _ in nets]))
-        for key, into in nets if parts else ():
-            weights = combine(
-                key,
-                [p[key] for p in parts],
-                kind="replicated",
-                origin=f"the weights of {key.component}",
-                strict=script.strict,
-            )  # whole on every replica, never split along the environments; the owners agree
-            network(rep.ns[into.component], into.attribute).load_state_dict(to_device(weights, rep.device))
-        return version
-
-    def moved(self) -> dict[str, int]:
-        """How many versions of weights this replica loaded, by transfer, named as the drawing names it but
-        with the operator of the sync that moved them (what ran, to compare with what was drawn)."""
-        out: dict[str, int] = {}
-        for key, sync in self.syncs.items():
-            name = str(replace(self.moved_by[key], operator=sync.operator))
-            out[name] = out.get(name, 0) + sync.loads
-        return out
-
-    # Link (:class:`fragnb.runtime.net.weights.Link`): what the syncs move weights with
-    def send_to(self, peers: list[str], tag: str, value: Any) -> None:
-        self.ch.send(peers, tag, value)
-
-    def find(self, peer: str, match) -> tuple[str, Any] | None:
-        return self.ch.find(peer, match)
-
-    def idle(self, whom: str) -> None:
-        """Wait a little for messages, as a wait for ``whom`` on the timeline."""
-        start = time.perf_counter()
-        self.ch.poll(_POLL_S)
-        end = time.perf_counter()
-        group = whom if whom in self.script.groups else ReplicaId.parse(whom).group
-        note(self.rep.intervals, f"waits for {group}", "wait", start, end)
-        self.rep.waited += end - start
 
     def wrote(self, seg: Segment) -> None:
         """What every replica records once ``seg`` has run: a new version of what it exports, and who wrote what."""
