@@ -251,19 +251,29 @@ class FreeWalker(Walker):
         super().send(group, tag, out)
 
     def receive(self, group: str, tag: str, keys: list[str]) -> list[dict]:
+        """What ``group``'s replicas sent for a segment: before the loop every group is in step; inside it, as
+        the operator of the Script's transfer from ``group`` says (:data:`STREAMS`)."""
         if not self.looping:
             return [self.ch.take(peer, tag) for peer in self.partners(group, keys)]
-        if (
-            self.free
-        ):  # another free group, in step with this one; what it sends was computed with weights of its version
-            got = [
-                self.wait(peer, lambda t: t.startswith(stamped(tag, self.iterations) + "/"), tagged=True)
-                for peer in self.partners(group, keys)
-            ]
-            # srl: actor workers learn the version their policy workers act with (never older than their own)
-            self.version = max([self.version] + [version_of(t) for t, _ in got])
-            return [value for _, value in got]
-        # A replica's version may grow within an iteration (a learner that updates every step): match any.
+        transfer = self.script.transfer(group, self.rep.group, "data")
+        if transfer.operator not in STREAMS:
+            raise RuntimeError(f"{transfer}: a decoupled walk moves values by {sorted(STREAMS)} only")
+        return STREAMS[transfer.operator](self, group, tag, keys)
+
+    def in_step(self, group: str, tag: str, keys: list[str]) -> list[dict]:
+        """An inference stream: another free group, in step with this one, sent what it computed this
+        iteration, with the version of the weights it acted with."""
+        got = [
+            self.wait(peer, lambda t: t.startswith(stamped(tag, self.iterations) + "/"), tagged=True)
+            for peer in self.partners(group, keys)
+        ]
+        # srl: actor workers learn the version their policy workers act with (never older than their own)
+        self.version = max([self.version] + [version_of(t) for t, _ in got])
+        return [value for _, value in got]
+
+    def streamed(self, group: str, tag: str, keys: list[str]) -> list[dict]:
+        """A sample stream: the learner takes this iteration's trajectories from ``group`` (:meth:`assign`).
+        A replica's version may grow within an iteration (a learner that updates every step): match any."""
         return [
             self.wait(peer, lambda t, a=a: t.startswith(stamped(tag, a) + "/")) for peer, a, _ in self.assign(group)
         ]
@@ -413,3 +423,8 @@ class FreeWalker(Walker):
         out.staleness, out.dropped, out.depth, out.ahead = self.staleness, self.dropped, self.depth, self.ahead
         out.produced = self.produced() if not self.free else {}
         return out
+
+
+#: How a decoupled walk receives values inside its loop, by the operator of the transfer that brings them
+#: (:meth:`fragnb.policies.modes.Decoupled.operator`); weights are the transfer's sync (:mod:`.loads`).
+STREAMS = {"inference stream": FreeWalker.in_step, "sample stream": FreeWalker.streamed}
