@@ -20,6 +20,7 @@ __all__ = [
     "Setup",
     "SweepResult",
     "explore",
+    "debug",
     "shutdown",
     "FragmentGraph",
     "FragmentError",
@@ -40,6 +41,16 @@ def explore(graph: FragmentGraph, policy="single", cluster=None, **params):
     from .widgets import Explorer
 
     return Explorer(graph, policy, cluster, **params)
+
+
+def debug() -> None:
+    """Replay, here in the kernel, the last distributed run whose cell code raised on a worker, until it
+    raises again, and raise it: ``%debug`` then opens in the frame where it failed, with the replica's
+    values (:mod:`fragnb.runtime.replay`). Synchronous policies replay; the error of a run that cannot
+    says why."""
+    from .runtime.replay import debug as replay
+
+    replay()
 
 
 def shutdown() -> None:

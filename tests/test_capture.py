@@ -227,6 +227,7 @@ def test_fragnb_exports_the_contract():
         "Setup",
         "SweepResult",
         "explore",
+        "debug",
         "shutdown",
         "FragmentGraph",
         "FragmentError",

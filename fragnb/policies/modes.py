@@ -59,6 +59,10 @@ class Mode:
     #: order, and a value the replicas cannot combine is an error (else groups run apart, episodes go by
     #: arrival, and such a value is replica 0's).
     in_step: ClassVar[bool] = True
+    #: Why a run that raised in the cell's code on a worker cannot be replayed in the kernel to debug it
+    #: ("" where it can: every replica walks the same Script again from the same payloads or checkpoint,
+    #: as threads of the kernel, value for value: :func:`fragnb.debug`).
+    unreplayable: ClassVar[str] = ""
 
     def __eq__(self, other) -> bool:
         return type(self) is type(other)
@@ -125,6 +129,7 @@ class Local(Mode):
     name = "local"
     distributed = False
     checkpoints = False
+    unreplayable = "it ran in the kernel already: `%debug` opens where it failed"
 
 
 class Lockstep(Mode):
@@ -141,6 +146,9 @@ class Averaged(Lockstep):
     name = "averaged"
     averages = True
     compares = False
+    unreplayable = (
+        "its replicas average gradients in a torch.distributed process group, which threads of one kernel cannot form"
+    )
 
 
 class Fused(Averaged):
@@ -158,6 +166,7 @@ class Whole(Mode):
     name = "whole"
     splits = False
     averages = True
+    unreplayable = Averaged.unreplayable
 
 
 class Decoupled(Mode):
@@ -171,6 +180,9 @@ class Decoupled(Mode):
     net_iterations = (1,)
     checkpoints = False
     in_step = False
+    unreplayable = (
+        "what its learner takes depends on when the actors' trajectories arrive, which a replay cannot repeat"
+    )
 
     def home(self, groups: dict[str, str]) -> str | None:
         return groups["driver"]

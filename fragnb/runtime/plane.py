@@ -15,6 +15,7 @@ import time
 
 from ..plan.instrument import remember_source
 from ..policies import Placement
+from . import replay
 from .attempt import Attempt, LostWorker
 from .cluster.budget import limit
 from .cluster.clusters import ClusterError, connect, local_workers, shutdown
@@ -98,6 +99,12 @@ class OnDask:
                             f"The last checkpoint (after iteration {saved[0]}) could not be loaded here "
                             f"({type(failed).__name__}: {failed}); the notebook is as it was before the run."
                         )
+                if (
+                    isinstance(e, Exception)
+                    and not isinstance(e, (LostWorker, ClusterError))
+                    and getattr(e, "__notes__", None)
+                ):
+                    replay.keep(job, saved, e)  # the cell's code raised on a replica: fragnb.debug() replays it
                 raise _without_dask_frames(e) from None
         run.forget()
         merge(job.namespace, script, finals)

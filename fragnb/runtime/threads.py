@@ -23,7 +23,12 @@ __all__ = ["InThreads"]
 
 
 class InThreads:
-    """Runs a job's replicas as threads here and merges what they hold into ``job.namespace``."""
+    """Runs a job's replicas as threads here and merges what they hold into ``job.namespace``; or
+    (``resume``: each replica's checkpoint, by name) from where a checkpoint left them, and (``keep``
+    False) without merging anything (a replay to debug a failed run: :mod:`fragnb.runtime.replay`)."""
+
+    def __init__(self, resume: dict[str, bytes] | None = None, keep: bool = True):
+        self.resume, self.keep = resume or {}, keep
 
     def execute(self, job) -> RunResult:
         script, placement = job.script, job.placement
@@ -47,8 +52,11 @@ class InThreads:
             for g, (n, device) in placement.groups.items():
                 payload = job.payloads[g]
                 for i in range(n):
-                    rep = entry.init_replica(run_id, g, i, n, device, payload, source, fused=script.mode.fused)
-                    threads.append(threading.Thread(target=play, args=(str(ReplicaId(g, i)), rep), daemon=True))
+                    name = str(ReplicaId(g, i))
+                    rep = entry.init_replica(
+                        run_id, g, i, n, device, payload, source, fused=script.mode.fused, resume=self.resume.get(name)
+                    )
+                    threads.append(threading.Thread(target=play, args=(name, rep), daemon=True))
             for t in threads:
                 t.start()
             for t in threads:
@@ -58,5 +66,6 @@ class InThreads:
         if errors:
             raise root_cause(list(errors.values()))
         refuse_unreturnable(finals, script.program.origin)
-        merge(job.namespace, script, finals)
+        if self.keep:
+            merge(job.namespace, script, finals)
         return RunResult.of_replicas(job, finals, start)

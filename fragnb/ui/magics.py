@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser, argument, magic_arguments, parse_argstring
 from IPython.display import display
 
@@ -186,6 +186,15 @@ class FragmentMagics(Magics):
                 exact=args.exact,
             )
             print(graph.last_run)
+
+    @line_magic
+    def fragment_debug(self, line: str = ""):
+        """Replay here the last distributed run whose cell code raised on a worker, until it raises again,
+        and raise it: ``%debug`` then opens in the frame where it failed, with the replica's values
+        (:func:`fragnb.debug`)."""
+        from ..runtime.replay import debug
+
+        debug()
 
     @magic_arguments()
     @argument("name", help="variable that receives the Setup (what --seeds runs before the loop)")

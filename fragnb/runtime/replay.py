@@ -1,0 +1,107 @@
+"""Replay: a distributed run that raised in the cell's code on a worker, reproduced in the kernel for the debugger.
+
+A run whose mode replays (:attr:`fragnb.policies.modes.Mode.unreplayable` is empty) is value for value
+reproducible: every replica walks the same Script from the same payloads, packed once before it
+started, and draws from generators the Script seeds. When a replica raises, the notebook keeps that
+Job and the last checkpoint every replica kept (:func:`keep`); :func:`debug` walks the same Script
+again here, every replica a thread (as the safety net does), from that checkpoint, until the replica
+raises again, and raises that exception with its traceback from the cell's frame on. ``%debug`` (or
+``pdb.pm()``) then opens in the user's own frame (the cell line, a component's method) with the
+replica's locals, which a worker's process took with it.
+
+Nothing the replay computes reaches the notebook: its namespace stays as the failed run left it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from .threads import InThreads
+from .worker.travel import classes_kept
+
+if TYPE_CHECKING:
+    from .job import Job
+
+__all__ = ["Failure", "keep", "debug", "last"]
+
+#: Where the cell's code runs on a replica: its frames' filenames start so (:attr:`FragmentGraph.filename`).
+_CELL = "<fragment "
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A run that raised in the cell's code: what reproduces it (its Job, planned and packed once, and the
+    last checkpoint all replicas kept: iteration, each replica's state), and what it raised."""
+
+    job: Job
+    saved: tuple[int, dict[str, bytes]] | None
+    error: BaseException
+
+    @property
+    def start(self) -> str:
+        return f"the checkpoint after iteration {self.saved[0]}" if self.saved else "the beginning of the run"
+
+
+_LAST: dict[str, Failure] = {}
+
+
+def last() -> Failure | None:
+    """This kernel's last failed run that :func:`debug` can replay (None if there is none)."""
+    return _LAST.get("failure")
+
+
+def keep(job: Job, saved: tuple[int, dict[str, bytes]] | None, error: BaseException) -> None:
+    """Keep what reproduces ``error`` (raised by a replica of ``job``'s run, with ``saved`` its last
+    checkpoint) for :func:`debug`, and tell the user in a note; or say why it cannot be replayed."""
+    why = job.script.mode.unreplayable
+    if why:
+        _LAST.pop("failure", None)
+        error.add_note(f"fragnb.debug() cannot replay this run in the kernel: {why}.")
+        return
+    _LAST["failure"] = Failure(job, saved, error)
+    error.add_note(
+        "To stop where it failed, with the replica's values: `fragnb.debug()` (or `%fragment_debug`) replays "
+        "the run in this kernel and raises it there; then `%debug`."
+    )
+
+
+def debug() -> None:
+    """Replay this kernel's last failed distributed run here until the replica that failed raises again,
+    and raise that exception, its traceback starting at the cell's frame: ``%debug`` (or ``pdb.pm()``)
+    then opens where it failed, with the replica's locals. A note says where the replay started and how
+    long it took. Raises RuntimeError when there is no run to replay, or when the replay ends without the
+    error (it then says so: something outside the run changed what it computes)."""
+    failure = last()
+    if failure is None:
+        raise RuntimeError(
+            "no failed run to replay in this kernel: fragnb.debug() replays the last distributed run whose cell "
+            "code raised on a worker (a `single` run fails in the kernel itself: use %debug)"
+        )
+    job = failure.job
+    began = time.perf_counter()
+    try:
+        with classes_kept(job.namespace):  # the replicas' objects are unpickled here, beside the notebook's
+            InThreads(resume=failure.saved[1] if failure.saved else None, keep=False).execute(job)
+    except Exception as e:
+        e.add_note(
+            f"fragnb.debug(): replayed in this kernel from {failure.start} in {time.perf_counter() - began:.1f} s; "
+            "%debug opens in the frame that raised it."
+        )
+        raise e.with_traceback(from_the_cell(e.__traceback__)) from None
+    raise RuntimeError(
+        f"the replay from {failure.start} ended without an error ({time.perf_counter() - began:.1f} s): "
+        f"{type(failure.error).__name__} did not happen again here. What the run computes must have changed since "
+        "(a notebook object its code reads but does not take along, a file, the time)."
+    )
+
+
+def from_the_cell(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` from its first frame in the cell's code on (the walker's frames above it cut), or whole if
+    it never enters the cell."""
+    first = tb
+    while first is not None and not first.tb_frame.f_code.co_filename.startswith(_CELL):
+        first = first.tb_next
+    return first if first is not None else tb
