@@ -12,15 +12,16 @@ from fragnb.policies.modes import Decoupled, Lockstep
 from fragnb.runtime import replay
 
 FAILING = "    last_value = actor.value(obs)\n"
-# At its third iteration (after the safety net's two), an actor replica indexes past its 16 of the 32 environments.
-PROBE = FAILING + "    if it == 2:\n        probe = float(actor.value(obs)[20])\n"
+# A bug only one replica meets: at iteration 3 (after the safety net's two), environment 20 "diverges"; of two
+# replicas sharing the 32 environments, replica 1 steps it (plain Python meets it too, at the same iteration).
+PROBE = FAILING + "    assert not (it == 3 and bool((env.env_ids == 20).any())), 'environment 20 diverged'\n"
 
 
-def _failing_run(canonical, ppo_ns, **params):
-    ns = ppo_ns(4)
+def _failing_run(canonical, ppo_ns, policy="coarse", **params):
+    ns = ppo_ns(5)
     graph = fragnb.capture(canonical.body.replace(FAILING, PROBE), ns, name="probe")
-    with pytest.raises(IndexError) as failed:
-        fragnb.run(graph, "coarse", actors=2, progress=False, plot=False, **params)
+    with pytest.raises(AssertionError) as failed:
+        fragnb.run(graph, policy, actors=2, progress=False, plot=False, **params)
     return ns, failed.value
 
 
@@ -32,18 +33,20 @@ def _frames(tb):
     return out
 
 
-@pytest.mark.parametrize("checkpoint_every", [1, 0])
+@pytest.mark.parametrize(
+    "policy, group, checkpoint_every", [("coarse", "actors", 1), ("coarse", "actors", 0), ("fine", "envs", 1)]
+)
 def test_a_replicas_failure_replays_in_the_kernel_where_the_debugger_sees_its_own_values(
-    canonical, ppo_ns, checkpoint_every
+    canonical, ppo_ns, policy, group, checkpoint_every
 ):
-    ns, error = _failing_run(canonical, ppo_ns, checkpoint_every=checkpoint_every)
-    assert "replica 0 of 'actors'" in error.__notes__[0] and "fragnb.debug()" in error.__notes__[-1]
+    ns, error = _failing_run(canonical, ppo_ns, policy, checkpoint_every=checkpoint_every)
+    assert f"replica 1 of {group!r}" in error.__notes__[0] and "fragnb.debug()" in error.__notes__[-1]
     assert "obs" not in ns  # a failed run leaves the notebook as it was before it
     weights = {k: v.clone() for k, v in ns["learner"].policy.state_dict().items()}
-    with pytest.raises(IndexError) as again:
+    with pytest.raises(AssertionError) as again:
         fragnb.debug()
     assert str(again.value) == str(error)
-    start = "the checkpoint after iteration 2" if checkpoint_every else "the beginning of the run"
+    start = "the checkpoint after iteration 3" if checkpoint_every else "the beginning of the run"
     assert f"replayed in this kernel from {start}" in again.value.__notes__[-1]
     frames = _frames(again.value.__traceback__)
     cell = [f for f in frames if f.tb_frame.f_code.co_filename.startswith("<fragment ")]
@@ -52,8 +55,10 @@ def test_a_replicas_failure_replays_in_the_kernel_where_the_debugger_sees_its_ow
     assert cell and files[frames.index(cell[0]) - 1].endswith("fragnb/runtime/replay.py")
     assert not any("runtime/worker" in f or f.endswith("threads.py") for f in files)
     where = frames[-1].tb_frame  # where %debug and pdb.pm() open: the user's statement, the replica's values
-    assert where.f_code.co_filename == "<fragment probe>" and frames[-1].tb_lineno == 12
-    assert where.f_globals["it"] == 2 and tuple(where.f_globals["obs"].shape) == (16, 4)  # its own half
+    assert where.f_code.co_filename == "<fragment probe>"
+    assert f"line {frames[-1].tb_lineno}, in replica 1" in error.__notes__[0]  # the cell line the run named
+    # the iteration, and what only replica 1 holds: environments 16 to 31
+    assert where.f_globals["it"] == 3 and where.f_globals["env"].env_ids.tolist() == list(range(16, 32))
     # the replay leaves the notebook as the failed run did
     assert "obs" not in ns and all(torch.equal(v, weights[k]) for k, v in ns["learner"].policy.state_dict().items())
 
@@ -65,7 +70,7 @@ def test_the_magic_replays_it_too_and_without_a_failed_run_both_say_so(shell, ca
     with pytest.raises(RuntimeError, match="no failed run to replay in this kernel"):
         shell.run_line_magic("fragment_debug", "")
     _failing_run(canonical, ppo_ns)
-    with pytest.raises(IndexError, match="index 20 is out of bounds"):
+    with pytest.raises(AssertionError, match="environment 20 diverged"):
         shell.run_line_magic("fragment_debug", "")
 
 
