@@ -29,6 +29,7 @@ from distributed.security import Security
 
 from ...errors import ClusterError
 from .budget import limit, threads
+from .guard import refuse_unguarded
 from .probe import ProbeError, check_scheduler
 
 __all__ = [
@@ -200,6 +201,7 @@ def connect(cluster=None, workers: int = 1, dashboard: bool = True) -> tuple[Cli
     """
     if cluster is None or cluster == "local" or cluster == "cuda":
         kind = cluster or "local"
+        refuse_unguarded()  # its workers would import the script again and start the run again
         with _starting(kind):
             return _embedded(kind, workers, dashboard), True
     if isinstance(cluster, Client):
