@@ -56,6 +56,15 @@ def test_until_return_stops_after_the_iteration_that_reaches_it(shell, canonical
     )
 
 
+@pytest.mark.parametrize("flag", ["--checkpoint-every -3", "--restarts two"])
+def test_a_count_flag_given_no_count_is_a_usage_error_naming_the_flag(shell, canonical, flag):
+    _setup(shell, canonical)
+    name, value = flag.split()
+    with pytest.raises(UsageError, match=f"argument {name}: '{value}' is not a count: give a whole number, 0 or more"):
+        shell.run_cell_magic("fragment", f"ppo --policy coarse --run {flag}", canonical.body)
+    assert "ppo" not in shell.user_ns
+
+
 def test_unknown_policy_is_a_usage_error_listing_the_known_ones(shell, canonical):
     _setup(shell, canonical)
     with pytest.raises(

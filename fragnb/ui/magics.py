@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from argparse import ArgumentTypeError
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -18,6 +19,17 @@ from ..runtime.pipeline import torch_threads
 from ..runtime.plane import wanted
 
 __all__ = ["FragmentMagics"]
+
+
+def _count(text: str) -> int:
+    """A flag's count: a whole number, 0 or more (else the magic's usage error names the flag and the value)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ArgumentTypeError(f"{text!r} is not a count: give a whole number, 0 or more")
+    return value
 
 
 @magics_class
@@ -43,14 +55,14 @@ class FragmentMagics(Magics):
     @argument("--no-plot", action="store_true", help="no live dashboard during --run")
     @argument(
         "--restarts",
-        type=int,
+        type=_count,
         default=2,
         metavar="N",
         help="synchronous policies: start again from the last checkpoint up to N times when a worker is lost (default 2)",
     )
     @argument(
         "--checkpoint-every",
-        type=int,
+        type=_count,
         default=None,
         metavar="K",
         help=f"synchronous policies: keep the replicas' state in the notebook every K iterations (0: never; default: "
