@@ -92,3 +92,54 @@ fragnb.shutdown()
     _execute(kc, "%reset -f")
     out = _execute(kc, code)
     assert "DONE 1" in out and "ERROR" not in out, out
+
+
+def _debugged(kc, code: str, answers: list[str], timeout: float = 180) -> str:
+    """Run ``code`` (``%debug``) in the kernel, answering each of its prompts with the next of ``answers``, as a
+    user types at JupyterLab's ``ipdb>`` box; the output as text."""
+    import queue
+
+    msg_id = kc.execute(code, allow_stdin=True)
+    out, answers = [], list(answers)
+    while True:
+        try:
+            request = kc.get_stdin_msg(timeout=0.2)
+            if request["msg_type"] == "input_request":
+                kc.input(answers.pop(0) if answers else "q")
+        except queue.Empty:
+            pass
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            out.append(content["text"])
+        elif kind == "status" and content["execution_state"] == "idle":
+            return "".join(out)
+
+
+def test_debug_after_fragnb_debug_opens_in_the_failing_replicas_frame_in_a_real_kernel(kernel):
+    _, kc = kernel
+    failed = _execute(
+        kc,
+        f"""
+import fragnb
+from fragnb.notebook import load_canonical
+cell = load_canonical({str(NOTEBOOK_01)!r})
+ns = cell.namespace()
+ns["iterations"] = 5
+body = cell.body.replace("    last_value = actor.value(obs)\\n", "    last_value = actor.value(obs)\\n"
+    "    assert not (it == 3 and bool((env.env_ids == 20).any())), 'environment 20 diverged'\\n")
+fragnb.run(fragnb.capture(body, ns, name="probe"), "coarse", actors=2, progress=False, plot=False)
+""",
+    )
+    assert "ERROR AssertionError: environment 20 diverged" in failed, failed
+    replayed = _execute(kc, "fragnb.debug()")
+    assert "ERROR AssertionError: environment 20 diverged" in replayed, replayed
+    # what a user types at the ipdb> prompt: where, the iteration, what only replica 1 holds
+    session = _debugged(kc, "%debug", ["p it", "p env.env_ids.tolist()", "q"])
+    assert "<fragment probe>" in session and "\n3\n" in session, session
+    assert str(list(range(16, 32))) in session, session
