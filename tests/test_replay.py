@@ -63,6 +63,27 @@ def test_a_replicas_failure_replays_in_the_kernel_where_the_debugger_sees_its_ow
     assert "obs" not in ns and all(torch.equal(v, weights[k]) for k, v in ns["learner"].policy.state_dict().items())
 
 
+def test_a_statistical_runs_failure_replays_with_the_replicas_own_draws(canonical, ppo_ns):
+    # the actors draw from torch's global generator: each replica its own numbers, seeded from the run's seed and
+    # its name. Those are in the plan, so the replay draws them again: the message carries replica 1's sum.
+    noisy = (
+        FAILING
+        + "    noise = torch.rand(len(obs))\n"
+        + PROBE.removeprefix(FAILING).replace(
+            "'environment 20 diverged'", "f'environment 20 diverged, noise {float(noise.sum())!r}'"
+        )
+    )
+    ns = ppo_ns(5)
+    ns["torch"] = torch
+    graph = fragnb.capture(canonical.body.replace(FAILING, noisy), ns, name="noisy")
+    with pytest.raises(AssertionError, match="environment 20 diverged, noise") as failed:
+        fragnb.run(graph, "coarse", actors=2, progress=False, plot=False, checkpoint_every=2)
+    with pytest.raises(AssertionError) as again:
+        fragnb.debug()
+    assert str(again.value) == str(failed.value)  # the same draws, to the last bit of their sum
+    assert "from the checkpoint after iteration 2" in again.value.__notes__[-1]
+
+
 def test_the_magic_replays_it_too_and_without_a_failed_run_both_say_so(shell, canonical, ppo_ns):
     replay._LAST.clear()
     with pytest.raises(RuntimeError, match="no failed run to replay in this kernel"):

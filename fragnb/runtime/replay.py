@@ -84,7 +84,7 @@ def debug() -> None:
     began = time.perf_counter()
     try:
         with classes_kept(job.namespace):  # the replicas' objects are unpickled here, beside the notebook's
-            InThreads(resume=failure.saved[1] if failure.saved else None, keep=False).execute(job)
+            InThreads(resume=failure.saved[1] if failure.saved else None, keep=False, own=True).execute(job)
     except Exception as e:
         e.add_note(
             f"fragnb.debug(): replayed in this kernel from {failure.start} in {time.perf_counter() - began:.1f} s; "

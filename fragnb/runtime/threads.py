@@ -6,6 +6,7 @@ The replicas walk the same Script through the same walker as on Dask; only the c
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -16,6 +17,7 @@ from .merge import merge
 from .net.channels import QueueChannels, root_cause
 from .result import RunResult
 from .worker import entry, registry
+from .worker.generators import Own, own_random, seeded
 from .worker.replica import Replica
 from .worker.travel import refuse_unreturnable
 
@@ -23,12 +25,16 @@ __all__ = ["InThreads"]
 
 
 class InThreads:
-    """Runs a job's replicas as threads here and merges what they hold into ``job.namespace``; or
-    (``resume``: each replica's checkpoint, by name) from where a checkpoint left them, and (``keep``
-    False) without merging anything (a replay to debug a failed run: :mod:`fragnb.runtime.replay`)."""
+    """Runs a job's replicas as threads here and merges what they hold into ``job.namespace``.
 
-    def __init__(self, resume: dict[str, bytes] | None = None, keep: bool = True):
-        self.resume, self.keep = resume or {}, keep
+    A replay of a failed run (:mod:`fragnb.runtime.replay`) starts each replica from its checkpoint
+    (``resume``, by name), merges nothing (``keep`` False), and gives every replica the global generators
+    it had on Dask (``own``: the Script's random start, swapped in around the segments that draw, as
+    replicas sharing a worker's process have them). The safety net's replicas draw from this process's
+    own, which it sets to plain Python's."""
+
+    def __init__(self, resume: dict[str, bytes] | None = None, keep: bool = True, own: bool = False):
+        self.resume, self.keep, self.own = resume or {}, keep, own
 
     def execute(self, job) -> RunResult:
         script, placement = job.script, job.placement
@@ -42,7 +48,8 @@ class InThreads:
 
         def play(name: str, rep: Replica) -> None:
             try:
-                finals[name] = entry.play(rep, script, QueueChannels(name, boxes, abort), held[rep.group])
+                with own_random() if self.own else contextlib.nullcontext():
+                    finals[name] = entry.play(rep, script, QueueChannels(name, boxes, abort), held[rep.group])
             except BaseException as e:
                 errors[name] = e
 
@@ -56,6 +63,9 @@ class InThreads:
                     rep = entry.init_replica(
                         run_id, g, i, n, device, payload, source, fused=script.mode.fused, resume=self.resume.get(name)
                     )
+                    if self.own:  # as on Dask (entry.run_program), from the run's random start
+                        # (one resumed from a checkpoint takes the checkpoint's: Walker.set_state)
+                        rep.own = Own(script.rng if g == script.rng_group else seeded(script.seed, name))
                     threads.append(threading.Thread(target=play, args=(name, rep), daemon=True))
             for t in threads:
                 t.start()
