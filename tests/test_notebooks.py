@@ -203,6 +203,7 @@ CLAIMS = {
         ("the drill: one worker lost, resumed, the same returns", "len(drill.lost_workers) == 1 and same"),
         ("an async actor lost: the run goes on to the end", "len(drill_async.lost_workers) == 1 and"),
         ("no capacity left: plain Python's state at the last checkpoint is kept", "(kept_it + 1) % 2 == 0 and kept"),
+        ("a bug only one replica meets, replayed in the kernel in its frame", "frame.f_globals['it'] == 3 and 20 in"),
         ("shutting down leaves no process", "all((proc.poll() is not None for proc in"),
         ("ending the session ends every process", "all((session_ended(proc) for proc in"),
     ],
