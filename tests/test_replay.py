@@ -84,6 +84,57 @@ def test_a_statistical_runs_failure_replays_with_the_replicas_own_draws(canonica
     assert "from the checkpoint after iteration 2" in again.value.__notes__[-1]
 
 
+DP_SETUP = """
+import gymnasium as gym
+import torch
+env = gym.make("CartPole-v1")
+env.reset(seed=0)  # unseeded, its next resets would draw from the OS's entropy: no run, plain or replayed, repeats
+net = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+seen, weights = [], []
+"""
+DP_CELL = """
+for step in range(6):
+    obs, _ = env.reset()
+    seen.append(obs.tolist())
+    weights.append(net.weight.detach().clone())
+    loss = net(torch.as_tensor(obs)).pow(2).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def _data_parallel(cell: str):
+    ns: dict = {}
+    torch.manual_seed(7)  # the network's initial weights, then the run's seed
+    exec(DP_SETUP, ns)
+    return ns, fragnb.run(fragnb.capture(cell, ns, name="dp"), "data_parallel", replicas=2, progress=False, plot=False)
+
+
+def test_a_data_parallel_failure_replays_with_its_all_reduce_among_threads(canonical, ppo_ns):
+    # replica 1's own reset at step 3 (its environments are re-seeded: replica 0 keeps the notebook's) is
+    # the planted bug's trigger, so only replica 1 meets it
+    _, clean = _data_parallel(DP_CELL)
+    theirs = clean.replica_values["replicas[1]"]["seen"][3]
+    assert theirs != clean.replica_values["replicas[0]"]["seen"][3]
+    planted = DP_CELL.replace(
+        "    weights.append(net.weight.detach().clone())\n",
+        f"    weights.append(net.weight.detach().clone())\n    assert obs.tolist() != {theirs!r}, 'replica 1 diverged'\n",
+    )
+    with pytest.raises(AssertionError, match="replica 1 diverged") as failed:
+        _data_parallel(planted)
+    assert "replica 1 of 'replicas'" in failed.value.__notes__[0] and "fragnb.debug()" in failed.value.__notes__[-1]
+    with pytest.raises(AssertionError, match="replica 1 diverged") as again:
+        fragnb.debug()
+    where = _frames(again.value.__traceback__)[-1].tb_frame
+    # its own resets (step 3's, the fourth, the trigger), as the run's replica 1 had them
+    assert where.f_globals["obs"].tolist() == theirs
+    assert where.f_globals["seen"] == clean.replica_values["replicas[1]"]["seen"][:4]
+    # and the weights that three steps averaged among the replay's threads made: the run's on gloo, to the bit
+    assert torch.equal(where.f_globals["net"].weight, clean.replica_values["replicas[1]"]["weights"][3])
+
+
 def test_the_magic_replays_it_too_and_without_a_failed_run_both_say_so(shell, canonical, ppo_ns):
     replay._LAST.clear()
     with pytest.raises(RuntimeError, match="no failed run to replay in this kernel"):

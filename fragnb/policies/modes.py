@@ -146,9 +146,6 @@ class Averaged(Lockstep):
     name = "averaged"
     averages = True
     compares = False
-    unreplayable = (
-        "its replicas average gradients in a torch.distributed process group, which threads of one kernel cannot form"
-    )
 
 
 class Fused(Averaged):
@@ -166,7 +163,6 @@ class Whole(Mode):
     name = "whole"
     splits = False
     averages = True
-    unreplayable = Averaged.unreplayable
 
 
 class Decoupled(Mode):

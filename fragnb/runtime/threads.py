@@ -13,7 +13,9 @@ import time
 import uuid
 
 from ..plan.script import ReplicaId
+from ..policies.transfers import averaged
 from .merge import merge
+from .net import collectives
 from .net.channels import QueueChannels, root_cause
 from .result import RunResult
 from .worker import entry, registry
@@ -46,12 +48,17 @@ class InThreads:
         finals: dict[str, dict] = {}
         errors: dict[str, BaseException] = {}
 
+        # groups that average their gradients meet here: threads of this process, not a process group
+        meetings = {g: collectives.Rendezvous(placement.groups[g][0]) for g in averaged(script.transfers)}
+
         def play(name: str, rep: Replica) -> None:
             try:
                 with own_random() if self.own else contextlib.nullcontext():
                     finals[name] = entry.play(rep, script, QueueChannels(name, boxes, abort), held[rep.group])
             except BaseException as e:
                 errors[name] = e
+                for meeting in meetings.values():  # its peers' collectives end instead of waiting for it
+                    meeting.abort()
 
         start = time.time()
         try:
@@ -66,6 +73,10 @@ class InThreads:
                     if self.own:  # as on Dask (entry.run_program), from the run's random start
                         # (one resumed from a checkpoint takes the checkpoint's: Walker.set_state)
                         rep.own = Own(script.rng if g == script.rng_group else seeded(script.seed, name))
+                    if g in meetings:
+                        aside = rep.own.aside if rep.own is not None else contextlib.nullcontext
+                        group = collectives.InProcess(i, meetings[g], aside)
+                        rep.collective = entry.joined(rep, group, not script.mode.splits)
                     threads.append(threading.Thread(target=play, args=(name, rep), daemon=True))
             for t in threads:
                 t.start()

@@ -1,12 +1,21 @@
 """Collectives: a torch.distributed process group across the replicas of a group, and gradient
 all-reduce for their learners (DD-PPO style: every replica steps with the mean gradient), or for
 every optimiser a whole-cell replica steps (``data_parallel``). The mean goes through the transfer's
-weight sync, :class:`~fragnb.runtime.net.weights.AllReduce`."""
+weight sync, :class:`~fragnb.runtime.net.weights.AllReduce`.
+
+Each replica's part is a :class:`Member` (what it averages, through which group): on workers the
+process's torch.distributed group (:class:`Gloo`, one replica per process); in a replay of a failed run
+(:mod:`fragnb.runtime.replay`) the replicas are threads of the kernel, and :class:`InProcess` sums their
+tensors in rank order, which for two replicas is gloo's sum to the bit (a + b = b + a)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import socket
+import threading
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import torch
@@ -14,14 +23,76 @@ import torch.distributed as dist
 
 from .weights import AllReduce
 
-__all__ = ["join", "leave", "average", "settle"]
+__all__ = ["join", "attach", "leave", "average", "settle", "Member", "Gloo", "InProcess", "Rendezvous"]
 
 _JOINED: set[str] = set()
-#: The optimisers this process's whole-cell replica steps, in the same order on every replica (data_parallel).
-_STEPPERS: list[torch.optim.Optimizer] = []
-_SHADOW = False  # stepping in settle(): the step pre-hook lets it through
-#: Tensors of such a replica that no optimiser steps, which follow replica 0's after every iteration.
-_FOLLOWERS: list[torch.Tensor] = []
+
+
+class Gloo:
+    """This process's torch.distributed group (gloo on CPUs, NCCL on GPUs): one replica per process."""
+
+    def __init__(self):
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+
+    def all_reduce(self, tensor: torch.Tensor) -> None:
+        dist.all_reduce(tensor)
+
+    def broadcast(self, tensor: torch.Tensor, src: int) -> None:
+        dist.broadcast(tensor, src=src)
+
+
+class Rendezvous:
+    """Where the replicas of one group, threads of one process, meet for a collective."""
+
+    def __init__(self, world: int):
+        self.world, self.slots, self.barrier = world, [None] * world, threading.Barrier(world)
+
+    def abort(self) -> None:
+        """A replica failed: the others' waits end (BrokenBarrierError) instead of hanging."""
+        self.barrier.abort()
+
+
+class InProcess:
+    """Replica ``rank`` of a group whose replicas are threads of this process (a replay): sums in rank order.
+    ``aside()`` is entered around each wait for the others (the replica's generators stepping aside, so that
+    a peer that draws on its way to the same collective can)."""
+
+    def __init__(self, rank: int, meeting: Rendezvous, aside=contextlib.nullcontext):
+        self.rank, self.world, self.meeting, self.aside = rank, meeting.world, meeting, aside
+
+    def wait(self) -> None:
+        with self.aside():
+            self.meeting.barrier.wait()
+
+    def all_reduce(self, tensor: torch.Tensor) -> None:
+        meeting = self.meeting
+        meeting.slots[self.rank] = tensor.clone()
+        self.wait()
+        total = meeting.slots[0].clone()
+        for part in meeting.slots[1:]:
+            total += part
+        self.wait()  # every replica has read the parts before any writes its next
+        tensor.copy_(total)
+
+    def broadcast(self, tensor: torch.Tensor, src: int) -> None:
+        meeting = self.meeting
+        if self.rank == src:
+            meeting.slots[src] = tensor.clone()
+        self.wait()
+        tensor.copy_(meeting.slots[src])
+        self.wait()
+
+
+@dataclass
+class Member:
+    """One replica's part in its group's collectives: through ``group``, the optimisers its whole-cell copy
+    steps (``steppers``, in the same order on every replica: ``data_parallel``) and the tensors no optimiser
+    steps, which follow replica 0's after every iteration (``followers``)."""
+
+    group: Gloo | InProcess
+    steppers: list[torch.optim.Optimizer] = field(default_factory=list)
+    followers: list[torch.Tensor] = field(default_factory=list)
+    shadow: bool = False  # stepping in settle(): the step pre-hook lets it through
 
 
 def join(
@@ -34,10 +105,8 @@ def join(
     optimizers: list[torch.optim.Optimizer] = (),
     followers: list[torch.Tensor] = (),
     timeout_s: float = 60.0,
-) -> int:
-    """Join the run's process group, then average the gradients of ``modules`` (the learners' networks)
-    across it after each backward, and those each of ``optimizers`` applies before each of its steps;
-    ``followers`` take replica 0's values after every iteration (:func:`settle`)."""
+) -> Member:
+    """Join the run's process group, then :func:`attach` to it."""
     if dist.is_initialized():  # a previous run on this worker did not leave (e.g. it was interrupted)
         dist.destroy_process_group()
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
@@ -51,13 +120,24 @@ def join(
         store = dist.TCPStore(host, int(port), world, False, timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     _JOINED.add(run_id)
+    return attach(Gloo(), modules, optimizers, followers)
+
+
+def attach(
+    group: Gloo | InProcess,
+    modules: list[torch.nn.Module],
+    optimizers: list[torch.optim.Optimizer] = (),
+    followers: list[torch.Tensor] = (),
+) -> Member:
+    """Average the gradients of ``modules`` (the learners' networks) across ``group`` after each backward,
+    and those each of ``optimizers`` applies before each of its steps; ``followers`` take replica 0's
+    values after every iteration (:func:`settle`)."""
+    member = Member(group, list(optimizers), list(followers))
     for module in modules:
-        _average_gradients(module)
-    _STEPPERS[:] = optimizers
-    _FOLLOWERS[:] = followers
+        _average_gradients(module, group)
     for optimizer in optimizers:
-        optimizer.register_step_pre_hook(_average_before_step)
-    return rank
+        optimizer.register_step_pre_hook(functools.partial(_average_before_step, member))
+    return member
 
 
 def _bind_collectives_to(host: str) -> None:
@@ -70,12 +150,12 @@ def _bind_collectives_to(host: str) -> None:
         os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = name
 
 
-def _average_gradients(module: torch.nn.Module) -> None:
+def _average_gradients(module: torch.nn.Module, group: Gloo | InProcess) -> None:
     """Once backward has produced every gradient of ``module``, replace them by their mean over the
     replicas (:func:`average`), in one all-reduce (one call per backward, not one per tensor)."""
     params = [p for p in module.parameters() if p.requires_grad]
     pending = {"count": 0, "backwards": 0}
-    sync = AllReduce(dist.get_world_size())
+    sync = AllReduce(group.world, group.all_reduce)
 
     def on_grad(_param: torch.Tensor) -> None:
         pending["count"] += 1
@@ -89,42 +169,44 @@ def _average_gradients(module: torch.nn.Module) -> None:
         p.register_post_accumulate_grad_hook(on_grad)
 
 
-def _average_before_step(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+def _average_before_step(member: Member, optimizer: torch.optim.Optimizer, args, kwargs) -> None:
     """An optimiser's step pre-hook (``data_parallel``): the gradients it is about to apply become
     their mean over the replicas that step it now. PyTorch DDP averages at backward instead; at the
     step, a loop's own clipping and gradient accumulation stay as written."""
-    if not _SHADOW:
-        _round(_STEPPERS.index(optimizer))
+    if not member.shadow:
+        _round(member, member.steppers.index(optimizer))
 
 
-def settle() -> None:
+def settle(member: Member | None) -> None:
     """At the end of an iteration (``data_parallel``): take part in the other replicas' steps, with no
     gradients of this one's, and apply them too, until every replica has reached it. Episodes of
     different lengths step the optimisers different numbers of times (PyTorch's ``Join`` shadows
     uneven inputs the same way); applying the steps it shadows keeps every replica's networks and
     optimiser states equal, where DDP's Join broadcasts the final model instead."""
-    if _STEPPERS or _FOLLOWERS:
-        while _STEPPERS and _round(None):
-            pass
-    if _FOLLOWERS:  # as DDP broadcasts buffers: target networks updated by hand, running statistics
+    if member is None:  # its gradients are its own (the transfer's operator is "local"): nothing to settle
+        return
+    while member.steppers and _round(member, None):
+        pass
+    if member.followers:  # as DDP broadcasts buffers: target networks updated by hand, running statistics
         with torch.no_grad():
-            flat = torch.cat([t.detach().reshape(-1).double() for t in _FOLLOWERS])
-            dist.broadcast(flat, src=0)
+            flat = torch.cat([t.detach().reshape(-1).double() for t in member.followers])
+            member.group.broadcast(flat, 0)
             offset = 0
-            for t in _FOLLOWERS:
+            for t in member.followers:
                 t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
                 offset += t.numel()
 
 
-def _round(which: int | None) -> int:
+def _round(member: Member, which: int | None) -> int:
     """One collective round of a whole-cell run: how many replicas step an optimiser now and which
     (``which``: this replica's, by its index in every replica's list; None: none, it waits at the end of
     an iteration); then that optimiser's gradients, summed with a count per parameter of the replicas
     that have one, and each divided by its count. Returns how many replicas stepped."""
-    device = next(p.device for opt in _STEPPERS for g in opt.param_groups for p in g["params"])
+    steppers = member.steppers
+    device = next(p.device for opt in steppers for g in opt.param_groups for p in g["params"])
     mine = which is not None
     header = torch.tensor([float(mine), which or 0, (which or 0) ** 2], dtype=torch.float64, device=device)
-    dist.all_reduce(header)
+    member.group.all_reduce(header)
     active = int(header[0])
     if not active:
         return 0
@@ -136,14 +218,14 @@ def _round(which: int | None) -> int:
             "on every replica (steps that depend on a replica's own episodes, such as `if done: actor_opt.step()`, "
             "break that)"
         )
-    params = [p for group in _STEPPERS[round(index)].param_groups for p in group["params"]]
+    params = [p for group in steppers[round(index)].param_groups for p in group["params"]]
     dtype = torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32
     has = [mine and p.grad is not None for p in params]
     flat = torch.cat(
         [(p.grad if h else torch.zeros_like(p)).reshape(-1).to(dtype) for p, h in zip(params, has)]
         + [torch.tensor(has, dtype=dtype, device=device)]
     )
-    dist.all_reduce(flat)
+    member.group.all_reduce(flat)
     counts, offset = flat[-len(params) :].tolist(), 0
     for p, n in zip(params, counts):
         mean = (flat[offset : offset + p.numel()] / n).view_as(p).to(p.dtype) if n else None
@@ -155,12 +237,11 @@ def _round(which: int | None) -> int:
             p.grad = None  # no replica has one: the step skips it, as theirs do
         offset += p.numel()
     if not mine:  # the step the others take now, taken here too
-        global _SHADOW
-        _SHADOW = True
+        member.shadow = True
         try:
-            _STEPPERS[round(index)].step()
+            steppers[round(index)].step()
         finally:
-            _SHADOW = False
+            member.shadow = False
     return active
 
 
@@ -177,8 +258,6 @@ def average(grads: list[torch.Tensor], sync: AllReduce, version: int = 0) -> Non
 
 def leave(run_id: str) -> None:
     if run_id in _JOINED:
-        _STEPPERS.clear()
-        _FOLLOWERS.clear()
         _JOINED.discard(run_id)
         if dist.is_initialized():
             dist.destroy_process_group()

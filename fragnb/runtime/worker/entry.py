@@ -285,17 +285,22 @@ def _play_all(
 
 @transmissible
 def join_process_group(run_id: str, rank: int, world: int, address: str, backend: str, whole: bool = False) -> int:
-    """Join the run's torch.distributed group as replica ``rank`` of this worker; every learner's
-    networks then average their gradients across the group (``whole``: every optimiser the cell
-    steps averages the gradients it applies, whoever holds it)."""
+    """Join the run's torch.distributed group as replica ``rank`` of this worker, and :func:`joined` it."""
     rep = next(r for r in registry.of_run(run_id) if r.index == rank)
+    collectives.join(run_id, rank, world, address, backend, [])
+    rep.collective = joined(rep, collectives.Gloo(), whole)
+    return rank
+
+
+def joined(rep, group, whole: bool) -> collectives.Member:
+    """Replica ``rep``'s part in its group's collectives through ``group``: every learner's networks average
+    their gradients across it (``whole``: every optimiser the cell steps averages the gradients it applies,
+    whoever holds it)."""
     if whole:
         optimizers, followers = stepped_and_followed(rep.ns)
-        return collectives.join(run_id, rank, world, address, backend, [], optimizers, followers)
+        return collectives.attach(group, [], optimizers, followers)
     learners = [v for v in rep.ns.values() if isinstance(v, Learner)]
-    return collectives.join(
-        run_id, rank, world, address, backend, [m for learner in learners for m in modules_of(learner).values()]
-    )
+    return collectives.attach(group, [m for learner in learners for m in modules_of(learner).values()])
 
 
 def stepped_and_followed(ns: dict) -> tuple[list, list]:

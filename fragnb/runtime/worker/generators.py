@@ -92,16 +92,35 @@ class Own:
 
     def __init__(self, state: dict):
         self.state = state
+        self.holding = False  # inside drawing(): the process's generators are this replica's
 
     @contextlib.contextmanager
     def drawing(self):
         """Draw from this replica's states: the others' draws wait until it has drawn."""
         with _SWAP:
             restore(self.state)
+            self.holding = True
             try:
                 yield
             finally:
+                self.holding = False
                 self.state = states()
+
+    @contextlib.contextmanager
+    def aside(self):
+        """Let the other replicas draw while this one waits for them (a collective in the middle of a segment
+        that draws: its peers must reach the same collective, and may have to draw on the way)."""
+        if not self.holding:
+            yield
+            return
+        self.state, self.holding = states(), False
+        _SWAP.release()
+        try:
+            yield
+        finally:
+            _SWAP.acquire()
+            restore(self.state)
+            self.holding = True
 
 
 # -- Python's `random` on a Dask worker ---------------------------------------------------------------

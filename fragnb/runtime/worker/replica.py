@@ -75,6 +75,7 @@ class ReplicaState(Driver):
     )  # iteration -> its state then, until the notebook has it
     gone: set[str] = field(default_factory=set)  # peers whose worker died, that the run goes on without (async)
     own: Own | None = None  # its global generators' states, when it shares its process with other replicas
+    collective: Any = None  # its part in its group's all-reduce (collectives.Member), where the group averages
 
     def __post_init__(self):
         # Nothing counted yet: a replica built from a payload starts its ledger from its environments

@@ -109,7 +109,7 @@ class Walker(Loads):
             self.before_iteration()
             self.walk(loop.body)
             if not self.script.mode.splits:  # replicas whose episodes were shorter take part in the others' last steps
-                collectives.settle()
+                collectives.settle(self.rep.collective)
             self.iterations += 1
             self.at = (self.at[0], self.at[1] + 1)
             stop, keep = self.decide(self.progress())
