@@ -20,12 +20,27 @@ def kernel():
     km.shutdown_kernel(now=True)
 
 
-def _execute(kc, code: str, until=None, timeout: float = 180) -> str:
-    """Run ``code`` in the kernel; its output (and errors) as text. ``until(text)`` is called on the output so far."""
-    msg_id = kc.execute(code)
-    out = []
+def _execute(kc, code: str, until=None, timeout: float = 180, answers: list[str] | None = None) -> str:
+    """Run ``code`` in the kernel; its output (and errors) as text. ``until(text)`` is called on the output so far.
+    ``answers``: what to type at each prompt the code asks for (``%debug``'s ``ipdb>``, as a user types in
+    JupyterLab's box), then ``q``."""
+    import queue
+
+    msg_id = kc.execute(code, allow_stdin=answers is not None)
+    out, answers, deadline = [], list(answers or ()), time.monotonic() + timeout
     while True:
-        msg = kc.get_iopub_msg(timeout=timeout)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the kernel did not finish {code!r} within {timeout} s: {''.join(out)[-2000:]}")
+        try:
+            request = kc.get_stdin_msg(timeout=0.05)
+            if request["msg_type"] == "input_request":
+                kc.input(answers.pop(0) if answers else "q")
+        except queue.Empty:
+            pass
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
         kind, content = msg["msg_type"], msg["content"]
@@ -94,33 +109,6 @@ fragnb.shutdown()
     assert "DONE 1" in out and "ERROR" not in out, out
 
 
-def _debugged(kc, code: str, answers: list[str], timeout: float = 180) -> str:
-    """Run ``code`` (``%debug``) in the kernel, answering each of its prompts with the next of ``answers``, as a
-    user types at JupyterLab's ``ipdb>`` box; the output as text."""
-    import queue
-
-    msg_id = kc.execute(code, allow_stdin=True)
-    out, answers = [], list(answers)
-    while True:
-        try:
-            request = kc.get_stdin_msg(timeout=0.2)
-            if request["msg_type"] == "input_request":
-                kc.input(answers.pop(0) if answers else "q")
-        except queue.Empty:
-            pass
-        try:
-            msg = kc.get_iopub_msg(timeout=0.2)
-        except queue.Empty:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "stream":
-            out.append(content["text"])
-        elif kind == "status" and content["execution_state"] == "idle":
-            return "".join(out)
-
-
 def test_debug_after_fragnb_debug_opens_in_the_failing_replicas_frame_in_a_real_kernel(kernel):
     _, kc = kernel
     failed = _execute(
@@ -140,6 +128,6 @@ fragnb.run(fragnb.capture(body, ns, name="probe"), "coarse", actors=2, progress=
     replayed = _execute(kc, "fragnb.debug()")
     assert "ERROR AssertionError: environment 20 diverged" in replayed, replayed
     # what a user types at the ipdb> prompt: where, the iteration, what only replica 1 holds
-    session = _debugged(kc, "%debug", ["p it", "p env.env_ids.tolist()", "q"])
+    session = _execute(kc, "%debug", answers=["p it", "p env.env_ids.tolist()", "q"])
     assert "<fragment probe>" in session and "\n3\n" in session, session
     assert str(list(range(16, 32))) in session, session

@@ -141,7 +141,7 @@ def _allreduce(rank: int, run_id: str, address: str, rounds: int = 100) -> float
 
     from ..runtime.net import collectives
 
-    collectives.join(run_id, rank, 2, address, "gloo", [])
+    collectives.join(run_id, rank, 2, address, "gloo")
     try:
         t = torch.zeros(10_000)
         for _ in range(10):

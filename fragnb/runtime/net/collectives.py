@@ -101,12 +101,9 @@ def join(
     world: int,
     address: str,
     backend: str,
-    modules: list[torch.nn.Module],
-    optimizers: list[torch.optim.Optimizer] = (),
-    followers: list[torch.Tensor] = (),
     timeout_s: float = 60.0,
-) -> Member:
-    """Join the run's process group, then :func:`attach` to it."""
+) -> int:
+    """Join the run's process group as ``rank`` (then :func:`attach` a replica to it, through :class:`Gloo`)."""
     if dist.is_initialized():  # a previous run on this worker did not leave (e.g. it was interrupted)
         dist.destroy_process_group()
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
@@ -120,7 +117,7 @@ def join(
         store = dist.TCPStore(host, int(port), world, False, timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     _JOINED.add(run_id)
-    return attach(Gloo(), modules, optimizers, followers)
+    return rank
 
 
 def attach(

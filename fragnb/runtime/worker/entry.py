@@ -287,7 +287,7 @@ def _play_all(
 def join_process_group(run_id: str, rank: int, world: int, address: str, backend: str, whole: bool = False) -> int:
     """Join the run's torch.distributed group as replica ``rank`` of this worker, and :func:`joined` it."""
     rep = next(r for r in registry.of_run(run_id) if r.index == rank)
-    collectives.join(run_id, rank, world, address, backend, [])
+    collectives.join(run_id, rank, world, address, backend)
     rep.collective = joined(rep, collectives.Gloo(), whole)
     return rank
 
