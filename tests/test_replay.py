@@ -6,10 +6,11 @@ import types
 
 import pytest
 import torch
+from IPython.core.error import UsageError
 
 import fragnb
 from fragnb.policies.modes import Decoupled, Lockstep
-from fragnb.runtime import replay
+from fragnb.runtime import check, replay
 
 FAILING = "    last_value = actor.value(obs)\n"
 # A bug only one replica meets: at iteration 3 (after the safety net's two), environment 20 "diverges"; of two
@@ -153,3 +154,89 @@ def test_a_run_its_mode_cannot_replay_says_why_and_is_not_kept():
     replay.keep(types.SimpleNamespace(script=types.SimpleNamespace(mode=Decoupled())), None, error)
     assert replay.last() is None  # an older failure is not replayed in its place
     assert "cannot replay this run in the kernel: what its learner takes depends on when" in error.__notes__[0]
+
+
+def test_an_async_failure_cannot_replay_and_runs_the_statement_again_on_what_it_read(canonical, ppo_ns):
+    # a decoupled run is not repeatable: the error ships what the failing statement read, and fragnb.debug() runs
+    # that statement once here, on those values: %debug opens in it with replica 1's environments
+    _, error = _failing_run(canonical, ppo_ns, "async")
+    shipped = error.__notes__[-1]
+    assert (
+        "cannot replay this run exactly" in shipped
+        and "on what actors[1] held when it raised in iteration 3" in shipped
+    )
+    assert "\n    it = 3" in shipped and "\n    env = <CartPole>" in shipped  # the shipped inputs, shown
+    with pytest.raises(AssertionError, match="environment 20 diverged") as again:
+        fragnb.debug()
+    assert "not a replay of the run" in again.value.__notes__[-1]
+    where = _frames(again.value.__traceback__)[-1].tb_frame
+    assert where.f_code.co_filename == "<fragment probe>"
+    assert where.f_globals["it"] == 3 and where.f_globals["env"].env_ids.tolist() == list(range(16, 32))
+
+
+NOISE = "    noise = actor.value(obs) + torch.rand(len(obs))\n"  # the actors' own draws
+
+
+def test_a_recorded_fragment_replays_in_the_kernel_to_its_recorded_outputs(canonical, ppo_ns):
+    # a statistical run (each actor draws from torch's global generator) recording the actors' step, the actors'
+    # iteration-level statements with that draw, and the learner: each replays here to what the run recorded
+    ns = ppo_ns(3)
+    ns["torch"] = torch
+    graph = fragnb.capture(canonical.body.replace(FAILING, FAILING + NOISE), ns, name="noisy")
+    result = fragnb.run(
+        graph,
+        "coarse",
+        actors=2,
+        progress=False,
+        plot=False,
+        record={"actor@step": [1], "actor@it": None, "learner": None},
+    )
+    assert result.guarantee == "statistical"
+    records = result.records
+    assert f"{len(records.calls)} calls" in repr(records) and "0 past it" in repr(records)
+    for fragment, iteration, replica in [
+        ("actor@step", 1, 0),
+        ("actor@step", 1, 1),
+        ("actor@it", 2, 1),
+        ("learner", 2, 0),
+    ]:
+        recorded = records.outputs(fragment, iteration, replica)
+        assert recorded and check.difference(recorded, result.replay(fragment, iteration, replica), "outputs") is None
+    # the actors' step ran once per step, each replica on its own environments
+    steps = ns["config"].num_steps
+    assert len(records.of("actor@step", 1, 1)) == steps
+    assert records.inputs("actor@step", 1, 1)[0]["obs"].shape[0] == 16
+    # what was recorded is what ran: the learner's last statistics are the notebook's after the run
+    assert check.difference(records.outputs("learner", 2, 0)[0]["stats"], ns["stats"], "stats") is None
+    with pytest.raises(LookupError, match=r"no record of 'actor@step' at iteration 0 on replica 0; recorded"):
+        result.replay("actor@step", 0)
+
+
+def test_what_to_record_is_checked_before_anything_starts(shell, canonical, ppo_ns):
+    graph = fragnb.capture(canonical.body, ppo_ns(2), name="ppo")
+    with pytest.raises(
+        fragnb.FragmentError, match=r"record='critic': 'ppo' has no fragment of that name; its fragments: \["
+    ):
+        fragnb.run(graph, "coarse", actors=2, record=["critic"])
+    with pytest.raises(ValueError, match=r"give the iterations to record as numbers from 0"):
+        fragnb.run(graph, "coarse", actors=2, record={"learner": [-1]})
+    with pytest.raises(ValueError, match="a 'single' run computes in this kernel"):
+        fragnb.run(graph, record=["learner"])
+    with pytest.raises(
+        LookupError, match=r"recorded nothing: run it with record=\['learner'\] \(the magic: --record learner\)"
+    ):
+        fragnb.run(graph, "single", progress=False, plot=False).replay("learner", 0)
+    shell.user_ns.update(ppo_ns(2))
+    with pytest.raises(UsageError, match="--record needs --run"):
+        shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --record learner", canonical.body)
+    with pytest.raises(UsageError, match="write FRAGMENT, FRAGMENT:ITERATION or FRAGMENT:FIRST-LAST"):
+        shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --run --record learner:x", canonical.body)
+
+
+def test_the_magic_records_too(shell, canonical, ppo_ns):
+    shell.user_ns.update(ppo_ns(3))
+    line = "ppo --policy coarse --actors 2 --run --no-progress --no-plot -q --record learner:1 --record learner:2"
+    shell.run_cell_magic("fragment", line, canonical.body)
+    result = shell.user_ns["ppo"].last_run
+    assert sorted({c.iteration for c in result.records.calls}) == [1, 2]
+    assert check.difference(result.records.outputs("learner", 2), result.replay("learner", 2), "learner") is None

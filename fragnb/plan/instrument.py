@@ -41,6 +41,10 @@ class Driver(Protocol):
     def stepped(self, n: int) -> None:
         """After a statement that stepped ``n`` environments of a plain (Gymnasium) vector environment."""
 
+    def recording(self, index: int) -> contextlib.AbstractContextManager:
+        """Around each run of the graph's statement ``index``, where the run records its fragment."""
+        return contextlib.nullcontext()
+
 
 def instrument(
     body: list[ast.stmt],
@@ -48,12 +52,15 @@ def instrument(
     hook_loop: bool = False,
     trace: dict[int, int] | None = None,
     steps: dict[int, int] | None = None,
+    record: dict[int, int] | None = None,
 ) -> list[ast.stmt]:
     """``body`` with each run of consecutive statements of one fragment timed by
     ``__fragnb_run__.timer(fragment)``; with ``hook_loop`` the (first) top-level loop iterates through
     ``__fragnb_run__.iterate`` (progress); with ``trace`` (node id -> statement index) every statement
     is followed by ``__fragnb_run__.done(index)``; with ``steps`` (node id -> environments it steps) each
-    statement that steps a plain vector environment is followed by ``__fragnb_run__.stepped(n)``."""
+    statement that steps a plain vector environment is followed by ``__fragnb_run__.stepped(n)``; with
+    ``record`` (node id -> statement index) each of those statements runs inside
+    ``__fragnb_run__.recording(index)`` (:mod:`fragnb.plan.recording`)."""
 
     def call(method: str, *args: ast.expr) -> ast.Call:
         return ast.Call(ast.Attribute(ast.Name(DRIVER, ast.Load()), method, ast.Load()), list(args), [])
@@ -80,7 +87,14 @@ def instrument(
                 it = ast.copy_location(call("iterate", node.iter), node.iter) if hook else node.iter
                 out.append(ast.copy_location(ast.For(node.target, it, build(node.body, False), [], None), node))
             else:
-                run.append(node)
+                recorded = record and id(node) in record
+                run.append(
+                    ast.copy_location(
+                        ast.With([ast.withitem(call("recording", ast.Constant(record[id(node)])))], [node]), node
+                    )
+                    if recorded
+                    else node
+                )
                 if trace is not None:
                     run.append(ast.copy_location(ast.Expr(call("done", ast.Constant(trace[id(node)]))), node))
                 if steps and id(node) in steps:

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["Segment", "DrivenLoop", "Program", "plan", "replaced", "segments_of", "header_names", "graph_writes"]
 
 
-def plan(placement: Placement) -> Program:
-    """The cell as Segments and DrivenLoops, each segment's code instrumented for timing.
+def plan(placement: Placement, recorded: frozenset[int] = frozenset()) -> Program:
+    """The cell as Segments and DrivenLoops, each segment's code instrumented for timing (and the
+    ``recorded`` statements, by index, for :mod:`fragnb.plan.recording`).
 
     A loop whose statements sit in several groups is *split* (loop fission) when its groups depend
     on each other one way only: each group runs the whole loop over its own statements, the
@@ -99,7 +100,8 @@ def plan(placement: Placement) -> Program:
         seg.index = index
         leaves = [stmt_of[id(n)] for node in seg.nodes for n in _leaves(node) if id(n) in stmt_of]
         steps = plain_env_steps(graph, leaves, placement.groups[seg.group][0])
-        seg.module = ast.fix_missing_locations(ast.Module(instrument(seg.nodes, owner, steps=steps), []))
+        record = {id(s.node): s.index for s in leaves if s.index in recorded}
+        seg.module = ast.fix_missing_locations(ast.Module(instrument(seg.nodes, owner, steps=steps, record=record), []))
         compile(seg.module, graph.filename, "exec")  # fail here, not on a worker; tracebacks name cell lines
     for seg in segments:
         seg.exports = {v for v in seg.writes if any(v in other.reads for other in segments if other.group != seg.group)}

@@ -21,6 +21,7 @@ from ..policies.transfers import Transfer
 from .decoupled import refuse, sample_ahead
 from .keys import WeightsKey, weights_key
 from .program import graph_writes, plan
+from .recording import Recording, recording_of
 from .segments import DrivenLoop, Program, Segment, Table, segments_of
 
 if TYPE_CHECKING:
@@ -176,6 +177,9 @@ class Script:
     #: ``optimize_model`` steps ``optimizer``, ``select_action`` counts ``steps_done``): they travel, the
     #: functions run on the replica's namespace, and they come back as plain Python leaves them.
     function_globals: tuple[str, ...] = ()
+    #: The cell's statements by what they read and write, and the fragments this run records
+    #: (:mod:`fragnb.plan.recording`; the safety net's Script records none).
+    recording: Recording | None = None
 
     @classmethod
     def of(
@@ -186,6 +190,7 @@ class Script:
         until: Callable[[list, int, int], bool] | None = None,
         checkpoint_every: int | None = 0,
         preflight: Preflight = Preflight(),
+        record=None,
     ) -> Script:
         """Plan ``placement``; what a policy cannot run raises FragmentError here, before any worker starts.
 
@@ -199,9 +204,13 @@ class Script:
         preflight : Preflight
             What the safety net found (shapes, draws) and where the replicas' global generators start;
             by default nothing is known, and every replica seeds its own from 0 (the net's own Script).
+        record : list or dict, optional
+            The fragments whose statements every replica records, at which iterations
+            (:func:`~fragnb.plan.recording.recording_of`).
         """
         graph, mode, start = placement.graph, placement.policy.mode, preflight.start
-        program = plan(placement)
+        recording = recording_of(graph, record)
+        program = plan(placement, recording.recorded)
         envs = [shards.num_envs(graph.namespace[c]) for c, r in graph.components.items() if r == "env"]
         num_envs = next((n for n in envs if n is not None), None) if mode.splits else None  # whole copies: none split
         loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
@@ -243,6 +252,7 @@ class Script:
             drawing=drawing,
             shapes=Table(preflight.shapes),
             function_globals=() if mode.splits else function_globals(graph),
+            recording=recording,
         )
 
     @property

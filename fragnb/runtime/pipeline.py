@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 
 from ..graph import FragmentGraph
+from ..plan.recording import recorded, recording_of
 from ..plan.script import CHECKPOINT_EVERY, CHECKPOINT_SHARE, Preflight, RandomStart, Script
 from ..policies import Placement
 from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact, whole_copies
@@ -42,6 +43,7 @@ def run(
     restarts: int = 2,
     checkpoint_every: int | None = None,
     exact: bool = False,
+    record=None,
     **params,
 ) -> RunResult:
     """Run a captured training loop under a distribution policy.
@@ -116,6 +118,12 @@ def run(
     **params
         The policy's parameters, e.g. ``actors=2``, ``learners=2``, ``max_staleness=1`` (async, srl),
         ``policy_workers=1, ring=2`` (srl); checked before anything starts.
+    record : list or dict, optional
+        Fragments to record, by the names the drawing shows (``["actor@step"]``), or with the iterations
+        to record each at, counted from 0 (``{"actor@step": [3, 4]}``; all by default): every replica keeps
+        what each of their statements read before it ran and left after it, within
+        :data:`~fragnb.plan.recording.RECORD_BYTES` for the run, and :meth:`RunResult.replay` runs them again
+        here. Distributed policies only.
 
     Returns
     -------
@@ -137,6 +145,7 @@ def run(
         restarts=restarts,
         checkpoint_every=checkpoint_every,
         exact=exact,
+        record=record,
     )
     return graph.last_run
 
@@ -155,6 +164,7 @@ def run_placement(
     restarts: int = 2,
     checkpoint_every: int | None = None,
     exact: bool = False,
+    record=None,
 ) -> RunResult:
     """:func:`run` for a graph already placed (the magic places it to draw it first); the caller keeps
     the result (``graph.last_run``)."""
@@ -162,6 +172,12 @@ def run_placement(
         raise ValueError(f"checkpoint_every={checkpoint_every!r}: give a number of iterations (0: never), or None")
     graph, policy = placement.graph, placement.policy
     on_curve = _on_curve(until, graph.name, policy.name)
+    recording = recording_of(graph, record)  # a fragment it does not have is refused before anything starts
+    if recording.fragments and not policy.mode.distributed:
+        raise ValueError(
+            "record= keeps what replicas computed on workers; a 'single' run computes in this kernel, where the "
+            "cell's variables and %debug show it: choose a distributed policy to record its fragments"
+        )
     with torch_threads(threads):
         if not policy.mode.distributed:
             if cluster is not None:
@@ -183,6 +199,7 @@ def run_placement(
                 restarts,
                 checkpoint_every,
                 exact,
+                record,
             )
     return result
 
@@ -198,6 +215,7 @@ def _distributed(
     restarts: int,
     checkpoint_every: int,
     exact: bool,
+    record,
 ) -> RunResult:
     from .plane import OnDask  # Dask is imported only when a distributed policy runs
 
@@ -209,8 +227,10 @@ def _distributed(
             cluster = "cuda"  # one worker per GPU: each replica on a device of its own
     before = preflight(placement, check, exact)
     script = Script.of(
-        placement, until=until, checkpoint_every=checkpoint_every, preflight=before
+        placement, until=until, checkpoint_every=checkpoint_every, preflight=before, record=record
     )  # the run's one plan
+    if script.recording.fragments:
+        print(f"fragnb: {recorded(script.recording)}", file=sys.stderr)
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event(), before)
     job.payloads  # noqa: B018 -- what cannot travel fails here, before any worker
     with classes_kept(job.namespace):  # what comes back is unpickled here

@@ -9,17 +9,25 @@ raises again, and raises that exception with its traceback from the cell's frame
 ``pdb.pm()``) then opens in the user's own frame (the cell line, a component's method) with the
 replica's locals, which a worker's process took with it.
 
+A run that cannot be replayed exactly (a decoupled policy, whose arrivals depend on timing) ships, with
+the error, what the statement that raised had read (:func:`~fragnb.runtime.worker.recorder.shipped`);
+:func:`debug` runs that statement once here on those values, the closest it can. (A run that recorded
+fragments runs them again the same way: :mod:`fragnb.runtime.records`.)
+
 Nothing the replay computes reaches the notebook: its namespace stays as the failed run left it.
 """
 
 from __future__ import annotations
 
+import pickle
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .records import rerun
 from .threads import InThreads
+from .worker.recorder import Call
 from .worker.travel import classes_kept
 
 if TYPE_CHECKING:
@@ -39,6 +47,8 @@ class Failure:
     job: Job
     saved: tuple[int, dict[str, bytes]] | None
     error: BaseException
+    #: A run that cannot be replayed: what the statement that raised had read, shipped with the error.
+    inputs: Call | None = None
 
     @property
     def start(self) -> str:
@@ -57,9 +67,21 @@ def keep(job: Job, saved: tuple[int, dict[str, bytes]] | None, error: BaseExcept
     """Keep what reproduces ``error`` (raised by a replica of ``job``'s run, with ``saved`` its last
     checkpoint) for :func:`debug`, and tell the user in a note; or say why it cannot be replayed."""
     why = job.script.mode.unreplayable
-    if why:
+    inputs = getattr(error, "_fragnb_inputs", None)
+    if why and inputs is None:
         _LAST.pop("failure", None)
         error.add_note(f"fragnb.debug() cannot replay this run in the kernel: {why}.")
+        return
+    if why:
+        _LAST["failure"] = Failure(job, None, error, inputs)
+        with classes_kept(job.namespace):
+            values = pickle.loads(inputs.inputs)
+        error.add_note(
+            f"fragnb.debug() cannot replay this run exactly ({why}): it runs line {inputs.line} once in this kernel "
+            f"on what {inputs.replica} held when it raised in iteration {inputs.iteration} (then `%debug`):\n"
+            + "\n".join(f"    {name} = {_brief(value)}" for name, value in values.items())
+            + "".join(f"\n    {name}: not shipped ({why})" for name, why in inputs.missing)
+        )
         return
     _LAST["failure"] = Failure(job, saved, error)
     error.add_note(
@@ -82,6 +104,8 @@ def debug() -> None:
         )
     job = failure.job
     began = time.perf_counter()
+    if failure.inputs is not None:
+        return _closest(failure, began)
     try:
         with classes_kept(job.namespace):  # the replicas' objects are unpickled here, beside the notebook's
             InThreads(resume=failure.saved[1] if failure.saved else None, keep=False, own=True).execute(job)
@@ -105,3 +129,33 @@ def from_the_cell(tb: TracebackType | None) -> TracebackType | None:
     while first is not None and not first.tb_frame.f_code.co_filename.startswith(_CELL):
         first = first.tb_next
     return first if first is not None else tb
+
+
+def _closest(failure: Failure, began: float) -> None:
+    """:func:`debug` for a run that cannot be replayed: the statement that raised, once, on what it had read."""
+    call, why = failure.inputs, failure.job.script.mode.unreplayable
+    try:
+        rerun(failure.job.placement.graph, call)
+    except Exception as e:
+        e.add_note(
+            f"fragnb.debug(): line {call.line} ran again in this kernel on what {call.replica} held when it raised "
+            f"(iteration {call.iteration}), in {time.perf_counter() - began:.1f} s; not a replay of the run ({why}). "
+            "%debug opens in the frame that raised it."
+        )
+        raise e.with_traceback(from_the_cell(e.__traceback__)) from None
+    raise RuntimeError(
+        f"line {call.line} ran without error on what {call.replica} held when it raised: "
+        f"{type(failure.error).__name__} depended on more than those values (what the statement changed before it "
+        f"raised, or the run's timing: {why})"
+    )
+
+
+def _brief(value: Any) -> str:
+    """A value in a few words, for an error's note: a tensor by its shape and type, a number as it is."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        return f"{type(value).__name__}{list(shape)} {value.dtype}"
+    if isinstance(value, (int, float, bool, str)) or value is None:
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return f"<{type(value).__name__}>"

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .records import Records
 from .worker.report import Finals, arrival_order, plain_order
 
 if TYPE_CHECKING:
@@ -99,6 +100,9 @@ class RunResult:
     #: Whole-cell policies (``data_parallel``): what each replica's cell assigned, by replica (the
     #: notebook holds replica 0's): each replica's own lists of returns or losses, say.
     replica_values: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    #: What the run recorded of the fragments ``record=`` named (:class:`~fragnb.runtime.records.Records`;
+    #: None: it recorded nothing): see :meth:`replay`.
+    records: Any = field(default=None, repr=False)
 
     @property
     def env_steps_per_s(self) -> float:
@@ -130,6 +134,17 @@ class RunResult:
 
         ages = [sum(per) / len(per) for per in self.staleness if per]
         return learning_curve([(s, r) for s, r, _ in self.curve], f"{self.graph} ({self.policy})", staleness=ages)
+
+    def replay(self, fragment: str, iteration: int, replica: int = 0) -> list[dict[str, Any]]:
+        """Run ``fragment``'s statements again in this kernel, as replica ``replica`` of its group ran them in
+        ``iteration`` (counted from 0), each on the values it read then (recorded with ``record=[fragment]``),
+        and return what each left: equal to ``records.outputs(fragment, iteration, replica)``."""
+        if self.records is None:
+            raise LookupError(
+                f"this run of {self.graph!r} recorded nothing: run it with record=[{fragment!r}] "
+                f"(the magic: --record {fragment})"
+            )
+        return self.records.replay(fragment, iteration, replica)
 
     def busy(self) -> dict[str, float]:
         """Each worker group's share of its recorded time spent working rather than waiting for
@@ -279,8 +294,18 @@ class RunResult:
             draws=list(before.draws),
             # whole copies: each replica's own values are the user's to look at (the notebook holds replica 0's)
             replica_values={} if script.mode.splits else {name: f.variables for name, f in finals.items()},
+            records=_records(job, finals),
             **measured,
         )
+
+
+def _records(job: Job, finals: dict[str, Finals]):
+    """What the replicas recorded, together (None where the run recorded nothing)."""
+    recording = job.script.recording
+    if recording is None or not recording.fragments:
+        return None
+    calls = [c for f in finals.values() for c in f.records]
+    return Records(calls, sum(f.records_dropped for f in finals.values()), recording.bytes, job.placement.graph)
 
 
 def _summed(counts: list[dict[str, int]]) -> dict[str, int]:

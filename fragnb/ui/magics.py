@@ -13,12 +13,21 @@ from IPython.display import display
 from .. import policies
 from ..errors import FragmentError
 from ..graph import FragmentGraph, capture
+from ..plan.recording import parse_record
 from ..runtime import CHECKPOINT_EVERY, CHECKPOINT_SHARE, measure, run_placement
 from ..runtime.cluster.clusters import warm
 from ..runtime.pipeline import torch_threads
 from ..runtime.plane import wanted
 
 __all__ = ["FragmentMagics"]
+
+
+def _merged(records: list[tuple[str, tuple[int, ...] | None]]) -> dict | None:
+    """Repeated ``--record`` flags as one ``record=``: a fragment named twice records at both's iterations."""
+    out: dict[str, tuple[int, ...] | None] = {}
+    for name, its in records:
+        out[name] = None if its is None or out.get(name, ()) is None else tuple(sorted({*out.get(name, ()), *its}))
+    return out or None
 
 
 def _count(text: str) -> int:
@@ -30,6 +39,14 @@ def _count(text: str) -> int:
     if value < 0:
         raise ArgumentTypeError(f"{text!r} is not a count: give a whole number, 0 or more")
     return value
+
+
+def _recorded(text: str) -> tuple[str, tuple[int, ...] | None]:
+    """``--record``'s value (:func:`~fragnb.plan.recording.parse_record`), or the magic's usage error."""
+    try:
+        return parse_record(text)
+    except ValueError as e:
+        raise ArgumentTypeError(str(e)) from None
 
 
 @magics_class
@@ -79,6 +96,15 @@ class FragmentMagics(Magics):
         "--exact",
         action="store_true",
         help="refuse a run that could only be statistical (global random draws in replicated statements)",
+    )
+    @argument(
+        "--record",
+        action="append",
+        default=[],
+        type=_recorded,
+        metavar="FRAGMENT[:K[-L]]",
+        help="with --run: keep what FRAGMENT's statements read and leave on every replica (at iterations K to L, "
+        "from 0; all by default) for NAME.last_run.replay(FRAGMENT, K); repeatable",
     )
     @argument(
         "--role",
@@ -132,6 +158,8 @@ class FragmentMagics(Magics):
             raise UsageError(f"%%fragment NAME: {args.name!r} is not a valid variable name")
         if args.until_return is not None and not args.run:
             raise UsageError("--until-return needs --run")
+        if args.record and (not args.run or args.seeds is not None):
+            raise UsageError("--record needs --run (one run, not --seeds)")
         if args.explore and args.run:
             raise UsageError("--explore has its own Run button; leave out --run")
         sweeping = args.seeds is not None
@@ -196,6 +224,7 @@ class FragmentMagics(Magics):
                 restarts=args.restarts,
                 checkpoint_every=args.checkpoint_every,
                 exact=args.exact,
+                record=_merged(args.record),
             )
             print(graph.last_run)
 

@@ -76,6 +76,7 @@ class ReplicaState(Driver):
     gone: set[str] = field(default_factory=set)  # peers whose worker died, that the run goes on without (async)
     own: Own | None = None  # its global generators' states, when it shares its process with other replicas
     collective: Any = None  # its part in its group's all-reduce (collectives.Member), where the group averages
+    recorder: Any = None  # what it keeps of the statements the run records (recorder.Recorder), if any
 
     def __post_init__(self):
         # Nothing counted yet: a replica built from a payload starts its ledger from its environments
@@ -138,6 +139,9 @@ class ReplicaState(Driver):
 
     def stepped(self, n: int) -> None:
         self.ledger.stepped(n)
+
+    def recording(self, index: int) -> contextlib.AbstractContextManager:
+        return self.recorder.around(index)
 
     def envs(self) -> dict[str, Env]:
         """The env components its namespace holds now, by name."""

@@ -96,6 +96,8 @@ class Finals:
     messages_sent: int = 0
     checkpoint_seconds: float = 0.0
     moved: dict[str, int] = field(default_factory=dict)  # transfer (as drawn) -> versions of weights it loaded
+    records: list = field(default_factory=list)  # the recorded statements' calls it kept (recorder.Call)
+    records_dropped: int = 0  # those past its share of the bound
     lost: bool = False
     # -- a decoupled policy's learner -----------------------------------------------------------
     staleness: list[list[int]] = field(default_factory=list)  # per iteration, each trajectory's staleness

@@ -33,6 +33,7 @@ from .bindings import MISSING, bind, holdings, shape_error, where
 from .edges import combine, refuse_autograd, to_device
 from .loads import Loads
 from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_tag, share
+from .recorder import Recorder, shipped
 from .report import Checkpointed, Finals, Progress, arrival_order, plain_order
 from .stops import condition_held, interrupted, own_condition
 from .timing import note
@@ -77,6 +78,14 @@ class Walker(Loads):
         self.checkpoint_seconds = 0.0
         self.syncs: dict[tuple[str, int], WeightSync] = {}  # (owner group, segment) -> how its weights move
         self.moved_by: dict[tuple[str, int], Transfer] = {}  # the same -> its transfer
+        if script.recording is not None and script.recording.fragments:  # fragnb.run(..., record=[...])
+            rep.recorder = Recorder(
+                script.recording,
+                self.name,
+                script.recording.bytes // len(script.replicas()),
+                lambda: rep.ns,
+                lambda: self.iterations,
+            )
 
     # -- walking --------------------------------------------------------------------------------
     def run(self) -> None:
@@ -377,6 +386,8 @@ class Walker(Loads):
                 exec(rep.codes[seg.index] if code is None else code, ns)
         except Exception as e:
             e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
+            if self.script.mode.unreplayable and self.script.recording is not None:  # fragnb.debug()'s closest
+                e._fragnb_inputs = shipped(self.script.recording, e, ns, self.name, self.iterations)
             if rep.count > 1 and self.script.num_envs and shape_error(e):
                 share = self.script.num_envs // rep.count
                 e.add_note(
@@ -439,4 +450,6 @@ class Walker(Loads):
             messages_sent=self.ch.messages_sent,
             moved=self.moved(),
             checkpoint_seconds=self.checkpoint_seconds,
+            records=rep.recorder.calls if rep.recorder else [],
+            records_dropped=rep.recorder.dropped if rep.recorder else 0,
         )
