@@ -1,6 +1,7 @@
 """The policy explorer: its controls offer what `place` accepts, its drawing follows them, and its
 Run and Stop buttons run the loop in a thread and end it at an iteration boundary."""
 
+import sys
 import time
 
 import pytest
@@ -161,6 +162,30 @@ def test_a_failed_run_shows_its_error_in_the_explorer(graph):
     assert x.wait(60)
     assert x.result is None and "ClusterError" in x.status.value and "127.0.0.1:9" in x.status.value
     assert not x.run_button.disabled
+    assert x.debug_button.layout.display == "none"  # nothing of the cell's code to replay
+
+
+def test_debug_here_replays_a_replicas_failure_for_percent_debug(canonical, ppo_ns):
+    from test_replay import FAILING, PROBE
+
+    x = explore(capture(canonical.body.replace(FAILING, PROBE), ppo_ns(5), name="probe"), "coarse", actors=2)
+    x.run()
+    assert x.wait(120) and "environment 20 diverged" in x.status.value
+    assert x.debug_button.layout.display == ""
+    x.debug_button.click()
+    assert (
+        "replayed in this kernel from the" in x.status.value and "%debug</code> in a cell" in x.status.value
+    )
+    frame = sys.last_traceback
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    # where %debug opens: replica 1's environments, at the iteration its run failed
+    assert frame.tb_frame.f_globals["it"] == 3 and frame.tb_frame.f_globals["env"].env_ids.tolist() == list(
+        range(16, 32)
+    )
+    x.run_button.click()  # a new run hides the button until it fails in turn
+    assert x.debug_button.layout.display == "none"
+    assert x.wait(120)
 
 
 def test_the_magic_shows_the_explorer(shell, canonical, monkeypatch):

@@ -109,11 +109,7 @@ fragnb.shutdown()
     assert "DONE 1" in out and "ERROR" not in out, out
 
 
-def test_debug_after_fragnb_debug_opens_in_the_failing_replicas_frame_in_a_real_kernel(kernel):
-    _, kc = kernel
-    failed = _execute(
-        kc,
-        f"""
+PROBE_SETUP = f"""
 import fragnb
 from fragnb.notebook import load_canonical
 cell = load_canonical({str(NOTEBOOK_01)!r})
@@ -121,12 +117,29 @@ ns = cell.namespace()
 ns["iterations"] = 5
 body = cell.body.replace("    last_value = actor.value(obs)\\n", "    last_value = actor.value(obs)\\n"
     "    assert not (it == 3 and bool((env.env_ids == 20).any())), 'environment 20 diverged'\\n")
-fragnb.run(fragnb.capture(body, ns, name="probe"), "coarse", actors=2, progress=False, plot=False)
-""",
-    )
-    assert "ERROR AssertionError: environment 20 diverged" in failed, failed
-    replayed = _execute(kc, "fragnb.debug()")
-    assert "ERROR AssertionError: environment 20 diverged" in replayed, replayed
+graph = fragnb.capture(body, ns, name="probe")
+"""
+
+
+@pytest.mark.parametrize(
+    "fail, replay",
+    [
+        ('fragnb.run(graph, "coarse", actors=2, progress=False, plot=False)', "fragnb.debug()"),
+        # the explorer's Run, then its "Debug here" (what its click calls) instead of a cell
+        pytest.param(
+            'x = fragnb.explore(graph, "coarse", actors=2)\nx.run()\nx.wait(120)\nprint(x.status.value)',
+            "x.debug()\nprint(x.status.value)",
+            marks=pytest.mark.needs_dot,
+        ),
+    ],
+    ids=["fragnb.debug", "debug-here"],
+)
+def test_debug_after_a_replay_opens_in_the_failing_replicas_frame_in_a_real_kernel(kernel, fail, replay):
+    _, kc = kernel
+    failed = _execute(kc, PROBE_SETUP + fail)
+    assert "AssertionError: environment 20 diverged" in failed, failed
+    replayed = _execute(kc, replay)
+    assert "AssertionError: environment 20 diverged" in replayed, replayed
     # what a user types at the ipdb> prompt: where, the iteration, what only replica 1 holds
     session = _execute(kc, "%debug", answers=["p it", "p env.env_ids.tolist()", "q"])
     assert "<fragment probe>" in session and "\n3\n" in session, session

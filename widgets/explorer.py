@@ -109,6 +109,7 @@ class Explorer:
         self.preset, self.prediction = predicting.preset, predicting.prediction
         self.scaling_button, self.scaling_plot = predicting.scaling_button, predicting.scaling_plot
         self.cluster, self.run_button, self.stop_button = runner.cluster, runner.run_button, runner.stop_button
+        self.debug_button = runner.debug_button
         self.status, self.bar, self.link, self.plot = runner.status, runner.bar, runner.link, runner.plot
         self.seeds, self.seeds_button = self.seeding.seeds, self.seeding.button
         compare, own = self.comparing, self.composing
@@ -128,7 +129,17 @@ class Explorer:
                 W.HBox([self.preset, self.scaling_button]),
                 self.prediction,
                 self.scaling_plot,
-                W.HBox([self.run_button, self.stop_button, self.seeds, self.seeds_button, self.bar, self.link]),
+                W.HBox(
+                    [
+                        self.run_button,
+                        self.stop_button,
+                        self.seeds,
+                        self.seeds_button,
+                        self.bar,
+                        self.link,
+                        self.debug_button,
+                    ]
+                ),
                 self.status,
                 self.plot,
             ]
@@ -260,3 +271,7 @@ class Explorer:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the run to end; whether it has."""
         return self.runner.wait(timeout)
+
+    def debug(self) -> None:
+        """Replay the failed run in this kernel up to its error, for ``%debug`` (what Debug here does)."""
+        self.runner.debug()

@@ -3,7 +3,9 @@ status line and live dashboard, and Stop at an iteration boundary.
 
 A run happens in a thread so that the widgets stay live while it lasts; its progress goes to these
 widgets, whose updates reach the browser from any thread. Whatever ends a run is shown, not raised:
-no cell waits for the thread.
+no cell waits for the thread. Where the cell's code raised on a worker, "Debug here" replays it in the
+kernel (:func:`fragnb.debug`) and leaves its exception where ``%debug`` looks (``sys.last_value``), as a
+cell that raised would: a button cannot open the debugger itself, whose prompt needs a running cell.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable
 import ipywidgets as W
 
 from fragnb.policies import DistributionPolicy
-from fragnb.runtime import run
+from fragnb.runtime import replay, run
 from fragnb.ui.live import LiveProgress, png
 
 from .showing import error, picture
@@ -68,6 +70,13 @@ class Runner:
         )
         self.run_button = W.Button(description="Run", icon="play", button_style="success")
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
+        self.debug_button = W.Button(
+            description="Debug here",
+            icon="bug",
+            button_style="warning",
+            tooltip="replay the failed run in this kernel up to the error, for %debug",
+            layout=W.Layout(display="none"),
+        )
         self.starters = [self.run_button]
         self.status = W.HTML().add_class("fragnb-status")
         self.bar = W.IntProgress(value=0, min=0, max=1, description="iterations")
@@ -75,6 +84,7 @@ class Runner:
         self.plot = W.Image(format="png", layout=W.Layout(max_width="100%", display="none")).add_class("fragnb-live")
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop())
+        self.debug_button.on_click(lambda _: self.debug())
 
     @property
     def running(self) -> bool:
@@ -99,6 +109,7 @@ class Runner:
             self.status.value = error(e)
             return
         self.result = self.error = None
+        self.debug_button.layout.display = "none"
         self._stop = threading.Event()
         self._active = True
         for button in self.starters:
@@ -119,6 +130,26 @@ class Runner:
             self.stop_button.disabled = True
             self.status.value = "stopping after the current iteration"
 
+    def debug(self) -> None:
+        """Replay the failed run in this kernel up to its error (what "Debug here" does), and leave that
+        error as a cell's would be left: ``%debug`` in a cell then opens where it was raised."""
+        self.status.value = "replaying the failed run in this kernel up to its error ..."
+        try:
+            replay.debug()
+        except Exception as e:
+            sys.last_type, sys.last_value, sys.last_traceback = type(e), e, e.__traceback__
+            if sys.version_info >= (3, 12):
+                sys.last_exc = e
+            shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+            if shell is not None:
+                shell.InteractiveTB.tb = None  # %debug reads sys.last_traceback, not an older cell's
+            where = [line for line in getattr(e, "__notes__", []) if line.startswith("fragnb.debug()")]
+            self.status.value = (
+                error(e)
+                + "".join(f"<br>{html.escape(line)}" for line in where)
+                + "<br>Type <code>%debug</code> in a cell: it opens in the frame that raised it, with the replica's values."
+            )
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the run to end; whether it has."""
         if self._thread is not None:
@@ -131,6 +162,8 @@ class Runner:
         except BaseException as e:  # shown, not raised: no cell waits for this thread
             self.error = e
             self.status.value = error(e)
+            if (failure := replay.last()) is not None and failure.error is e:  # fragnb.debug() can replay it
+                self.debug_button.layout.display = ""
         finally:
             self._ended(cluster)
 
