@@ -173,9 +173,7 @@ def test_debug_here_replays_a_replicas_failure_for_percent_debug(canonical, ppo_
     assert x.wait(120) and "environment 20 diverged" in x.status.value
     assert x.debug_button.layout.display == ""
     x.debug_button.click()
-    assert (
-        "replayed in this kernel from the" in x.status.value and "%debug</code> in a cell" in x.status.value
-    )
+    assert "replayed in this kernel from the" in x.status.value and "%debug</code> in a cell" in x.status.value
     frame = sys.last_traceback
     while frame.tb_next is not None:
         frame = frame.tb_next
