@@ -62,6 +62,37 @@ DASK_TAB_NOTEBOOK = {
 }
 
 
+def _cells(*sources: str) -> dict:
+    """A notebook of code cells with these sources."""
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": src}
+            for i, src in enumerate(sources)
+        ],
+    }
+
+
+#: A bug only replica 1 of two actors meets (environment 20, at iteration 3), as notebook 05's drill plants it;
+#: the run fails, fragnb.debug() replays it, %debug opens there; then the explorer's Run and Debug here.
+DEBUG_NOTEBOOK = _cells(
+    "import fragnb\n"
+    "from fragnb.notebook import load_canonical\n"
+    "cell = load_canonical('01_first_fragment_graph.ipynb')\n"
+    "ns = cell.namespace()\n"
+    "ns['iterations'] = 5\n"
+    "FAILING = '    last_value = actor.value(obs)\\n'\n"
+    "PROBE = FAILING + \"    assert not (it == 3 and bool((env.env_ids == 20).any())), 'environment 20 diverged'\\n\"\n"
+    "probe = fragnb.capture(cell.body.replace(FAILING, PROBE), ns, name='probe')",
+    "fragnb.run(probe, 'coarse', actors=2, progress=False, plot=False)",
+    "fragnb.debug()",
+    "%debug",
+    "x = fragnb.explore(probe, 'coarse', actors=2)\nx",
+)
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on loopback without a token, serving copies of the notebooks (autosave must not touch ours)."""
@@ -69,6 +100,7 @@ def lab(tmp_path_factory):
     for name in ("01_first_fragment_graph.ipynb", "04_explore_policies.ipynb"):
         shutil.copy(ROOT / "notebooks" / name, root)
     (root / "dask_tab.ipynb").write_text(json.dumps(DASK_TAB_NOTEBOOK))
+    (root / "debug_drill.ipynb").write_text(json.dumps(DEBUG_NOTEBOOK))
     # Every cell in the page: by default JupyterLab leaves cells out of view unrendered (or out of the
     # DOM), and Run All would look finished while a cell below the fold still runs.
     settings = tmp_path_factory.mktemp("settings")
@@ -381,4 +413,68 @@ def test_the_dask_tab_finds_the_cluster_a_run_used_without_a_pasted_url(browser,
     )
     launcher.get_by_text("Dashboard not connected").wait_for(state="detached", timeout=60_000)  # its panes listed
     page.screenshot(path=ARTIFACTS / "dask_tab_auto_detected.png")
+    page.close()
+
+
+def _run_cell(page, index: int, timeout_s: float = 300) -> str:
+    """Run code cell ``index`` alone (select it, Shift+Enter) and wait for the kernel; the cell's output text."""
+    cell = page.locator(".jp-CodeCell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    prompt = cell.locator(".jp-InputArea-prompt")
+    page.wait_for_function(
+        "p => /\\[\\d+\\]/.test(p.textContent)", arg=prompt.element_handle(), timeout=timeout_s * 1000
+    )
+    return cell.locator(".jp-OutputArea").inner_text()
+
+
+def _ipdb(page, index: int, answers: list[str]) -> str:
+    """Run cell ``index`` (``%debug``) and type ``answers`` at its ipdb> prompt, as a student does; its output."""
+    cell = page.locator(".jp-CodeCell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    for answer in answers:
+        box = cell.locator(".jp-Stdin-input").last
+        box.wait_for(state="visible", timeout=60_000)
+        box.fill(answer)
+        box.press("Enter")
+        page.wait_for_timeout(300)
+    page.wait_for_function(
+        "p => /\\[\\d+\\]/.test(p.textContent)",
+        arg=cell.locator(".jp-InputArea-prompt").element_handle(),
+        timeout=60_000,
+    )
+    return cell.locator(".jp-OutputArea").inner_text()
+
+
+def test_a_replicas_failure_opens_in_the_debugger_in_jupyterlab(browser, lab):
+    """Issue "Debug a fragment where it failed", as a student meets it: the run's error names the replica and
+    says what to do; fragnb.debug() replays it (its time taken from the page); %debug answers at its prompt in
+    the failing replica's frame. Then the explorer's Run fails the same way and Debug here leads to %debug too."""
+    page = _open(browser, lab, "debug_drill.ipynb")
+    page.get_by_text(re.compile(r"\| Idle")).first.wait_for(timeout=120_000)
+    _run_cell(page, 0)
+    failed = _run_cell(page, 1)
+    assert "environment 20 diverged" in failed and "replica 1 of 'actors'" in failed and "fragnb.debug()" in failed
+    started = time.monotonic()
+    replayed = _run_cell(page, 2)
+    waited = time.monotonic() - started
+    assert "environment 20 diverged" in replayed and "replayed in this kernel from" in replayed, replayed
+    took = float(re.search(r"replayed in this kernel from .*? in ([\d.]+) s", replayed).group(1))
+    session = _ipdb(page, 3, ["p it", "p env.env_ids.tolist()", "q"])
+    assert "<fragment probe>" in session and "\n3\n" in session and str(list(range(16, 32))) in session, session
+    page.locator(".jp-CodeCell").nth(3).screenshot(path=ARTIFACTS / "debug_ipdb.png")
+
+    _run_cell(page, 4)
+    explorer = page.locator(".fragnb-explorer").first
+    explorer.locator("button", has_text=re.compile(r"^\s*Run\s*$")).click()
+    explorer.locator(".fragnb-status", has_text="environment 20 diverged").wait_for(timeout=180_000)
+    button = explorer.locator("button", has_text="Debug here")
+    button.wait_for(state="visible", timeout=30_000)
+    button.click()
+    explorer.locator(".fragnb-status", has_text="%debug").wait_for(timeout=120_000)
+    explorer.screenshot(path=ARTIFACTS / "debug_here.png")
+    session = _ipdb(page, 3, ["p it", "p env.env_ids.tolist()", "q"])
+    assert "\n3\n" in session and str(list(range(16, 32))) in session, session
+    _record("debug", {"replay_s": took, "replay_cell_s": round(waited, 1)})
     page.close()
