@@ -100,18 +100,35 @@ class Mode:
             return "scatter"
         return "exchange"
 
-    def operators(self, kind: str, operator: str) -> tuple[str, ...]:
+    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[str, ...]:
         """The operators this mode's replicas can move a transfer of ``kind`` with, where the mode
-        chose ``operator``: the replicas of a group that averages its gradients may keep their own
+        chose ``operator`` (``into_home``: it brings values into the driver's one replica, a learner's
+        trajectories): the replicas of a group that averages its gradients may keep their own
         instead (``"local"``: independent copies, as seeds side by side); weights that a mode
         broadcasts may go by versioned pull instead, within the run's ``max_staleness`` (0 for a
         synchronous policy: the very version a broadcast would bring, value for value); other transfers
-        move as the mode routes them."""
+        move as the mode routes them (:mod:`fragnb.policies.relaxing`)."""
         if kind == "gradients":
             return ("all-reduce", "local")
         if kind == "state" and operator == "broadcast":
             return ("broadcast", "versioned pull")
         return (operator,)
+
+    def stale(self, params: dict) -> str:
+        """Why a run under this mode with ``params`` is not plain Python's values whatever it draws (its
+        actors may act on older weights), in a clause; empty where it is."""
+        return ""
+
+    def relaxed(self, bound: int, stream: bool) -> Mode:
+        """The mode of this one's placement with its weights pulled within ``bound`` versions and, with
+        ``stream``, its trajectories streamed (:func:`fragnb.policies.relaxing.relax`): itself at bound 0
+        without a stream (the same run), else refused: its replicas meet at every update."""
+        if bound == 0 and not stream:
+            return self
+        raise ValueError(
+            f"a {self.name} policy's replicas meet at every update: its edges take a bound of 0 and no stream "
+            "(relax coarse's or fine's, whose learner is one replica)"
+        )
 
     def unchecked(self, exact: bool) -> str:
         """The guarantee of a run whose values nothing compared with plain Python's."""
@@ -137,6 +154,18 @@ class Lockstep(Mode):
     Python's (the safety net checks it first)."""
 
     name = "lockstep"
+
+    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[str, ...]:
+        if kind == "data" and operator == "gather" and into_home and not self.averages:
+            return ("gather", "sample stream")  # the learner may take whichever trajectories arrive first
+        return super().operators(kind, operator, into_home)
+
+    def relaxed(self, bound: int, stream: bool) -> Mode:
+        # weights up to `bound` versions old, or streamed trajectories: the actors run free of the
+        # learner, as async's do (a learner that gathers takes one iteration of each actor, in order)
+        if self.averages or (bound == 0 and not stream):
+            return super().relaxed(bound, stream)
+        return Decoupled()
 
 
 class Averaged(Lockstep):
@@ -182,6 +211,24 @@ class Decoupled(Mode):
 
     def home(self, groups: dict[str, str]) -> str | None:
         return groups["driver"]
+
+    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[str, ...]:
+        if kind == "data" and operator == "sample stream" and into_home:
+            return ("sample stream", "gather")  # or one iteration of every actor, in order (coarse's edge)
+        return (operator,)
+
+    def relaxed(self, bound: int, stream: bool) -> Mode:
+        return self  # free already: the bound is the run's max_staleness
+
+    def stale(self, params: dict) -> str:
+        bound = params.get("max_staleness", 0)
+        if not bound:
+            return ""  # every actor waits for the newest weights: plain Python's updates (tested against coarse)
+        return (
+            f"the actors act on weights up to {bound} version{'s' * (bound > 1)} older than the learner's "
+            "(max_staleness), so each update learns from what older weights collected: plain Python's algorithm, "
+            "not its values (RunResult.staleness says each update's)"
+        )
 
     def operator(self, kind: str, src: tuple[str, int], dst: tuple[str, int], home: str | None) -> str:
         (sg, _), (dg, _) = src, dst

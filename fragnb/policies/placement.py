@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import FragmentError
 from ..shards import num_envs, shardwise
 from ..text import human, workers
-from . import refusals
+from . import refusals, relaxing
 from .policy import DistributionPolicy, resolve
 from .transfers import Transfer, averaged, transfers_of
 
@@ -82,6 +82,8 @@ class Placement:
     #: What crosses between groups as the run moves it: the edges by group pair and kind, and the
     #: gradients a group averages (:mod:`fragnb.policies.transfers`); the Script carries them.
     transfers: tuple[Transfer, ...] = ()
+    #: The transfers the user chose an operator for (``place(..., edges=...)``): ((src, dst, kind), (operator, bound)).
+    relaxed: tuple = ()
 
     @property
     def home(self) -> str:
@@ -134,7 +136,8 @@ class Placement:
                 f"no transfer {src!r} -> {dst!r} of {kind!r} in this placement; it has "
                 + (", ".join(f"{t.src!r} -> {t.dst!r} ({t.kind})" for t in self.transfers) or "none")
             )
-        valid = self.policy.mode.operators(kind, found.operator)
+        into_home = kind == "data" and dst == self.home and self.groups[self.home][0] == 1
+        valid = self.policy.mode.operators(kind, found.operator, into_home=into_home)
         if operator not in valid:
             raise ValueError(f"{found}: policy {self.policy.name!r} moves it by one of {list(valid)}, not {operator!r}")
         crosses = (
@@ -147,6 +150,17 @@ class Placement:
         ]
         transfers = tuple(replace(t, operator=operator) if t is found else t for t in self.transfers)
         return replace(self, edges=edges, transfers=transfers)
+
+    def operators(self, label: str) -> tuple[str, ...]:
+        """The operators the crossing edge that carries ``label`` (as the drawing names it: ``"batch"``,
+        ``"policy weights"`` or ``"policy"``) may take under this placement, its own first: what
+        ``place(..., edges={label: operator})`` accepts (:mod:`fragnb.policies.relaxing`)."""
+        return relaxing.operators(self, label)
+
+    @property
+    def labels(self) -> list[str]:
+        """What its crossing edges carry, as ``edges=`` and :meth:`operators` name them."""
+        return list(relaxing.labels(self))
 
     def measured(self, sizes: Mapping[tuple[str, str, str], int]) -> Placement:
         """This placement with each edge labelled with its bytes per iteration: ``sizes`` as
@@ -226,8 +240,20 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
     **params
         The policy's parameters: replica counts (``actors``, ``learners``) and ``device``
         (``"auto"``: a GPU for the policy's GPU groups when one is present; ``"cpu"``; ``"cuda"``).
+        Under any policy, ``edges={LABEL: OPERATOR}`` or ``{LABEL: (OPERATOR, BOUND)}`` chooses the
+        operator of the crossing edge that carries LABEL, one of :meth:`Placement.operators`: e.g.
+        ``edges={"policy": ("versioned pull", 2)}`` lets ``coarse``'s actors act with weights up to two
+        versions old (:mod:`fragnb.policies.relaxing`).
     """
-    policy = resolve(policy)
+    edges = params.pop("edges", None)
+    if edges is not None and not isinstance(edges, Mapping):
+        raise ValueError(f"edges={edges!r}: give a dict of LABEL -> OPERATOR or (OPERATOR, BOUND)")
+    placement = _place(graph, resolve(policy), **params)
+    return relaxing.relax(placement, edges, lambda p, **kw: _place(graph, p, **kw)) if edges else placement
+
+
+def _place(graph: FragmentGraph, policy: DistributionPolicy, **params) -> Placement:
+    """:func:`place` before any edge is chosen."""
     limits = policy.mode.limits(graph)
     if policy.mode.distributed and limits:
         first = limits[0]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..errors import FragmentError
 from ..graph import FragmentGraph
 from ..plan.recording import recorded, recording_of
 from ..plan.script import CHECKPOINT_EVERY, CHECKPOINT_SHARE, Preflight, RandomStart, Script
@@ -261,6 +262,14 @@ def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
         guarantee, lines = mode.unchecked(placement.exact), ()
     else:
         guarantee, lines = ("exact", ()) if draws.exact(placement) else ("statistical", tuple(draws.lines(placement)))
+    if stale := mode.stale(placement.params):  # older weights: statistical, whatever the run draws
+        if exact:
+            raise FragmentError(
+                f"the exact guarantee was asked for, but under {placement.policy.name!r} {stale}. Leave out --exact "
+                "(exact=False) for a statistical run, or keep the bound at 0"
+            )
+        print(f"fragnb: statistical run: {stale}", file=sys.stderr)
+        guarantee, lines = "statistical", (*lines, stale)
     return Preflight(_random_start(placement, draws), shapes, seconds, guarantee, lines)
 
 

@@ -14,6 +14,7 @@ from .. import policies
 from ..errors import FragmentError
 from ..graph import FragmentGraph, capture
 from ..plan.recording import parse_record
+from ..policies.relaxing import parse_edge
 from ..runtime import CHECKPOINT_EVERY, CHECKPOINT_SHARE, measure, run_placement
 from ..runtime.cluster.clusters import warm
 from ..runtime.pipeline import torch_threads
@@ -39,6 +40,14 @@ def _count(text: str) -> int:
     if value < 0:
         raise ArgumentTypeError(f"{text!r} is not a count: give a whole number, 0 or more")
     return value
+
+
+def _edge(text: str) -> tuple[str, tuple[str, int | None]]:
+    """``--edge``'s value (:func:`~fragnb.policies.relaxing.parse_edge`), or the magic's usage error."""
+    try:
+        return parse_edge(text)
+    except ValueError as e:
+        raise ArgumentTypeError(str(e)) from None
 
 
 def _recorded(text: str) -> tuple[str, tuple[int, ...] | None]:
@@ -107,6 +116,16 @@ class FragmentMagics(Magics):
         "from 0; all by default) for NAME.last_run.replay(FRAGMENT, K); repeatable",
     )
     @argument(
+        "--edge",
+        action="append",
+        default=[],
+        type=_edge,
+        metavar="LABEL=OPERATOR[:BOUND]",
+        help="the operator of the crossing edge that carries LABEL, e.g. 'policy=versioned pull:2' (quoted whole), "
+        "policy=versioned-pull:2 or batch=stream "
+        "(place(..., edges=...)); repeatable",
+    )
+    @argument(
         "--role",
         action="append",
         default=[],
@@ -158,6 +177,10 @@ class FragmentMagics(Magics):
             raise UsageError(f"%%fragment NAME: {args.name!r} is not a valid variable name")
         if args.until_return is not None and not args.run:
             raise UsageError("--until-return needs --run")
+        if args.edge and args.explore:
+            raise UsageError(
+                "--edge with --explore: the explorer does not choose edges yet; place(..., edges=...) does"
+            )
         if args.record and (not args.run or args.seeds is not None):
             raise UsageError("--record needs --run (one run, not --seeds)")
         if args.explore and args.run:
@@ -173,6 +196,8 @@ class FragmentMagics(Magics):
             raise UsageError(str(e)) from None
         # only the flags given; one another policy declares stays text, and place refuses it naming this one's
         params = {k: _value(k, v, policy) for k in declared if (v := getattr(args, k)) is not None}
+        if args.edge:
+            params["edges"] = {label: choice if choice[1] is not None else choice[0] for label, choice in args.edge}
         ns = self.shell.user_ns
         cluster = _cluster(args.cluster, ns)
         if args.name in ns and not isinstance(ns[args.name], FragmentGraph):

@@ -271,12 +271,20 @@ class FreeWalker(Walker):
         self.version = max([self.version] + [version_of(t) for t, _ in got])
         return [value for _, value in got]
 
-    def streamed(self, group: str, tag: str, keys: list[str]) -> list[dict]:
-        """A sample stream: the learner takes this iteration's trajectories from ``group`` (:meth:`assign`).
+    def streamed(self, group: str, tag: str, keys: list[str], rounds: bool | None = None) -> list[dict]:
+        """A sample stream: the learner takes this iteration's trajectories from ``group`` (:meth:`assign`):
+        whole rounds where free groups serve each other in step (srl), else the first to arrive.
         A replica's version may grow within an iteration (a learner that updates every step): match any."""
+        rounds = self.lockstep if rounds is None else rounds
         return [
-            self.wait(peer, lambda t, a=a: t.startswith(stamped(tag, a) + "/")) for peer, a, _ in self.assign(group)
+            self.wait(peer, lambda t, a=a: t.startswith(stamped(tag, a) + "/"))
+            for peer, a, _ in self.assign(group, rounds)
         ]
+
+    def gathered(self, group: str, tag: str, keys: list[str]) -> list[dict]:
+        """A gather into a free-running walk's learner (``coarse`` with its weights relaxed): one iteration of
+        every replica of ``group`` each iteration, in order, dropping those staler than the bound."""
+        return self.streamed(group, tag, keys, rounds=True)
 
     # -- versioned weights (the transfer's sync: :class:`~fragnb.runtime.net.weights.VersionedPull`) ------------------
     def version_of(self, keys) -> int:
@@ -301,11 +309,12 @@ class FreeWalker(Walker):
         gone = sum(ReplicaId.parse(p).group == self.rep.group for p in self.rep.gone)
         return pace(self.iterations, self.script.groups[self.rep.group], gone)
 
-    def assign(self, group: str) -> list[tuple[str, int, int]]:
-        """This iteration's trajectories from ``group``: (replica, its iteration, version) per replica slot."""
+    def assign(self, group: str, rounds: bool) -> list[tuple[str, int, int]]:
+        """This iteration's trajectories from ``group``: (replica, its iteration, version) per replica slot,
+        the oldest whole round of its replicas' iterations (``rounds``) or the first to arrive."""
         if group not in self.slots:
             self.streams.add(group)
-            chosen = self.round_of(group) if self.lockstep else self.first_arrivals(group)
+            chosen = self.round_of(group) if rounds else self.first_arrivals(group)
             chosen = in_replica_order(chosen, lambda name: ReplicaId.parse(name).index)
             self.ages += [self.iterations - v for _, _, v in chosen]
             self.slots[group] = chosen
@@ -427,4 +436,4 @@ class FreeWalker(Walker):
 
 #: How a decoupled walk receives values inside its loop, by the operator of the transfer that brings them
 #: (:meth:`fragnb.policies.modes.Decoupled.operator`); weights are the transfer's sync (:mod:`.loads`).
-STREAMS = {"inference stream": FreeWalker.in_step, "sample stream": FreeWalker.streamed}
+STREAMS = {"inference stream": FreeWalker.in_step, "sample stream": FreeWalker.streamed, "gather": FreeWalker.gathered}
