@@ -225,3 +225,26 @@ def test_run_seeds_runs_the_notebooks_setup_per_seed_and_shows_the_band_and_tabl
     assert [r.seed for r in x.sweep.runs] == [0, 1] and not x.sweep.failed
     assert bytes(x.plot.value).startswith(b"\x89PNG") and x.bar.value == 2 and x.bar.description == "runs"
     assert "final return" in x.status.value and not x.seeds_button.disabled
+
+
+def test_each_crossing_edge_may_be_relaxed_and_the_drawing_and_the_run_follow(graph):
+    x = explore(graph(3), "coarse", actors=2)
+    edges = {c.description: c for c in x.edges.children if c is not x.bound}
+    assert set(edges) == {"actors → learner", "learner → actors"}
+    assert edges["learner → actors"].options == ("broadcast", "versioned pull")
+    assert x.bound.layout.display == "none"  # nothing relaxed: no bound to choose
+    edges["learner → actors"].value = "versioned pull"
+    x.bound.value = 2
+    assert x.bound.layout.display == ""
+    policy, params = x.current()
+    assert params["edges"] == {"policy weights": ("versioned pull", 2)}
+    assert "versioned pull" in x.drawing.value and "versioned pull" in x.traffic.value
+    x.run()
+    assert x.wait(120) and x.result is not None
+    assert x.result.guarantee == "statistical" and max(a for per in x.result.staleness for a in per) <= 2
+    # explore(..., edges=...) starts from them; another policy offers its own edges
+    y = explore(graph(3), "coarse", actors=2, edges={"batch": "stream", "policy": ("versioned pull", 1)})
+    assert y.current()[1]["edges"] == {"info": ("sample stream", 1), "policy weights": ("versioned pull", 1)}
+    y.select("fine", actors=2)
+    assert {c.description for c in y.edges.children if c is not y.bound} == {"envs → learner"}
+    assert "edges" not in y.current()[1]

@@ -104,7 +104,12 @@ class Explorer:
     def _name_widgets(self) -> None:
         """The parts' widgets under the explorer's names for them (what notebooks and tests read)."""
         placing, predicting, runner = self.placing, self.predicting, self.runner
-        self.policy, self.controls = placing.policy, placing.controls
+        self.policy, self.controls, self.edges, self.bound = (
+            placing.policy,
+            placing.controls,
+            placing.edges,
+            placing.bound,
+        )
         self.summary, self.drawing, self.traffic = placing.summary, placing.drawing, placing.traffic
         self.preset, self.prediction = predicting.preset, predicting.prediction
         self.scaling_button, self.scaling_plot = predicting.scaling_button, predicting.scaling_plot
@@ -123,6 +128,7 @@ class Explorer:
             [
                 W.HBox([self.policy, self.cluster]),
                 self.controls,
+                self.edges,
                 self.summary,
                 self.drawing,
                 self.traffic,

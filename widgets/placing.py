@@ -2,7 +2,9 @@
 drawing and the table of what crosses between processes.
 
 Each parameter's dropdown offers only the values :func:`fragnb.policies.choices` says ``place``
-accepts given the other parameters, so the explorer never offers a placement that fails.
+accepts given the other parameters, so the explorer never offers a placement that fails. Under them,
+one dropdown per crossing edge that may take another operator (:meth:`fragnb.policies.Placement.operators`),
+and the staleness bound a versioned pull or a stream takes (:mod:`fragnb.policies.relaxing`).
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from collections.abc import Callable
 import ipywidgets as W
 
 from fragnb import policies
-from fragnb.policies import DistributionPolicy, choices
+from fragnb.policies import DistributionPolicy, choices, relaxing
 
 from .showing import error, size, total
 
-__all__ = ["PolicyControls", "traffic_table"]
+__all__ = ["PolicyControls", "traffic_table", "BOUNDS"]
+
+#: The staleness bounds the explorer offers a relaxed edge (versions of the weights behind the learner).
+BOUNDS = (0, 1, 2, 4)
 
 
 class PolicyControls:
@@ -56,6 +61,10 @@ class PolicyControls:
             description="policy", options=sorted(policies.POLICIES), value=policies.resolve(policy).name
         )
         self.controls = W.HBox()
+        self.edges = W.HBox().add_class("fragnb-edges")  # one dropdown per crossing edge that may be relaxed, a bound
+        self.bound = W.Dropdown(description="bound", options=BOUNDS, value=1, layout=W.Layout(width="max-content"))
+        self.bound.observe(lambda _: self._edge_changed(), "value")
+        self._labels: dict[str, str] = {}  # edge dropdown's description -> the label place(edges=...) takes
         self.summary = W.HTML().add_class("fragnb-summary")
         self.drawing = W.HTML().add_class("fragnb-drawing")
         self.traffic = W.HTML().add_class("fragnb-traffic")
@@ -70,9 +79,17 @@ class PolicyControls:
             self.policy.value = policy
 
     def current(self) -> tuple[DistributionPolicy, dict]:
-        """The chosen policy and the parameters the controls give it."""
+        """The chosen policy and the parameters the controls give it (``edges``: the edges chosen otherwise
+        than the policy moves them)."""
         policy = policies.resolve(self.policy.value)
-        return policy, {k: self.params[k] for k in policy.parameters if k in self.params}
+        params = {k: self.params[k] for k in policy.parameters if k in self.params}
+        edges = {}
+        for control in self.edges.children:
+            if control is self.bound or control.value == control.options[0]:
+                continue
+            bounded = control.value in ("versioned pull", "sample stream")
+            edges[self._labels[control.description]] = (control.value, self.bound.value) if bounded else control.value
+        return policy, ({**params, "edges": edges} if edges else params)
 
     def policy_changed(self) -> None:
         """One dropdown per parameter of the chosen policy, offering what fits; then :attr:`changed`."""
@@ -86,8 +103,56 @@ class PolicyControls:
                 controls.append(control)
             self.controls.children = controls
             self._fit_controls(policy)
+            self._edge_controls(policy)
         finally:
             self._quiet = False
+        self._changed()
+
+    def _edge_controls(self, policy: DistributionPolicy) -> None:
+        """A dropdown per crossing edge of the chosen placement that may take another operator, its own first."""
+        try:
+            placement = self.graph.place(policy, **{k: self.params[k] for k in policy.parameters if k in self.params})
+        except (TypeError, ValueError):  # the drawing says why
+            self.edges.children = ()
+            return
+        controls, self._labels = [], {}
+        given = {  # what explore(..., edges=...) asked for, by transfer
+            relaxing.transfer_named(placement, label).key: choice if isinstance(choice, tuple) else (choice, None)
+            for label, choice in (self.params.pop("edges", None) or {}).items()
+        }
+        for label, transfer in relaxing.labels(placement).items():
+            operators = placement.operators(label)
+            where = f"{transfer.src} → {transfer.dst}"
+            if len(operators) < 2 or where in self._labels:
+                continue
+            self._labels[where] = label
+            operator, bound = given.get(transfer.key, (operators[0], None))
+            operator = relaxing.SAYS.get(operator, operator)
+            if bound is not None and bound in BOUNDS:
+                self.bound.value = bound
+            control = W.Dropdown(
+                description=where,
+                options=operators,
+                value=operator if operator in operators else operators[0],
+                tooltip=f"{', '.join(transfer.carries)}: {' or '.join(operators)}",
+                layout=W.Layout(width="max-content"),
+                style={"description_width": "initial"},
+            )
+            control.observe(lambda _: self._edge_changed(), "value")
+            controls.append(control)
+        self.edges.children = (*controls, self.bound) if controls else ()
+        self._show_bound()
+
+    def _show_bound(self) -> None:
+        bounded = any(
+            c.value in ("versioned pull", "sample stream") for c in self.edges.children if c is not self.bound
+        )
+        self.bound.layout.display = "" if bounded else "none"
+
+    def _edge_changed(self) -> None:
+        if self._quiet:
+            return
+        self._show_bound()
         self._changed()
 
     def _param_changed(self, name: str, value) -> None:
@@ -104,7 +169,7 @@ class PolicyControls:
     def _fit_controls(self, policy: DistributionPolicy) -> None:
         """Offer each parameter the values ``place`` accepts given the others; keep the user's where it fits."""
         for control, name in zip(self.controls.children, policy.parameters):
-            others = {k: v for k, v in self.current()[1].items() if k != name}
+            others = {k: v for k, v in self.current()[1].items() if k not in (name, "edges")}
             fits = choices(self.graph, policy, name, **others) or [policy.parameters[name]]
             value = self.params.get(name, policy.parameters[name])
             control.options = fits

@@ -24,11 +24,11 @@ from .transfers import GRADIENTS, Transfer
 if TYPE_CHECKING:
     from .placement import Placement
 
-__all__ = ["labels", "transfer_named", "operators", "relax", "parse_edge", "STREAM"]
+__all__ = ["labels", "transfer_named", "operators", "relax", "parse_edge", "STREAM", "SAYS"]
 
 #: What the user writes for a relaxed trajectory edge, and what the drawing calls it (as under ``async``).
 STREAM = "sample stream"
-_SAYS = {"stream": STREAM}
+SAYS = {"stream": STREAM}  # what a user may write -> the operator's name
 #: A versioned pull's bound when none is given.
 DEFAULT_BOUND = 1
 
@@ -86,7 +86,7 @@ def relax(placement: Placement, edges: dict[str, Any], place) -> Placement:
     for label, choice in edges.items():
         t = transfer_named(placement, label)
         operator, bound = choice if isinstance(choice, tuple) else (choice, None)
-        operator = _SAYS.get(operator, operator)
+        operator = SAYS.get(operator, operator)
         valid = operators(placement, label)
         if operator not in valid:
             raise ValueError(
