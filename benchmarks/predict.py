@@ -103,6 +103,17 @@ def cheetah(iterations: int):
     return make
 
 
+def case(policy: str, params: dict) -> str:
+    """A row's name: the policy, its parameters, and each relaxed edge as LABEL=OPERATOR:BOUND."""
+    edges = params.get("edges") or {}
+    words = [f"{k}={v}" for k, v in params.items() if k != "edges"]
+    words += [
+        f"{label}={op[0].replace(' ', '-')}:{op[1]}" if isinstance(op, tuple) else f"{label}={op}"
+        for label, op in edges.items()
+    ]
+    return " ".join([policy, *words])
+
+
 def rate(make, policy: str, **params) -> float:
     kw = {} if policy == "single" else {"check": False}
     r = run(make(), policy, progress=False, plot=False, **kw, **params)
@@ -131,7 +142,7 @@ def table(title: str, make, cases, clusters, repeat: int) -> list[dict[str, floa
             graph.place(policy, **params)
             rate(make, policy, **params)
         except (FragmentError, ValueError) as e:  # a DP that cannot run this loop says why before anything starts
-            print(f"{policy + ' ' + ' '.join(f'{k}={v}' for k, v in params.items()):<26} refused: {str(e)[:150]}")
+            print(f"{case(policy, params):<26} refused: {str(e)[:150]}")
             continue
         pairs = []
         for _ in range(repeat):
@@ -139,7 +150,7 @@ def table(title: str, make, cases, clusters, repeat: int) -> list[dict[str, floa
             pairs.append((rate(make, policy, **params) / base, base))
         measured, _ = sorted(pairs)[len(pairs) // 2]
         steps = measured * statistics.median(b for _, b in pairs)
-        row = f"{policy + ' ' + ' '.join(f'{k}={v}' for k, v in params.items()):<26}"
+        row = f"{case(policy, params):<26}"
         errors.append({})
         for name, c in clusters.items():
             guess = predict(graph.place(policy, **params), prof, c)

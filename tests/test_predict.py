@@ -84,6 +84,16 @@ def test_decoupled_groups_run_side_by_side(graph):
     assert turns.seconds_per_iteration == pytest.approx(0.6)
 
 
+@pytest.mark.parametrize("bound, seconds", [(0, 0.6), (1, 0.4), (2, 0.4)])
+def test_a_relaxed_weights_edge_is_priced_with_the_actors_wait_removed_within_its_bound(graph, bound, seconds):
+    # coarse's actors (0.2 s) and learner (0.4 s) take turns; with the weights pulled within a bound of 1 or more
+    # the actors act while the learner updates, as async's do; at 0 the run, and its price, are coarse's
+    relaxed = graph.place("coarse", actors=2, edges={"policy": ("versioned pull", bound)})
+    assert predict(relaxed, _profile(), IDEAL).seconds_per_iteration == pytest.approx(seconds)
+    coarse = predict(graph.place("coarse", actors=2), _profile(), IDEAL).seconds_per_iteration
+    assert (seconds == pytest.approx(coarse)) == (bound == 0)
+
+
 def test_a_gpu_speeds_up_the_learner_and_data_parallel_replicas_pay_an_all_reduce_per_update(graph):
     gpus = Cluster("gpus", 1, 8, gpus=1, latency_s=0.0, message_s=0.0, bandwidth=1e30, gpu_speed=4.0)
     assert predict(graph.place("coarse", actors=2), _profile(), gpus).seconds_per_iteration == pytest.approx(0.2 + 0.1)
