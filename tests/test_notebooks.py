@@ -192,6 +192,9 @@ CLAIMS = {
         ("the design table's SEED RL row, checked on a placement", "facts['SEED RL']['inference'] =="),
         ("the design table's IMPALA, SRL and DD-PPO rows", "facts['IMPALA']['sync'] == facts['SRL']['sync']"),
         ("Anakin sends nothing", "facts['Anakin']['crosses'] == ['nothing']"),
+        ("coarse with both edges relaxed is async's placement", "relaxed.transfers == ppo.place('async'"),
+        ("one edge at a time: no update trains on data older than the bound", "max(a) <= 1 for a in ages"),
+        ("one edge at a time: coarse exact, a relaxed edge statistical", "[runs[0].guarantee for runs in one_edge"),
     ],
     "04": [
         ("the explorer's run iterated as the result says", "it == explorer.result.iterations - 1"),
