@@ -128,3 +128,28 @@ def test_the_magic_takes_an_edge(shell, canonical, ppo_ns, monkeypatch):
         shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --edge policy=stream:x", canonical.body)
     with pytest.raises(UsageError, match="the explorer does not choose edges yet"):
         shell.run_cell_magic("fragment", "ppo --policy coarse --actors 2 --explore --edge batch=stream", canonical.body)
+
+
+def test_each_edge_reports_how_long_its_receivers_waited_for_its_senders():
+    from types import SimpleNamespace
+
+    from fragnb.policies.transfers import Transfer
+    from fragnb.runtime.result import _edge_waits
+    from fragnb.runtime.worker.report import Finals
+
+    transfers = (
+        Transfer("actors", "learner", "data", ("batch",), "gather"),
+        Transfer("learner", "actors", "state", ("policy weights",), "broadcast"),
+    )
+    learner = [("waits for actors", "wait", 0.0, 2.0), ("learner", "busy", 2.0, 3.0)]
+    finals = {
+        "learner[0]": Finals({}, {}, intervals=learner),
+        "actors[0]": Finals(
+            {}, {}, intervals=[("waits for learner", "wait", 0.0, 1.0), ("actor@step", "busy", 1.0, 2.0)]
+        ),
+        "actors[1]": Finals({}, {}, intervals=[("waits for learner", "wait", 0.0, 3.0)]),
+    }
+    assert _edge_waits(SimpleNamespace(transfers=transfers), finals) == {
+        "actors -> learner: gather (batch)": 2.0,  # the learner's wait for the actors
+        "learner -> actors: broadcast (policy weights)": 2.0,  # the actors' waits for the learner, on the mean
+    }

@@ -242,6 +242,13 @@ def test_each_crossing_edge_may_be_relaxed_and_the_drawing_and_the_run_follow(gr
     x.run()
     assert x.wait(120) and x.result is not None
     assert x.result.guarantee == "statistical" and max(a for per in x.result.staleness for a in per) <= 2
+    # each crossing edge with what it cost its receivers, and the staleness the relaxed one brought
+    assert set(x.result.edge_waits) == {
+        "actors -> learner: gather (info, batch)",
+        "learner -> actors: versioned pull (policy weights)",
+    }
+    assert "learner -&gt; actors: versioned pull (policy weights): its receivers waited" in x.status.value
+    assert "staleness: mean" in x.status.value
     # explore(..., edges=...) starts from them; another policy offers its own edges
     y = explore(graph(3), "coarse", actors=2, edges={"batch": "stream", "policy": ("versioned pull", 1)})
     assert y.current()[1]["edges"] == {"info": ("sample stream", 1), "policy weights": ("versioned pull", 1)}

@@ -172,6 +172,10 @@ class Runner:
         self.status.value = html.escape(str(self.result).splitlines()[0]) + (
             f"<br>{html.escape(self.result.stopped)}" if self.result.stopped else ""
         )
+        for edge, waited in self.result.edge_waits.items():  # what each edge cost its receivers, to relax or not
+            self.status.value += f"<br>{html.escape(edge)}: its receivers waited {waited:.2f} s"
+        if ages := [a for per in self.result.staleness for a in per]:
+            self.status.value += f"<br>staleness: mean {sum(ages) / len(ages):.2f}, max {max(ages)} versions"
         if self.result.iterations > 1:  # what ran beside what was predicted
             predicted = self._predicted(policy, params)
             if predicted is not None:

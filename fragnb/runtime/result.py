@@ -65,6 +65,9 @@ class RunResult:
     #: Distributed runs: the versions of weights the replicas loaded, summed over them, by the transfer
     #: that moved them as the drawing names it (``"learner -> actors: broadcast (policy weights)"``).
     moved: dict[str, int] = field(default_factory=dict, repr=False)
+    #: Each crossing edge as drawn (its transfer) -> seconds its receiving group's replicas waited for the sending
+    #: group, on the mean (the consumer's wait a relaxed edge takes away: fragnb.policies.relaxing).
+    edge_waits: dict[str, float] = field(default_factory=dict, repr=False)
     #: Why the run ended before its loop did ("" when the loop ran out): the stop condition, or the loop's own `break`.
     stopped: str = ""
     #: Decoupled policies (async, srl): per learner iteration, the staleness of each trajectory it
@@ -236,6 +239,10 @@ class RunResult:
                 f"{sum(self.queue_depth) / max(len(self.queue_depth), 1):.1f} replicas waiting per trajectory taken; "
                 f"{self.inference_batch} environments per inference call"
             )
+        for edge, waited in self.edge_waits.items():
+            lines.append(
+                f"  {edge}: its receivers waited {waited:.2f} s ({100 * waited / (self.seconds or 1):.0f} % of the run)"
+            )
         if self.ahead:
             lines.append(
                 f"  {self.ahead} learner iterations sampled the replay ahead of insertion (samples_per_insert)"
@@ -280,6 +287,7 @@ class RunResult:
             ],
             messages=sum(f.messages_sent for f in finals.values()),
             moved=_summed([f.moved for f in finals.values()]),
+            edge_waits=_edge_waits(script, finals),
             stopped=lead.stopped,
             staleness=lead.staleness,
             dropped=lead.dropped,
@@ -297,6 +305,21 @@ class RunResult:
             records=_records(job, finals),
             **measured,
         )
+
+
+def _edge_waits(script, finals: dict[str, Finals]) -> dict[str, float]:
+    """Per crossing transfer, the mean seconds its receiving group's replicas waited for its sending group."""
+    out = {}
+    for t in script.transfers:
+        if t.src == t.dst:
+            continue
+        waits = [
+            sum(b - a for label, kind, a, b in f.intervals if kind == "wait" and label == f"waits for {t.src}")
+            for name, f in finals.items()
+            if _group(name) == t.dst
+        ]
+        out[str(t)] = sum(waits) / len(waits) if waits else 0.0
+    return out
 
 
 def _records(job: Job, finals: dict[str, Finals]):
