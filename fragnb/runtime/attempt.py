@@ -25,6 +25,7 @@ from ..policies.transfers import averaged
 from ..shards import shard
 from .cluster.clusters import ClusterError, workers
 from .events import EventStream
+from .net import shm
 from .net.channels import root_cause
 from .slots import slots
 from .worker import entry, registry
@@ -143,6 +144,8 @@ class Attempt:
             host = host_of(self.slots[first])
             (port,) = self.wait_all([self.submit(first, free_port, host)])
             backend = "nccl" if device == "cuda" else "gloo"
+            hosts = {host_of(self.slots[str(ReplicaId(g, i))]) for i in range(n)}
+            shared = self.shared(g) if len(hosts) == 1 else None  # one machine: its replicas meet in shared memory
             self.wait_all(
                 [
                     self.submit(
@@ -154,10 +157,15 @@ class Attempt:
                         f"tcp://{host}:{port}",
                         backend,
                         not self.script.mode.splits,
+                        shared,
                     )
                     for i in range(n)
                 ]
             )
+
+    def shared(self, group: str) -> str:
+        """The name of ``group``'s shared-memory group in this run (:mod:`fragnb.runtime.net.shm`)."""
+        return f"{self.run_id}-{group}"
 
     def submit(self, name: str, fn, *args, **kwargs):
         """``fn(*args, **kwargs)`` as a task on the worker of replica ``name`` (``kwargs`` must not use
@@ -314,6 +322,13 @@ class Attempt:
                 self.client.run(registry.abort_run, self.run_id, reason, workers=sorted(alive), on_error="ignore")
             except Exception:  # the cluster may be going away; its processes end with it
                 pass
+        self.remove_shared()
+
+    def remove_shared(self) -> None:
+        """Remove the run's shared-memory files, where its workers share this machine (what maps them keeps
+        its mapping until it unmaps): a failed run, whose workers may end before they leave, leaves none."""
+        for g in averaged(self.script.transfers):
+            shm.remove(self.shared(g))
 
     def forget(self) -> None:
         try:
@@ -321,6 +336,7 @@ class Attempt:
             self.client.run(registry.drop_run, self.run_id, on_error="ignore")
         except Exception:  # the cluster may already be gone; nothing is left to forget then
             pass
+        self.remove_shared()  # a worker that died cannot remove its group's file
 
 
 class Tally:

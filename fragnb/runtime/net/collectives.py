@@ -4,7 +4,9 @@ every optimiser a whole-cell replica steps (``data_parallel``). The mean goes th
 weight sync, :class:`~fragnb.runtime.net.weights.AllReduce`.
 
 Each replica's part is a :class:`Member` (what it averages, through which group): on workers the
-process's torch.distributed group (:class:`Gloo`, one replica per process); in a replay of a failed run
+process's torch.distributed group (:class:`Gloo`, one replica per process), or where every replica of the
+group is on one machine a shared-memory group beside it (:class:`~fragnb.runtime.net.shm.SharedMemory`: a
+tiny all-reduce in tens of microseconds, not gloo's loopback round trips); in a replay of a failed run
 (:mod:`fragnb.runtime.replay`) the replicas are threads of the kernel, and :class:`InProcess` sums their
 tensors in rank order, which for two replicas is gloo's sum to the bit (a + b = b + a)."""
 
@@ -21,11 +23,25 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from . import shm
 from .weights import AllReduce
 
-__all__ = ["join", "attach", "leave", "average", "settle", "Member", "Gloo", "InProcess", "Rendezvous"]
+__all__ = [
+    "join",
+    "attach",
+    "leave",
+    "abort",
+    "group_of",
+    "average",
+    "settle",
+    "Member",
+    "Gloo",
+    "InProcess",
+    "Rendezvous",
+]
 
 _JOINED: set[str] = set()
+_SHARED: dict[str, shm.SharedMemory] = {}  # run -> this process's shared-memory group, where the run has one
 
 
 class Gloo:
@@ -89,7 +105,7 @@ class Member:
     steps (``steppers``, in the same order on every replica: ``data_parallel``) and the tensors no optimiser
     steps, which follow replica 0's after every iteration (``followers``)."""
 
-    group: Gloo | InProcess
+    group: Gloo | InProcess | shm.SharedMemory
     steppers: list[torch.optim.Optimizer] = field(default_factory=list)
     followers: list[torch.Tensor] = field(default_factory=list)
     shadow: bool = False  # stepping in settle(): the step pre-hook lets it through
@@ -102,8 +118,11 @@ def join(
     address: str,
     backend: str,
     timeout_s: float = 60.0,
+    shared: str | None = None,
 ) -> int:
-    """Join the run's process group as ``rank`` (then :func:`attach` a replica to it, through :class:`Gloo`)."""
+    """Join the run's process group as ``rank`` (then :func:`attach` a replica to it, through :func:`group_of`);
+    with ``shared`` (every replica on this machine), also the shared-memory group of that name, which the
+    replica's CPU all-reduces then go through."""
     if dist.is_initialized():  # a previous run on this worker did not leave (e.g. it was interrupted)
         dist.destroy_process_group()
     host, port = address.removeprefix("tcp://").rsplit(":", 1)
@@ -117,7 +136,14 @@ def join(
         store = dist.TCPStore(host, int(port), world, False, timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     _JOINED.add(run_id)
+    if shared is not None and backend == "gloo" and shm.available():
+        _SHARED[run_id] = shm.SharedMemory(shared, rank, world, fallback=Gloo(), timeout_s=timeout_s)
     return rank
+
+
+def group_of(run_id: str) -> Gloo | shm.SharedMemory:
+    """The group this process's replica of ``run_id`` all-reduces through: shared memory where it joined one."""
+    return _SHARED.get(run_id) or Gloo()
 
 
 def attach(
@@ -253,7 +279,15 @@ def average(grads: list[torch.Tensor], sync: AllReduce, version: int = 0) -> Non
         offset += g.numel()
 
 
+def abort(run_id: str) -> None:
+    """End this process's waits in ``run_id``'s shared-memory all-reduce, and its peers' (they raise)."""
+    if run_id in _SHARED:
+        shm.abort(_SHARED[run_id].name)
+
+
 def leave(run_id: str) -> None:
+    if run_id in _SHARED:
+        _SHARED.pop(run_id).close()
     if run_id in _JOINED:
         _JOINED.discard(run_id)
         if dist.is_initialized():

@@ -284,11 +284,14 @@ def _play_all(
 
 
 @transmissible
-def join_process_group(run_id: str, rank: int, world: int, address: str, backend: str, whole: bool = False) -> int:
-    """Join the run's torch.distributed group as replica ``rank`` of this worker, and :func:`joined` it."""
+def join_process_group(
+    run_id: str, rank: int, world: int, address: str, backend: str, whole: bool = False, shared: str | None = None
+) -> int:
+    """Join the run's torch.distributed group as replica ``rank`` of this worker (and the shared-memory group
+    ``shared``, where the group's replicas share this machine), and :func:`joined` it."""
     rep = next(r for r in registry.of_run(run_id) if r.index == rank)
-    collectives.join(run_id, rank, world, address, backend)
-    rep.collective = joined(rep, collectives.Gloo(), whole)
+    collectives.join(run_id, rank, world, address, backend, shared=shared)
+    rep.collective = joined(rep, collectives.group_of(run_id), whole)
     return rank
 
 

@@ -77,6 +77,7 @@ def abort_run(run_id: str, reason: str) -> int:
     reps = [r for r in of_run(run_id) if r.channels is not None]
     for rep in reps:
         rep.channels.abort(reason)
+    collectives.abort(run_id)  # a replica waiting in a shared-memory all-reduce ends too
     return len(reps)
 
 

@@ -1,0 +1,136 @@
+"""fragnb.runtime.net.shm: the all-reduce of replicas on one machine through shared memory, against gloo's, bit for
+bit; a lost peer ends the wait with a named error; nothing is left in /dev/shm."""
+
+import multiprocessing
+import os
+import socket
+import time
+import uuid
+
+import pytest
+import torch
+
+from fragnb.runtime.net import collectives, shm
+
+pytestmark = pytest.mark.skipif(not shm.available(), reason="no /dev/shm")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tensors(rank: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(rank)
+    return [
+        torch.randn(3, generator=g, dtype=torch.float64),
+        torch.randn(10_000, generator=g),  # a small network's gradients
+        torch.randn(7, 5, generator=g),
+    ]
+
+
+def _both(rank: int, world: int, run: str, address: str, out) -> None:
+    """In a process of its own: each tensor all-reduced through gloo and through shared memory, and broadcast."""
+    torch.set_num_threads(1)
+    collectives.join(run, rank, world, address, "gloo", shared=run)
+    try:
+        group = collectives.group_of(run)
+        assert isinstance(group, shm.SharedMemory)
+        results = []
+        for t in _tensors(rank):
+            a, b = t.clone(), t.clone()
+            collectives.Gloo().all_reduce(a)
+            group.all_reduce(b)
+            results.append((a, b))
+        c = torch.full((4,), float(rank))
+        group.broadcast(c, 1)
+        out.put((rank, results, c))
+    finally:
+        collectives.leave(run)
+
+
+def test_a_shared_memory_all_reduce_is_gloos_to_the_bit_and_leaves_nothing():
+    ctx = multiprocessing.get_context("fork")
+    run, out = f"test-{uuid.uuid4().hex[:8]}", ctx.Queue()
+    address = f"tcp://127.0.0.1:{_port()}"
+    procs = [ctx.Process(target=_both, args=(r, 2, run, address, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict((rank, (results, c)) for rank, results, c in (out.get(timeout=120) for _ in procs))
+    for p in procs:
+        p.join(30)
+    for rank in (0, 1):
+        results, broadcast = got[rank]
+        for (through_gloo, through_shm), t0, t1 in zip(results, _tensors(0), _tensors(1)):
+            assert torch.equal(through_gloo, through_shm)  # the same sum, to the last bit
+            assert torch.equal(through_shm, t0 + t1)
+        assert torch.equal(broadcast, torch.full((4,), 1.0))  # replica 1's
+    assert not shm.path_of(run).exists()  # replica 0 removed it on leaving
+
+
+def _waits(run: str) -> None:
+    group = shm.SharedMemory(run, 0, 2, timeout_s=10)
+    try:
+        group.all_reduce(torch.ones(3))
+    except RuntimeError as e:
+        os._exit(0 if "replica 1's process" in str(e) and "is gone" in str(e) else 2)
+    os._exit(1)
+
+
+def _dies(run: str) -> None:
+    shm.SharedMemory(run, 1, 2, timeout_s=10)
+    os._exit(0)  # joined, then gone before the all-reduce
+
+
+def test_a_lost_peer_ends_the_wait_with_a_named_error_and_the_file_is_removed_after():
+    ctx = multiprocessing.get_context("fork")
+    run = f"test-{uuid.uuid4().hex[:8]}"
+    waiting = ctx.Process(target=_waits, args=(run,))
+    waiting.start()
+    dying = ctx.Process(target=_dies, args=(run,))
+    dying.start()
+    dying.join(30)
+    waiting.join(30)
+    if waiting.is_alive():  # a hang: what this test guards against
+        waiting.kill()
+    assert waiting.exitcode == 0, "the wait ended with the named error"
+    assert shm.remove(run) and not shm.path_of(run).exists()  # what a failed run's kernel removes (Attempt.abort)
+
+
+def test_an_aborted_run_ends_the_wait():
+    run = f"test-{uuid.uuid4().hex[:8]}"
+    group = shm.SharedMemory(run, 0, 2, timeout_s=10)
+    try:
+        start = time.perf_counter()
+        shm.abort(run)
+        with pytest.raises(RuntimeError, match="the run was aborted"):
+            group.all_reduce(torch.ones(3))
+        assert time.perf_counter() - start < 5
+    finally:
+        group.close()
+    assert not shm.path_of(run).exists()
+
+
+def test_replicas_on_one_machine_all_reduce_through_it_and_no_run_leaves_its_file(canonical, ppo_ns, monkeypatch):
+    from fragnb import capture, run
+    from fragnb.ui import live
+
+    seen, update = [], live.LiveProgress.update
+
+    def look(self, *args, **kwargs):  # in the notebook, while the replicas run
+        seen.append(sorted(p.name for p in shm._DIR.glob("fragnb-*")))
+        update(self, *args, **kwargs)
+
+    monkeypatch.setattr(live.LiveProgress, "update", look)
+    run(capture(canonical.body, ppo_ns(3), name="ppo"), "multi_learner", learners=2, progress=False, plot=False)
+    assert seen and all(len(names) == 1 for names in seen), seen  # the run's one group of replicas
+    assert not list(shm._DIR.glob("fragnb-*"))
+    # a run that fails on a replica leaves none either (its workers' files are removed from here)
+    broken = canonical.body.replace(
+        "    stats = learner.update(batch)", "    stats = learner.update(batch)\n    assert it < 1, 'planted'"
+    )
+    assert broken != canonical.body
+    with pytest.raises(AssertionError, match="planted"):
+        run(capture(broken, ppo_ns(3), name="broken"), "multi_learner", learners=2, progress=False, plot=False)
+    assert not list(shm._DIR.glob("fragnb-*"))
