@@ -2,7 +2,8 @@
 
 Two of its worker processes exchange messages over fragnb's channels (what replicas use): a small
 message's round trip, a burst of small messages (the work each costs beyond the latency), and 1 MiB
-messages (bandwidth), and a torch.distributed (gloo) all-reduce between the two. Then every worker runs the same torch workload alone and all at once: how many
+messages (bandwidth), and an all-reduce between the two as a run's replicas make it (through shared memory
+where they share a machine, else gloo). Then every worker runs the same torch workload alone and all at once: how many
 of them really run side by side (on this 2-core machine, fewer than the worker count).
 """
 
@@ -50,7 +51,13 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
     collective_s = client.gather(
         [
             client.submit(
-                _allreduce, rank, f"{run_id}-collective", f"tcp://{_host(workers[0])}:{port}", workers=[w], pure=False
+                _allreduce,
+                rank,
+                f"{run_id}-collective",
+                f"tcp://{_host(workers[0])}:{port}",
+                _host(workers[0]) == _host(workers[1]),
+                workers=[w],
+                pure=False,
             )
             for rank, w in enumerate(workers[:2])
         ]
@@ -132,23 +139,23 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def _allreduce(rank: int, run_id: str, address: str, rounds: int = 100) -> float:
-    """On two workers: the mean seconds of an all-reduce of 40 KB (a small network's gradients) in a
-    torch.distributed group of the two, as a run's replicas make one (the mean: a run's updates add up
-    its tail, one in ten taking several milliseconds here)."""
+def _allreduce(rank: int, run_id: str, address: str, shared: bool, rounds: int = 100) -> float:
+    """On two workers: the mean seconds of an all-reduce of 40 KB (a small network's gradients) in the group
+    of the two, as a run's replicas make one (through shared memory where they share a machine; the mean: a
+    run's updates add up its tail, one in ten taking several milliseconds on gloo here)."""
     import torch
-    import torch.distributed as dist
 
     from ..runtime.net import collectives
 
-    collectives.join(run_id, rank, 2, address, "gloo")
+    collectives.join(run_id, rank, 2, address, "gloo", shared=run_id if shared else None)
     try:
+        group = collectives.group_of(run_id)
         t = torch.zeros(10_000)
         for _ in range(10):
-            dist.all_reduce(t)
+            group.all_reduce(t)
         start = time.perf_counter()
         for _ in range(rounds):
-            dist.all_reduce(t)
+            group.all_reduce(t)
         return (time.perf_counter() - start) / rounds
     finally:
         collectives.leave(run_id)
