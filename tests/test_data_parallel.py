@@ -376,3 +376,42 @@ def test_an_operator_the_mode_cannot_run_is_refused_naming_those_it_can(canonica
         placement.with_operator(weights.src, weights.dst, "state", "all-reduce")
     with pytest.raises(ValueError, match="no transfer 'learner' -> 'nowhere'"):
         placement.with_operator("learner", "nowhere", "state", "broadcast")
+
+
+FOLLOWER_SETUP = """
+import gymnasium as gym
+import torch
+env = gym.make("CartPole-v1")
+env.reset(seed=0)
+net = torch.nn.Linear(4, 2)
+target = torch.nn.Linear(4, 2)  # no optimiser steps it: it follows replica 0's after every iteration
+optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+sums, moved = [], []
+"""
+FOLLOWER_CELL = """
+for step in range(20):
+    sums.append(float(target.weight.sum()))
+    obs, _ = env.reset()
+    loss = net(torch.as_tensor(obs)).pow(2).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    moved.append(bool(obs[0] > 0))
+    if obs[0] > 0:  # the replica's own reset decides: one replica may move it where the other does not
+        with torch.no_grad():
+            target.weight.add_(float(obs[1]))
+"""
+
+
+def test_a_tensor_one_replica_alone_moves_is_replica_0s_again_after_the_iteration():
+    """The followers' broadcast is skipped when no replica's moved since the last one: a replica whose own
+    episode moved it (replica 1's, here) must still bring the broadcast about."""
+    ns: dict = {}
+    torch.manual_seed(3)
+    exec(FOLLOWER_SETUP, ns)
+    graph = fragnb.capture(FOLLOWER_CELL, ns, name="followers")
+    result = fragnb.run(graph, "data_parallel", replicas=2, progress=False, plot=False)
+    first, second = (result.replica_values[r] for r in ("replicas[0]", "replicas[1]"))
+    assert any(b and not a for a, b in zip(first["moved"], second["moved"])), "replica 1 alone moved it at a step"
+    assert any(not a and not b for a, b in zip(first["moved"], second["moved"])), "a step where none moved it"
+    assert first["sums"] == second["sums"]  # equal at the start of every iteration

@@ -109,6 +109,10 @@ class Member:
     steppers: list[torch.optim.Optimizer] = field(default_factory=list)
     followers: list[torch.Tensor] = field(default_factory=list)
     shadow: bool = False  # stepping in settle(): the step pre-hook lets it through
+    #: The followers' values at the last broadcast (every replica's the same), and whether any replica's
+    #: differ from them now, as the last collective round of settle() added it up.
+    settled: torch.Tensor | None = None
+    changed: bool = True
 
 
 def join(
@@ -208,28 +212,41 @@ def settle(member: Member | None) -> None:
     optimiser states equal, where DDP's Join broadcasts the final model instead."""
     if member is None:  # its gradients are its own (the transfer's operator is "local"): nothing to settle
         return
-    while member.steppers and _round(member, None):
-        pass
-    if member.followers:  # as DDP broadcasts buffers: target networks updated by hand, running statistics
+    flat = None
+    if member.followers:  # no optimiser steps them, so the rounds below leave them as they are now
         with torch.no_grad():
             flat = torch.cat([t.detach().reshape(-1).double() for t in member.followers])
+    # Whether this replica's followers moved since the last broadcast rides in every round's header, so the
+    # last round (none steps) tells every replica whether any moved: only then is a broadcast needed.
+    moved = flat is not None and (member.settled is None or not torch.equal(flat, member.settled))
+    member.changed = True
+    while member.steppers and _round(member, None, moved):
+        pass
+    if flat is not None and (member.changed or not member.steppers):
+        # as DDP broadcasts buffers: target networks updated by hand, running statistics, take replica 0's
+        with torch.no_grad():
             member.group.broadcast(flat, 0)
             offset = 0
             for t in member.followers:
                 t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
                 offset += t.numel()
+        member.settled = flat
 
 
-def _round(member: Member, which: int | None) -> int:
+def _round(member: Member, which: int | None, moved: bool = False) -> int:
     """One collective round of a whole-cell run: how many replicas step an optimiser now and which
     (``which``: this replica's, by its index in every replica's list; None: none, it waits at the end of
-    an iteration); then that optimiser's gradients, summed with a count per parameter of the replicas
+    an iteration), and whether any replica's followers moved (``moved``: this one's; the sum lands in
+    ``member.changed``); then that optimiser's gradients, summed with a count per parameter of the replicas
     that have one, and each divided by its count. Returns how many replicas stepped."""
     steppers = member.steppers
     device = next(p.device for opt in steppers for g in opt.param_groups for p in g["params"])
     mine = which is not None
-    header = torch.tensor([float(mine), which or 0, (which or 0) ** 2], dtype=torch.float64, device=device)
+    header = torch.tensor(
+        [float(mine), which or 0, (which or 0) ** 2, float(moved)], dtype=torch.float64, device=device
+    )
     member.group.all_reduce(header)
+    member.changed = bool(header[3])
     active = int(header[0])
     if not active:
         return 0
