@@ -27,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import fragnb  # noqa: E402
 from corpus.field import FIELD_BY_NAME  # noqa: E402
 
-
 #: What issue "Distribution that pays, third step" asks of each loop, env steps/s over plain Python's.
 TARGETS = {"DQN tutorial": 1.0, "CleanRL dqn.py (num_envs=1)": 0.6}
 
