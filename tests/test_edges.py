@@ -42,6 +42,20 @@ def test_each_crossing_edge_offers_its_operators_by_the_name_the_drawing_gives_i
     assert isinstance(graph.place("coarse", actors=2, edges={"policy": ("versioned pull", 0)}).policy.mode, Lockstep)
 
 
+def test_a_bound_chosen_for_a_policy_that_runs_free_already_is_its_runs_bound(ppo):
+    graph, _ = ppo()
+    assert (
+        graph.place("async", actors=2, max_staleness=2, edges={"policy": ("versioned pull", 3)}).params["max_staleness"]
+        == 3
+    )
+    # a versioned pull without a bound keeps the policy's own
+    assert graph.place("async", actors=2, max_staleness=2, edges={"batch": "gather"}).params["max_staleness"] == 2
+    kept = graph.place("async", actors=2, max_staleness=2, edges={"policy": "versioned pull"})
+    assert kept.params["max_staleness"] == 2 and kept.relaxed == (
+        (("learner", "actors", "state"), ("versioned pull", 2)),
+    )
+
+
 def test_async_is_coarse_with_both_edges_relaxed(ppo):
     """The same placement and the same plan: the same run (test_decoupled shows async at bound 0 is coarse)."""
     graph, _ = ppo()

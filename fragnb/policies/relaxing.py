@@ -94,8 +94,8 @@ def relax(placement: Placement, edges: dict[str, Any], place) -> Placement:
                 f"{' or '.join(repr(v) for v in valid)}"
                 + (f" (and {_listed(placement)} are its crossing edges)" if len(valid) == 1 else "")
             )
-        if operator == "versioned pull":
-            bound = DEFAULT_BOUND if bound is None else bound
+        if operator == "versioned pull" and bound is None:  # the policy's own bound (async's), else the default
+            bound = placement.params.get("max_staleness", DEFAULT_BOUND)
         if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool) or bound < 0):
             raise ValueError(
                 f"edges={{{label!r}: ({operator!r}, {bound!r})}}: a bound is a whole number of versions, 0 or more"
@@ -113,7 +113,7 @@ def relax(placement: Placement, edges: dict[str, Any], place) -> Placement:
             f"edges={edges!r}: a run has one staleness bound, which the weights and the trajectories share; "
             f"give both the same (here {sorted(bounds)})"
         )
-    bound = bounds.pop() if bounds else 0
+    bound = next(iter(bounds)) if bounds else 0
     mode = placement.policy.mode
     relaxed = mode.relaxed(bound, any(op == STREAM for op, _ in chosen.values()))
     before = {t.key: t.operator for t in placement.transfers}
@@ -121,6 +121,8 @@ def relax(placement: Placement, edges: dict[str, Any], place) -> Placement:
         policy = replace(placement.policy, mode=relaxed, options={**placement.policy.options, "max_staleness": 0})
         params = {k: v for k, v in placement.params.items() if k in placement.policy.parameters}
         placement = place(policy, **params, max_staleness=bound)
+    elif "max_staleness" in placement.params and bounds:  # free already (async): the bound chosen is the run's
+        placement = replace(placement, params={**placement.params, "max_staleness": bound})
     for t in placement.transfers:  # each edge as chosen; the others as they were, where the walk can move them so
         wanted = chosen[t.key][0] if t.key in chosen else before.get(t.key, t.operator)
         if wanted != t.operator and wanted in operators(placement, t.carries[0]):
