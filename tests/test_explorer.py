@@ -252,6 +252,8 @@ def test_each_crossing_edge_may_be_relaxed_and_the_drawing_and_the_run_follow(gr
     # explore(..., edges=...) starts from them; another policy offers its own edges
     y = explore(graph(3), "coarse", actors=2, edges={"batch": "stream", "policy": ("versioned pull", 1)})
     assert y.current()[1]["edges"] == {"info": ("sample stream", 1), "policy weights": ("versioned pull", 1)}
+    y.select("async", actors=2)  # its edges are relaxed already: its own max staleness is the bound
+    assert y.bound.layout.display == "none" and "edges" not in y.current()[1]
     y.select("fine", actors=2)
     assert {c.description for c in y.edges.children if c is not y.bound} == {"envs → learner"}
     assert "edges" not in y.current()[1]

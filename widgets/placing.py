@@ -144,8 +144,12 @@ class PolicyControls:
         self._show_bound()
 
     def _show_bound(self) -> None:
+        """The bound, where an edge is relaxed from the policy's own operator to one that takes it (under
+        async, whose edges are relaxed already, its own max staleness control is the bound)."""
         bounded = any(
-            c.value in ("versioned pull", "sample stream") for c in self.edges.children if c is not self.bound
+            c.value != c.options[0] and c.value in ("versioned pull", "sample stream")
+            for c in self.edges.children
+            if c is not self.bound
         )
         self.bound.layout.display = "" if bounded else "none"
 
