@@ -204,12 +204,12 @@ class Script:
         preflight : Preflight
             What the safety net found (shapes, draws) and where the replicas' global generators start;
             by default nothing is known, and every replica seeds its own from 0 (the net's own Script).
-        record : list or dict, optional
+        record : list, dict or Recording, optional
             The fragments whose statements every replica records, at which iterations
-            (:func:`~fragnb.plan.recording.recording_of`).
+            (:func:`~fragnb.plan.recording.recording_of`), or that checked already.
         """
         graph, mode, start = placement.graph, placement.policy.mode, preflight.start
-        recording = recording_of(graph, record)
+        recording = record if isinstance(record, Recording) else recording_of(graph, record)
         program = plan(placement, recording.recorded)
         envs = [shards.num_envs(graph.namespace[c]) for c, r in graph.components.items() if r == "env"]
         num_envs = next((n for n in envs if n is not None), None) if mode.splits else None  # whole copies: none split

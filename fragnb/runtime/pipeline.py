@@ -200,7 +200,7 @@ def run_placement(
                 restarts,
                 checkpoint_every,
                 exact,
-                record,
+                recording,
             )
     return result
 
@@ -216,7 +216,7 @@ def _distributed(
     restarts: int,
     checkpoint_every: int,
     exact: bool,
-    record,
+    recording,
 ) -> RunResult:
     from .plane import OnDask  # Dask is imported only when a distributed policy runs
 
@@ -228,7 +228,7 @@ def _distributed(
             cluster = "cuda"  # one worker per GPU: each replica on a device of its own
     before = preflight(placement, check, exact)
     script = Script.of(
-        placement, until=until, checkpoint_every=checkpoint_every, preflight=before, record=record
+        placement, until=until, checkpoint_every=checkpoint_every, preflight=before, record=recording
     )  # the run's one plan
     if script.recording.fragments:
         print(f"fragnb: {recorded(script.recording)}", file=sys.stderr)

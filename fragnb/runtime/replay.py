@@ -103,23 +103,36 @@ def debug() -> None:
             "code raised on a worker (a `single` run fails in the kernel itself: use %debug)"
         )
     job = failure.job
-    began = time.perf_counter()
     if failure.inputs is not None:
-        return _closest(failure, began)
-    try:
+        _closest(failure)
+
+    def replay() -> None:
         with classes_kept(job.namespace):  # the replicas' objects are unpickled here, beside the notebook's
             InThreads(resume=failure.saved[1] if failure.saved else None, keep=False, own=True).execute(job)
+
+    _raise_again(
+        replay,
+        f"replayed in this kernel from {failure.start}",
+        lambda took: (
+            f"the replay from {failure.start} ended without an error ({took:.1f} s): "
+            f"{type(failure.error).__name__} did not happen again here. What the run computes must have changed since "
+            "(a notebook object its code reads but does not take along, a file, the time)."
+        ),
+    )
+
+
+def _raise_again(work, done: str, otherwise) -> None:
+    """Run ``work`` and raise what it raises, its traceback from the cell's frame on, with a note saying what
+    was ``done`` and how long it took; RuntimeError(``otherwise(seconds)``) when it raises nothing."""
+    began = time.perf_counter()
+    try:
+        work()
     except Exception as e:
         e.add_note(
-            f"fragnb.debug(): replayed in this kernel from {failure.start} in {time.perf_counter() - began:.1f} s; "
-            "%debug opens in the frame that raised it."
+            f"fragnb.debug(): {done} in {time.perf_counter() - began:.1f} s; %debug opens in the frame that raised it."
         )
         raise e.with_traceback(from_the_cell(e.__traceback__)) from None
-    raise RuntimeError(
-        f"the replay from {failure.start} ended without an error ({time.perf_counter() - began:.1f} s): "
-        f"{type(failure.error).__name__} did not happen again here. What the run computes must have changed since "
-        "(a notebook object its code reads but does not take along, a file, the time)."
-    )
+    raise RuntimeError(otherwise(time.perf_counter() - began))
 
 
 def from_the_cell(tb: TracebackType | None) -> TracebackType | None:
@@ -131,22 +144,18 @@ def from_the_cell(tb: TracebackType | None) -> TracebackType | None:
     return first if first is not None else tb
 
 
-def _closest(failure: Failure, began: float) -> None:
+def _closest(failure: Failure) -> None:
     """:func:`debug` for a run that cannot be replayed: the statement that raised, once, on what it had read."""
     call, why = failure.inputs, failure.job.script.mode.unreplayable
-    try:
-        rerun(failure.job.placement.graph, call)
-    except Exception as e:
-        e.add_note(
-            f"fragnb.debug(): line {call.line} ran again in this kernel on what {call.replica} held when it raised "
-            f"(iteration {call.iteration}), in {time.perf_counter() - began:.1f} s; not a replay of the run ({why}). "
-            "%debug opens in the frame that raised it."
-        )
-        raise e.with_traceback(from_the_cell(e.__traceback__)) from None
-    raise RuntimeError(
-        f"line {call.line} ran without error on what {call.replica} held when it raised: "
-        f"{type(failure.error).__name__} depended on more than those values (what the statement changed before it "
-        f"raised, or the run's timing: {why})"
+    _raise_again(
+        lambda: rerun(failure.job.placement.graph, call),
+        f"line {call.line} ran again in this kernel on what {call.replica} held when it raised "
+        f"(iteration {call.iteration}); not a replay of the run ({why})",
+        lambda _: (
+            f"line {call.line} ran without error on what {call.replica} held when it raised: "
+            f"{type(failure.error).__name__} depended on more than those values (what the statement changed before it "
+            f"raised, or the run's timing: {why})"
+        ),
     )
 
 
