@@ -243,6 +243,12 @@ def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
     findings where the mode compares values (:meth:`~fragnb.policies.modes.Mode.checked`), the draws alone
     with ``check=False, exact=True``, else nothing; where the generators start; the guarantee."""
     mode = placement.policy.mode
+    stale = mode.stale(placement.params)
+    if stale and exact:  # refused from the placement alone, before the safety net runs anything
+        raise FragmentError(
+            f"the exact guarantee was asked for, but under {placement.policy.name!r} {stale}. Leave out --exact "
+            "(exact=False) for a statistical run, or keep the bound at 0"
+        )
     seconds, draws, shapes = 0.0, None, {}  # draws None: not looked for (--no-check)
     if mode.checked(placement.exact):
         if check:
@@ -262,12 +268,7 @@ def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
         guarantee, lines = mode.unchecked(placement.exact), ()
     else:
         guarantee, lines = ("exact", ()) if draws.exact(placement) else ("statistical", tuple(draws.lines(placement)))
-    if stale := mode.stale(placement.params):  # older weights: statistical, whatever the run draws
-        if exact:
-            raise FragmentError(
-                f"the exact guarantee was asked for, but under {placement.policy.name!r} {stale}. Leave out --exact "
-                "(exact=False) for a statistical run, or keep the bound at 0"
-            )
+    if stale:  # older weights: statistical, whatever the run draws
         print(f"fragnb: statistical run: {stale}", file=sys.stderr)
         guarantee, lines = "statistical", (*lines, stale)
     return Preflight(_random_start(placement, draws), shapes, seconds, guarantee, lines)
