@@ -3,6 +3,7 @@ bit; a lost peer ends the wait with a named error; nothing is left in /dev/shm."
 
 import multiprocessing
 import os
+import pickle
 import socket
 import time
 import uuid
@@ -45,7 +46,9 @@ def _both(rank: int, world: int, run: str, address: str, out) -> None:
             results.append((a, b))
         c = torch.full((4,), float(rank))
         group.broadcast(c, 1)
-        out.put((rank, results, c))
+        # Pickled here, by value: a tensor put on the queue as it is goes by a file descriptor that the parent
+        # fetches from this process, which may have exited by then (a fresh-clone CI failed so).
+        out.put(pickle.dumps((rank, results, c)))
     finally:
         collectives.leave(run)
 
@@ -57,7 +60,7 @@ def test_a_shared_memory_all_reduce_is_gloos_to_the_bit_and_leaves_nothing():
     procs = [ctx.Process(target=_both, args=(r, 2, run, address, out)) for r in range(2)]
     for p in procs:
         p.start()
-    got = dict((rank, (results, c)) for rank, results, c in (out.get(timeout=120) for _ in procs))
+    got = dict((rank, (results, c)) for rank, results, c in (pickle.loads(out.get(timeout=120)) for _ in procs))
     for p in procs:
         p.join(30)
     for rank in (0, 1):
