@@ -31,6 +31,9 @@ def test_field_loop_under_single_leaves_the_plain_namespace(loop):
 UNDER_TWO_REPLICAS = [
     ("cleanrl_ppo", "coarse", "statistical"),
     ("cleanrl_ppo", "fine", "exact"),  # inference runs once: the one replica draws plain Python's numbers
+    # the actors run the step loop over their storage writes, the learner its `global_step += ...` and the
+    # episode log: each its own copy of `for step in ...`, the storage travelling as the trajectory
+    ("cleanrl_ppo", "async", "statistical"),
     ("ppo_continuous", "coarse", "statistical"),
     ("ppo_continuous", "fine", "exact"),
     ("a2c", "coarse", r"`entropies\[0\]` carries an autograd graph from group 'actors' to 'learner'"),
@@ -85,7 +88,11 @@ def test_field_loop_under_two_replicas_is_exact_statistical_or_refused_with_the_
     alone = fragnb.run(
         fragnb.capture(loop.cell, loop.namespace(), name=loop.name), "single", progress=False, plot=False
     )
-    assert result.env_steps == alone.env_steps > 0  # each replica counts the steps of its share
+    if policy == "async":  # the actors step ahead of the learner, by the bound at most
+        assert alone.env_steps < result.env_steps <= 2 * alone.env_steps
+        assert result.staleness and max(max(ages) for ages in result.staleness) <= 1  # max_staleness's default
+    else:
+        assert result.env_steps == alone.env_steps > 0  # each replica counts the steps of its share
     if expect == "exact":
         compare_namespaces(plain, ns, loop.cell)
     else:

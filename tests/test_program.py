@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from corpus.field import FIELD_BY_NAME
 from fragnb import capture
 from fragnb.plan.program import DrivenLoop, plan
 from fragnb.runtime.worker.edges import combine, gather, scatter
@@ -18,6 +19,23 @@ def test_coarse_rollout_is_split_per_group_not_driven_step_by_step(canonical, pp
     # the actors record what the bookkeeping line reads; the learner replays it step by step
     assert actors.records == {"record:6": ("info",)} and learner.replays == {"record:6": ("info",)}
     assert actors.exports == {"batch", "record:6"} and learner.reads >= {"batch", "learner"}
+
+
+def test_a_split_rollouts_counter_is_each_groups_own_not_a_value_that_crosses():
+    # CleanRL's step loop holds the storage writes (the actors') and `global_step += ...` (the learner's):
+    # split, each group binds `step` in its own copy. Read as the learner's value, it made the actors wait
+    # for the learner every iteration, and `async` refuse the loop (the learner "assigns `step`").
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    graph = capture(loop.cell, loop.namespace(), name="ppo")
+    for policy in ("coarse", "async"):
+        (iteration,) = [i for i in plan(graph.place(policy, actors=2)).items if isinstance(i, DrivenLoop)]
+        actors, learner = (
+            [s for s in iteration.body if s.group == "actors"],
+            [s for s in iteration.body if s.group == "learner"],
+        )
+        assert any("global_step" in s.writes for s in learner) and any("obs" in s.writes for s in actors)
+        assert not any("step" in s.reads for s in actors)  # its own loop's counter
+        assert not any("step" in s.exports for s in learner)
 
 
 def test_fine_drives_the_rollout_loop_step_by_step(canonical, ppo_ns):

@@ -18,7 +18,18 @@ from ..components import modules_of, role_of
 from ..errors import FragmentError
 from .instrument import DRIVER, instrument, plain_env_steps
 from .keys import record_key
-from .segments import DrivenLoop, Program, Segment, Table, _Draft, header_names, replaced, segments_of
+from .segments import (
+    DrivenLoop,
+    Program,
+    Segment,
+    Table,
+    _Draft,
+    header_names,
+    loop_targets,
+    loops_in,
+    replaced,
+    segments_of,
+)
 
 if TYPE_CHECKING:
     from ..graph import FragmentGraph
@@ -84,8 +95,8 @@ def plan(placement: Placement, recorded: frozenset[int] = frozenset()) -> Progra
     items = build(graph.tree.body, True)
     for seg in segments:
         leaves = [stmt_of[id(n)] for node in seg.nodes for n in _leaves(node) if id(n) in stmt_of]
-        seg.reads = set().union(*(s.reads - set(replayed.get(s.index, ())) for s in leaves)) | _header_reads(seg.nodes)
-        seg.writes = set().union(*(s.writes for s in leaves)) | _header_writes(seg.nodes)
+        seg.reads = _outer_reads(seg.nodes, stmt_of, replayed)
+        seg.writes = set().union(*(s.writes for s in leaves)) | loop_targets(seg.nodes)
         seg.components = {c for s in leaves for c in s.components}
         seg.statements = {s.index for s in leaves}
         for node in (n for top in seg.nodes for n in _all_nodes(top) if id(n) in helper):
@@ -214,7 +225,7 @@ def _fission(loop: ast.For, graph: FragmentGraph, group_of: dict, stmt_of: dict,
     inside = {stmt_of[id(n)].index for n in _leaves(loop)}
     edges: set[tuple[str, str]] = set()
     crossing: dict = {}  # statement index or ("loop", id of an inner loop) -> (sending group, variables)
-    for inner in _loops(loop.body):  # an inner loop's header is evaluated by every group with statements in it
+    for inner in loops_in(loop.body):  # an inner loop's header is evaluated by every group with statements in it
         groups = {group_of[stmt_of[id(n)].index] for n in _leaves(inner)}
         for var in sorted({n.id for n in ast.walk(inner.iter) if isinstance(n, ast.Name)}):
             senders = {group_of[i] for i in inside if var in graph.statements[i].writes}
@@ -270,7 +281,7 @@ def _hoist(
         path.append(inner)
         body = inner.body
     for inner in path:
-        bound = {n.id for f in [inner, *_loops(inner.body)] for n in ast.walk(f.target) if isinstance(n, ast.Name)}
+        bound = {n.id for f in [inner, *loops_in(inner.body)] for n in ast.walk(f.target) if isinstance(n, ast.Name)}
         written = {v for n in _leaves(inner) if group_of[stmt_of[id(n)].index] == sender for v in stmt_of[id(n)].writes}
         if not names & (bound | written):
             return inner
@@ -423,19 +434,26 @@ def _all_nodes(node: ast.stmt):
             yield from _all_nodes(child)
 
 
-def _loops(nodes: list[ast.stmt]):
-    for node in nodes:
+def _outer_reads(nodes: list[ast.stmt], stmt_of: dict, replayed: dict) -> set[str]:
+    """What a segment's statements and loop headers read from outside it: less what a replay gives a
+    statement, and less what a loop of the segment binds around it. A rollout's `for step in ...` split
+    between groups binds `step` in each group's own copy; read as another group's value, it made the
+    actors wait for the learner's `step` (or ``async`` refuse the loop)."""
+    out: set[str] = set()
+
+    def visit(node: ast.stmt, bound: frozenset[str]) -> None:
         if isinstance(node, ast.For):
-            yield node
-            yield from _loops(node.body)
+            out.update({n.id for n in ast.walk(node.iter) if isinstance(n, ast.Name)} - bound)
+            inner = bound | {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+            for child in node.body:
+                visit(child, inner)
+        elif id(node) in stmt_of:
+            s = stmt_of[id(node)]
+            out.update(s.reads - set(replayed.get(s.index, ())) - bound)
 
-
-def _header_reads(nodes: list[ast.stmt]) -> set[str]:
-    return {n.id for loop in _loops(nodes) for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
-
-
-def _header_writes(nodes: list[ast.stmt]) -> set[str]:
-    return {n.id for loop in _loops(nodes) for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    for node in nodes:
+        visit(node, frozenset())
+    return out
 
 
 def graph_writes(graph: FragmentGraph) -> set[str]:

@@ -11,7 +11,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-__all__ = ["Table", "Segment", "DrivenLoop", "Program", "replaced", "segments_of", "header_names"]
+__all__ = [
+    "Table",
+    "Segment",
+    "DrivenLoop",
+    "Program",
+    "replaced",
+    "segments_of",
+    "header_names",
+    "loops_in",
+    "loop_targets",
+]
 
 
 class Table(dict):
@@ -135,3 +145,17 @@ def header_names(items: list) -> set[str]:
         if isinstance(item, DrivenLoop):
             out |= {n.id for n in ast.walk(item.node.iter) if isinstance(n, ast.Name)} | header_names(item.body)
     return out
+
+
+def loops_in(nodes) -> list[ast.For]:
+    """The ``for`` loops among ``nodes`` and nested in their bodies, outermost first."""
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.For):
+            out += [node, *loops_in(node.body)]
+    return out
+
+
+def loop_targets(nodes) -> set[str]:
+    """Names the ``for`` loops among ``nodes`` bind: a split loop's counter is each group's own."""
+    return {n.id for loop in loops_in(nodes) for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
