@@ -120,15 +120,19 @@ def test_a_cleanrl_style_mujoco_loop_runs_under_fine_as_plain_python_does(one_th
     _same_simulators(plain["envs"], ns["envs"])  # the environments came back where plain Python left them
 
 
-def test_the_magic_runs_the_cleanrl_style_mujoco_loop_under_coarse_announced_statistical(shell, capsys):
-    """Each coarse actor draws its actions from its own generator: announced, and the run trains."""
+@pytest.mark.parametrize("policy", ["coarse", "async"])
+def test_the_magic_runs_the_cleanrl_style_mujoco_loop_announced_statistical(shell, capsys, policy):
+    """Each actor draws its actions from its own generator: announced, and the run trains. Under
+    ``async`` the actors run CleanRL's step loop over their storage and the learner its own copy for
+    `global_step`; they act on weights at most one version old (max_staleness)."""
     ns, cell = _field()
     shell.user_ns.update(ns)
     before = [p.detach().clone() for p in ns["agent"].parameters()]
     shell.run_cell_magic(
-        "fragment", "cheetah --policy coarse --actors 2 --run --no-progress --no-plot --no-dashboard", cell
+        "fragment", f"cheetah --policy {policy} --actors 2 --run --no-progress --no-plot --no-dashboard", cell
     )
     result = shell.user_ns["cheetah"].last_run
     assert result.guarantee == "statistical" and result.iterations == 2
     assert "statistical run" in capsys.readouterr().err
+    assert all(0 <= age <= 1 for per in result.staleness for age in per)
     assert all(not torch.equal(a, b) for a, b in zip(before, shell.user_ns["agent"].parameters()))
