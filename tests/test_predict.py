@@ -329,6 +329,21 @@ def test_replicas_that_average_gradients_pay_a_measured_all_reduce_per_optimizer
     ] == pytest.approx(12 * 2 * 1e-4)  # a ring of messages: 2 (n - 1) steps
 
 
+def test_the_measured_all_reduce_covers_its_own_bytes_and_a_larger_network_pays_the_rest_at_the_bandwidth(graph):
+    # collective_s is timed at COLLECTIVE_BYTES (calibrate(): through shared memory on one machine): a network
+    # that small adds nothing at the bandwidth, where before it paid its bytes again at loopback's 250 MB/s
+    from dataclasses import replace
+
+    from fragnb.predict.cluster import COLLECTIVE_BYTES
+
+    c = Cluster("c", 1, 8, latency_s=0.0, message_s=0.0, bandwidth=1e6, collective_s=1e-4)
+    placement = graph.place("multi_learner", learners=2)
+    small = predict(placement, _profile(), c)
+    assert small.terms["passing values"] == pytest.approx(12 * 1e-4)
+    large = predict(placement, replace(_profile(), weight_bytes=COLLECTIVE_BYTES + 10_000), c)
+    assert large.terms["passing values"] == pytest.approx(12 * (1e-4 + 2 * 10_000 / 2 / 1e6))
+
+
 def test_a_decoupled_placement_pays_the_runtime_in_every_replica_on_the_cores(graph):
     """async's iteration is bounded by all the work on the cores, and every replica's program is work
     there too: with a costly runtime, more actors on the same two cores are slower."""

@@ -16,7 +16,7 @@ import uuid
 
 from ..runtime.attempt import host_of as _host
 from ..runtime.cluster import clusters
-from .cluster import PRESETS, Cluster
+from .cluster import COLLECTIVE_BYTES, PRESETS, Cluster
 from .profile import spread
 
 __all__ = ["calibrate"]
@@ -140,7 +140,7 @@ def _free_port(host: str) -> int:
 
 
 def _allreduce(rank: int, run_id: str, address: str, shared: bool, rounds: int = 100) -> float:
-    """On two workers: the mean seconds of an all-reduce of 40 KB (a small network's gradients) in the group
+    """On two workers: the mean seconds of an all-reduce of COLLECTIVE_BYTES (a small network's gradients) in the group
     of the two, as a run's replicas make one (through shared memory where they share a machine; the mean: a
     run's updates add up its tail, one in ten taking several milliseconds on gloo here)."""
     import torch
@@ -150,7 +150,7 @@ def _allreduce(rank: int, run_id: str, address: str, shared: bool, rounds: int =
     collectives.join(run_id, rank, 2, address, "gloo", shared=run_id if shared else None)
     try:
         group = collectives.group_of(run_id)
-        t = torch.zeros(10_000)
+        t = torch.zeros(COLLECTIVE_BYTES // 4)
         for _ in range(10):
             group.all_reduce(t)
         start = time.perf_counter()

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .prediction import Prediction
 
-__all__ = ["Cluster", "PRESETS", "cluster_named"]
+__all__ = ["COLLECTIVE_BYTES", "Cluster", "PRESETS", "cluster_named"]
+
+#: The all-reduce :attr:`Cluster.collective_s` times: 40 KB, a small network's gradients.
+COLLECTIVE_BYTES = 40_000
 
 
 @dataclass(frozen=True)
@@ -31,9 +34,10 @@ class Cluster:
     version, the iteration's bookkeeping), and ``step_s``, what it pays per segment it walks in a loop
     driven step by step (``fine``: dispatching the segment, timing it). ``loaded_latency_s``: a message's
     latency when the placement's worker processes outnumber the cores, so that its receiver must wait
-    for one (``None``: ``latency_s``). ``collective_s``: one all-reduce of a small tensor between two
-    worker processes (torch.distributed's gloo), its mean with its tail (``None``: a ring of messages at
-    ``latency_s`` and ``message_s``). ``spread``: how far
+    for one (``None``: ``latency_s``). ``collective_s``: one all-reduce of :data:`COLLECTIVE_BYTES` between
+    two worker processes as a run's replicas make it (through shared memory on one machine, else gloo), its
+    mean with its tail (``None``: a ring of messages at ``latency_s`` and ``message_s``); the bytes of a
+    larger network beyond it go at ``bandwidth``. ``spread``: how far
     :func:`~fragnb.predict.calibrate.calibrate`'s repeated measurements of this cluster strayed from
     their median, as a fraction: a prediction's range widens by it."""
 

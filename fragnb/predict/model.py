@@ -22,7 +22,7 @@ The arithmetic is here; what it reads and returns is data of its own, re-exporte
 from __future__ import annotations
 
 from ..plan.program import DrivenLoop, Segment, plan
-from .cluster import PRESETS, Cluster, cluster_named
+from .cluster import COLLECTIVE_BYTES, PRESETS, Cluster, cluster_named
 from .prediction import Comparison, Prediction, Scaling
 
 __all__ = ["Cluster", "Comparison", "PRESETS", "Prediction", "Scaling", "predict", "scaling"]
@@ -147,9 +147,10 @@ class _Model:
             return 0.0
         c = self.cluster
         rounds = self.profile.updates * (1 if self.placement.policy.mode.splits else 2)
+        if c.collective_s is not None:  # measured for two at COLLECTIVE_BYTES; each added replica adds a step each way
+            beyond = max(0, self.profile.weight_bytes - COLLECTIVE_BYTES)
+            return rounds * (c.collective_s * (n - 1) + 2 * (n - 1) * beyond / n / c.bandwidth)
         share = 2 * (n - 1) * self.profile.weight_bytes / n / c.bandwidth  # a ring: 2 (n - 1) steps of a 1/n share
-        if c.collective_s is not None:  # measured for two; each added replica adds a step each way
-            return rounds * (c.collective_s * (n - 1) + share)
         return rounds * (2 * (n - 1) * (self.latency + c.message_s) + share)
 
     # -- the program -----------------------------------------------------------------------------
