@@ -38,6 +38,32 @@ def test_a_split_rollouts_counter_is_each_groups_own_not_a_value_that_crosses():
         assert not any("step" in s.exports for s in learner)
 
 
+def _records(cell: str) -> set[str]:
+    import ast
+
+    loop = FIELD_BY_NAME["cleanrl_ppo"]
+    program = plan(capture(cell, loop.namespace(), name="ppo").place("coarse", actors=2))
+    return {
+        ast.unparse(n)
+        for seg in program.segments
+        for n in ast.walk(seg.module)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "record"
+    }
+
+
+def test_a_dict_the_learner_reads_only_by_constant_keys_is_recorded_cut_to_them():
+    # CleanRL's episode log reads a vector env's `infos` by "episode" and "_episode" only: every step's
+    # record carried every array of `infos` (HalfCheetah's reward terms, positions...), which the learner
+    # unpickled and joined, a quarter of a second per iteration. Every record of the name carries the
+    # keys of all its readers: their replays overwrite one another.
+    cell = FIELD_BY_NAME["cleanrl_ppo"].cell
+    cut = _records(cell)
+    assert cut and all("('infos', ('_episode', 'episode'))" in r for r in cut)
+    # one reader that reads it otherwise (len) keeps every record whole
+    whole = _records(cell.replace('if "episode" in infos:', 'if "episode" in infos and len(infos):'))
+    assert whole and not any("'_episode'" in r for r in whole)
+
+
 def test_fine_drives_the_rollout_loop_step_by_step(canonical, ppo_ns):
     program = plan(capture(canonical.body, ppo_ns()).place("fine", actors=2))
     rollout = program.items[2].body[0]

@@ -123,9 +123,13 @@ class ReplicaState(Driver):
         for old in sorted(self.checkpoints)[:-2]:
             self.checkpoints.pop(old, None)
 
-    def record(self, key: str, names: tuple[str, ...]) -> None:
-        """Keep the values another group's statement reads here, as they are at its place in the loop."""
-        self.records.setdefault(key, []).append({n: _snapshot(self.ns[n]) for n in names if n in self.ns})
+    def record(self, key: str, names: tuple[str, ...], keys: tuple = ()) -> None:
+        """Keep the values another group's statement reads here, as they are at its place in the loop; a
+        dict that statement reads only by constant keys (``keys``: name -> its keys) cut to them."""
+        only = dict(keys)
+        self.records.setdefault(key, []).append(
+            {n: _snapshot(_cut(self.ns[n], only.get(n))) for n in names if n in self.ns}
+        )
 
     def replay(self, key: str) -> None:
         """Bind the next recorded values before this group's statement that reads them."""
@@ -165,6 +169,11 @@ class Replica(ReplicaState):
     resumed: dict | None = None  # the walker's bookkeeping at the checkpoint this replica started from
     playing: bool = False  # its program's thread owns its channels' sockets (zmq sockets belong to one thread)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+def _cut(value, keys: tuple[str, ...] | None):
+    """``value`` with only ``keys``, where it is a plain dict (a subclass may answer a missing key)."""
+    return {k: value[k] for k in keys if k in value} if keys is not None and type(value) is dict else value
 
 
 def _snapshot(value):
