@@ -1,11 +1,12 @@
 """What `data_parallel` gives an off-policy loop as the field writes it: env steps/s of the PyTorch DQN
 tutorial (one environment, an episode per iteration) and of CleanRL's dqn.py (a vector env of one
-environment, one env step per iteration, as its defaults make it) as plain Python against
+environment, one env step per iteration, as its defaults make it), and of CleanRL's ppo.py at its sizes
+(4 environments, 128 steps a rollout) as plain Python against
 `data_parallel` with 2 replicas, each stepping its own environment, in one run.
 
     .venv/bin/python benchmarks/data_parallel.py [--episodes 60] [--steps 3000] [--repeat 3]
 
-The loops are tests/corpus/field.py's `dqn_tutorial` and `cleanrl_dqn`, longer. The cluster is warm
+The loops are tests/corpus/field.py's `dqn_tutorial`, `cleanrl_dqn` and `cleanrl_ppo`, longer. The cluster is warm
 (its workers started before the clock); env steps count every replica's. Medians of ``--repeat``
 runs, the two ways alternating. One torch thread, as fragnb runs by default. The ideal on 2 cores is
 2x: two replicas each stepping as fast as plain Python, with nothing spent on averaging gradients.
@@ -28,13 +29,17 @@ import fragnb  # noqa: E402
 from corpus.field import FIELD_BY_NAME  # noqa: E402
 
 #: What issue "Distribution that pays, third step" asks of each loop, env steps/s over plain Python's.
-TARGETS = {"DQN tutorial": 1.0, "CleanRL dqn.py (num_envs=1)": 0.6}
+TARGETS = {"DQN tutorial": 1.0, "CleanRL dqn.py (num_envs=1)": 0.6, "CleanRL ppo.py (4 envs x 128)": 1.3}
 
 
 def loops(episodes: int, steps: int) -> dict[str, tuple[str, str, callable]]:
     """name -> (setup, cell, env steps a namespace's run took)."""
     tutorial = FIELD_BY_NAME["dqn_tutorial"]
     cleanrl = FIELD_BY_NAME["cleanrl_dqn"]
+    ppo = FIELD_BY_NAME["cleanrl_ppo"]
+    ppo_setup = ppo.setup.replace("total_timesteps: int = 192", f"total_timesteps: int = {steps * 4}").replace(
+        "num_steps: int = 16", "num_steps: int = 128"
+    )
     cleanrl_setup = (
         cleanrl.setup.replace("num_envs: int = 4", "num_envs: int = 1")
         .replace("total_timesteps: int = 40", f"total_timesteps: int = {steps}")
@@ -50,6 +55,7 @@ def loops(episodes: int, steps: int) -> dict[str, tuple[str, str, callable]]:
             lambda values: sum(values["episode_durations"]),
         ),
         "CleanRL dqn.py (num_envs=1)": (cleanrl_setup, cleanrl.cell, lambda values: steps),
+        "CleanRL ppo.py (4 envs x 128)": (ppo_setup, ppo.cell, lambda values: values["global_step"]),
     }
 
 

@@ -109,9 +109,11 @@ PRESETS = {
         message_s=120e-6,
         bandwidth=250e6,
         iteration_s=6e-3,
-        # a gloo all-reduce of 4-40 KB between two workers: 0.5-0.6 ms median, 1.5-1.7 ms mean (a tail of
-        # 4 ms in one of ten), 2026-12-03; the mean is what a run's updates add up to
-        collective_s=1.6e-3,
+        # replicas of one machine all-reduce through shared memory: 40 KB took 27-44 us on average between two
+        # idle workers (calibrate(), 2026-12-05) and 80 us at the median, 430 us at p90, beside other work
+        # (benchmarks/allreduce.py); the mean with that tail is what a run's updates add up to. gloo's was
+        # 1.6 ms (0.5-0.6 ms median, a tail of 4 ms in one of ten, 2026-12-03).
+        collective_s=1.1e-4,
     ),
     "laptop": Cluster("a laptop (8 cores)", 1, 8, latency_s=60e-6, message_s=40e-6, bandwidth=2e9),
     "8-gpu node": Cluster(
