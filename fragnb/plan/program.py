@@ -281,7 +281,7 @@ def _hoist(
         path.append(inner)
         body = inner.body
     for inner in path:
-        bound = {n.id for f in [inner, *loops_in(inner.body)] for n in ast.walk(f.target) if isinstance(n, ast.Name)}
+        bound = loop_targets([inner])
         written = {v for n in _leaves(inner) if group_of[stmt_of[id(n)].index] == sender for v in stmt_of[id(n)].writes}
         if not names & (bound | written):
             return inner
@@ -393,7 +393,7 @@ def _keys_read(node: ast.AST, names) -> tuple[tuple[str, tuple[str, ...]], ...]:
             if not (isinstance(n, ast.Name) and n.id == name):
                 continue
             parent = parents.get(id(n))
-            if isinstance(n.ctx, ast.Store) or isinstance(n.ctx, ast.Del):
+            if isinstance(n.ctx, (ast.Store, ast.Del)):
                 ok = False
             elif (
                 isinstance(parent, ast.Subscript)
