@@ -49,6 +49,19 @@ def test_the_same_script_with_the_guard_runs(tmp_path):
     assert done.returncode == 0 and "ran 1" in done.stdout, done.stderr[-2000:]
 
 
+def test_a_script_read_from_standard_input_is_refused_within_seconds_naming_the_fix(tmp_path):
+    # `python - < train.py`: the workers' processes would import "<stdin>" as the main script, and none came
+    # up (a two-minute wait, then "only 0 of 3 Dask workers started")
+    notebook = str(ROOT / "notebooks" / "01_first_fragment_graph.ipynb")
+    source = SCRIPT.format(tests=str(ROOT / "tests"), notebook=notebook, start='if __name__ == "__main__":\n    main()')
+    done = subprocess.run(
+        [sys.executable, "-"], input=source, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode != 0
+    assert "this script was read from <stdin>, not a file" in done.stderr and "Save it as a .py file" in done.stderr
+    assert "Dask workers started" not in done.stderr
+
+
 def test_only_a_top_level_statement_outside_the_guard_counts():
     source = textwrap.dedent(
         """\

@@ -5,6 +5,8 @@ main script again, as ``__mp_main__``: a run started at the script's top level w
 started again in each of them, which multiprocessing refuses there, so no worker comes up and the run
 waited for them for two minutes before saying only that none had started. The notebook (whose main
 module is its kernel's launcher), ``python -c`` and the REPL have no such file: they are never refused.
+A script read from standard input names a file that is not one (``<stdin>``): refused too, as no worker
+could import it.
 """
 
 from __future__ import annotations
@@ -58,7 +60,19 @@ def where_unguarded() -> tuple[str, int] | None:
 
 def refuse_unguarded() -> None:
     """Raise RuntimeError, before any worker starts, naming the line and the fix, for a run started at a
-    script's top level outside the main guard (see the module's docstring)."""
+    script's top level outside the main guard (see the module's docstring), or by a script that has no
+    file for the workers to import (read from standard input: ``python - < train.py``)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path and getattr(main, "__spec__", None) is None and not Path(path).is_file():
+        # multiprocessing's new processes import the main script from its path: "<stdin>" is none, and
+        # no worker came up (two minutes' wait, then "only 0 of 3 Dask workers started")
+        raise RuntimeError(
+            f"this script was read from {path}, not a file: fragnb's workers are new processes that import the "
+            "main script again, and cannot import this one. Save it as a .py file (what starts the run under "
+            '`if __name__ == "__main__":`) and run that, run it in a notebook, or connect to a running cluster '
+            "(fragnb.run(..., cluster=...))"
+        )
     found = where_unguarded()
     if found is not None:
         path, line = found
