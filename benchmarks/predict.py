@@ -54,16 +54,7 @@ LARGE = [
     ("async", {"actors": 16}),
 ]  # replicas sharing processes
 #: the policies that split a loop, at 1, 2 and 4 replicas (issue 53: the costly and field loops at each)
-SCALED = [
-    (policy, {parameter: n})
-    for policy, parameter in (
-        ("coarse", "actors"),
-        ("fine", "actors"),
-        ("async", "actors"),
-        ("multi_learner", "learners"),
-    )
-    for n in (1, 2, 4)
-]
+SCALED = [case for case in EVERY if case[0] in ("coarse", "fine", "async", "multi_learner")]
 
 
 def cartpole(iterations: int, step_cost: float = 0.0):
