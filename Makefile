@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab lint test test-fast demo course handouts binder bench gpu-check gpu-wheels graphviz chromium clean
+.PHONY: setup lab lint test test-fast demo course docs handouts binder bench gpu-check gpu-wheels graphviz chromium clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -70,6 +70,13 @@ course: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 --output-dir docs/course notebooks/[0-9]*.ipynb
 	$(PY) -m fragnb.course settle docs/course/[0-9]*.ipynb
 
+# The documentation site in docs/_build/html (open index.html): the guide, the reference generated from the
+# docstrings, the course as students see it (rendered, without solutions or keys) and the benchmarks. Warnings
+# are errors, as tests/test_docs.py builds it; nothing is executed (the notebooks show `make course`'s outputs).
+docs: setup
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
+
 # For a class: students' copies without the cells tagged `solution` (exercise solutions, quiz keys) or the
 # hidden tests, and per notebook the otter-grader autograder that grades what they hand in (fragnb/course/handouts.py).
 handouts: setup
@@ -108,4 +115,4 @@ gpu-wheels: setup
 	PATH=$(VENV)/bin:$$PATH bash benchmarks/gpu_wheels.sh
 
 clean:
-	rm -rf $(VENV) demo handouts .pytest_cache
+	rm -rf $(VENV) demo handouts .pytest_cache docs/_build docs/learn

@@ -127,3 +127,17 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+#: `make docs`'s command (tests/test_docs.py checks that the Makefile runs this one): warnings are errors.
+SPHINX = ["-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html"]
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """The documentation site, built as `make docs` builds it (about 15 s); fails with Sphinx's warnings."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, *SPHINX], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"make docs failed:\n{done.stderr[-6000:]}"
+    return ROOT / "docs" / "_build" / "html"

@@ -478,3 +478,49 @@ def test_a_replicas_failure_opens_in_the_debugger_in_jupyterlab(browser, lab):
     assert "\n3\n" in session and str(list(range(16, 32))) in session, session
     _record("debug", {"replay_s": took, "replay_cell_s": round(waited, 1)})
     page.close()
+
+
+def test_the_documentation_site_shows_its_pages_pictures_and_search_in_chromium(browser, site):
+    """`make docs`'s site as a reader opens it: the start page with the graph's picture, a reference page, a
+    course notebook with its figures, and the search finding `data_parallel` (Sphinx's search runs in the
+    page's JavaScript). Served on 127.0.0.1 as a static site would be; screenshots in test-artifacts/browser/."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    loaded = "Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length"
+    try:
+        page.goto(f"{base}/index.html")
+        assert "fragnb" in page.title()
+        page.wait_for_function(f"{loaded} > 0")
+        page.screenshot(path=str(ARTIFACTS / "docs_start.png"))
+
+        page.goto(f"{base}/reference/api.html")
+        assert page.locator('[id="fragnb.run"]').count() == 1
+        page.locator('[id="fragnb.run"]').scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "docs_reference.png"))
+
+        page.goto(f"{base}/learn/01_first_fragment_graph.html")
+        page.wait_for_function(f"{loaded} >= 3")  # the fragment graph, its timeline, the learning curve
+        figures = page.evaluate(loaded)
+        page.locator("img").nth(1).scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "docs_course_01.png"))
+
+        page.goto(f"{base}/search.html?q=data_parallel")
+        page.wait_for_selector("ul.search li", timeout=30_000)
+        hits = page.locator("ul.search li a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+        page.screenshot(path=str(ARTIFACTS / "docs_search.png"))
+    finally:
+        page.close()
+        server.shutdown()
+        server.server_close()
+    assert any("guide/data-parallel" in hit for hit in hits), hits
+    _record("docs_site", {"course_01_figures": figures, "search_hits": len(hits)})

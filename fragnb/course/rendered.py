@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import json
 
-__all__ = ["settle_progress_bars", "picture_widgets", "without_key", "WIDGET_PICTURES"]
+__all__ = ["settle_progress_bars", "picture_widgets", "without_key", "for_site", "write_site_course", "WIDGET_PICTURES"]
 
 
 _VIEW = "application/vnd.jupyter.widget-view+json"
@@ -95,6 +95,66 @@ def without_key(notebook: dict) -> int:
     dropped = len(notebook.get("cells", [])) - len(kept)
     notebook["cells"] = kept
     return dropped
+
+
+def for_site(notebook: dict) -> int:
+    """Make a rendered copy a student's copy for the documentation site, in place: drop every exercise
+    solution (cells tagged ``solution``), otter's markers (raw cells) and every quiz test, public or hidden,
+    and leave each widget output its picture or settled line (no widget manager loads on the site); returns
+    how many cells it dropped."""
+    kept, block = [], None
+    for cell in notebook.get("cells", []):
+        text = "".join(cell.get("source", "")).strip()
+        if cell["cell_type"] == "raw":
+            if text.startswith("# BEGIN "):
+                block = text.removeprefix("# BEGIN ").split()[0]
+            elif text.startswith("# END "):
+                block = None
+            continue
+        if block == "TESTS" or "solution" in cell.get("metadata", {}).get("tags", []):
+            continue
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop(_VIEW, None)
+        kept.append(cell)
+    dropped = len(notebook.get("cells", [])) - len(kept)
+    notebook["cells"] = kept
+    notebook.get("metadata", {}).pop("widgets", None)
+    return dropped
+
+
+#: The course page's links that point out of ``notebooks/``, and where they point on the site.
+_SITE_LINKS = {"](../docs/course/)": "](index.md)", "](../docs/jupyterhub.md)": "](../jupyterhub.md)"}
+
+
+def write_site_course(root, out) -> list:
+    """Write the site's course into ``out``: the course page (``notebooks/README.md``) as its index, the
+    project, and a student's copy (:func:`for_site`) of every rendered notebook in ``docs/course/``.
+    Returns the paths written; a file that would not change is left alone, so Sphinx rebuilds only
+    what changed."""
+    from pathlib import Path
+
+    root, out = Path(root), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    page = (root / "notebooks" / "README.md").read_text(encoding="utf-8")
+    for old, new in _SITE_LINKS.items():
+        page = page.replace(old, new)
+    notebooks = sorted((root / "docs" / "course").glob("[0-9]*.ipynb"))
+    pages = "\n".join(path.stem for path in notebooks)
+    # the teacher's page (docs/jupyterhub.md: hosting, handing out, grading) sits beside the notebooks
+    files["index.md"] = f"{page}\n```{{toctree}}\n:hidden:\n\n{pages}\nPROJECT\n../jupyterhub\n```\n"
+    files["PROJECT.md"] = (root / "notebooks" / "PROJECT.md").read_text(encoding="utf-8")
+    for path in notebooks:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        for_site(notebook)
+        files[path.name] = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+    written = []
+    for name, text in files.items():
+        target = out / name
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+        written.append(target)
+    return written
 
 
 def settle_files(paths: list[str]) -> None:

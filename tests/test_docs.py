@@ -1,0 +1,151 @@
+"""The documentation site (`make docs`, docs/conf.py): it builds with warnings as errors, every link inside it
+lands on a page and an anchor that exist, every public name of fragnb has a reference entry, and every public
+class and function has an example in its docstring that runs. The site in a browser: tests/test_browser.py."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import inspect
+import re
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+import fragnb
+from conftest import ROOT, SPHINX
+
+
+def public_names() -> list[str]:
+    """Every public name: ``fragnb.__all__``, the ``__all__`` of each module it lists (and of theirs:
+    ``fragnb.algos.ppo``), and the prediction's (``fragnb.predict``), which placements return."""
+    names = []
+    for name in fragnb.__all__:
+        value = getattr(fragnb, name)
+        if not inspect.ismodule(value):
+            names.append(f"fragnb.{name}")
+            continue
+        for member in value.__all__:
+            inner = getattr(value, member)
+            if inspect.ismodule(inner):
+                names += [f"fragnb.{name}.{member}.{leaf}" for leaf in inner.__all__]
+            else:
+                names.append(f"fragnb.{name}.{member}")
+    predict = importlib.import_module("fragnb.predict")
+    names += [f"fragnb.predict.{name}" for name in predict.__all__ if name != "profile"]  # fragnb.profile itself
+    return names
+
+
+def resolve(name: str):
+    module, _, attribute = name.rpartition(".")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def inventory(path: Path) -> set[str]:
+    """The object names a Sphinx ``objects.inv`` holds (its header, then zlib-compressed lines)."""
+    data = path.read_bytes()
+    for _ in range(4):
+        data = data[data.index(b"\n") + 1 :]
+    return {line.split()[0] for line in zlib.decompress(data).decode().splitlines() if line.strip()}
+
+
+def test_make_docs_runs_the_command_the_tests_build_with():
+    recipe = (ROOT / "Makefile").read_text().split("\ndocs:", 1)[1].split("\n\n", 1)[0]
+    assert "$(PY) " + " ".join(SPHINX) in recipe, recipe
+
+
+def test_the_site_builds_with_warnings_as_errors(site):
+    for page in ("index", "start/install", "guide/values", "reference/api", "learn/index", "benchmarks/index"):
+        assert (site / f"{page}.html").is_file(), page
+    # every notebook of the course, as a student's copy: no solution, no quiz key, no test
+    notebooks = sorted(p.stem for p in (ROOT / "docs" / "course").glob("[0-9]*.ipynb"))
+    assert len(notebooks) == 11
+    for stem in notebooks:
+        text = (site / "learn" / f"{stem}.html").read_text()
+        assert "BEGIN SOLUTION" not in text and "# HIDDEN" not in text and "Solution (collapsed" not in text, stem
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        for key in ("href", "src") if tag in ("a", "img", "link", "script") else ():
+            if attrs.get(key):
+                self.links.append(attrs[key])
+
+
+def broken_links(site: Path) -> list[str]:
+    """Every link of the site's pages to a file or an anchor of the site that is not there."""
+    pages = {}
+    for path in site.rglob("*.html"):
+        page = _Page()
+        page.feed(path.read_text(encoding="utf-8"))
+        pages[path.resolve()] = page
+    broken = []
+    for path, page in pages.items():
+        for link in page.links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc or link.startswith(("mailto:", "javascript:", "data:")):
+                continue  # outside the site
+            target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{path.relative_to(site.resolve())}: {link} (no such file)")
+            elif parts.fragment and target.suffix == ".html" and unquote(parts.fragment) not in pages[target].ids:
+                broken.append(f"{path.relative_to(site.resolve())}: {link} (no such anchor)")
+    return broken
+
+
+def test_every_link_inside_the_site_lands(site):
+    broken = broken_links(site)
+    assert not broken, f"{len(broken)} broken links:\n" + "\n".join(broken[:40])
+
+
+def test_the_link_check_finds_a_planted_broken_link(site, tmp_path):
+    import shutil
+
+    copy = tmp_path / "html"
+    shutil.copytree(site, copy)
+    page = copy / "guide" / "values.html"
+    page.write_text(page.read_text().replace("</body>", '<a href="seeds.html#no-such-heading">x</a></body>'))
+    assert broken_links(copy) == ["guide/values.html: seeds.html#no-such-heading (no such anchor)"]
+
+
+def test_every_public_name_has_a_reference_entry(site):
+    documented = inventory(site / "objects.inv")
+    missing = [name for name in public_names() if name not in documented]
+    assert not missing, f"public names without a reference entry (docs/reference/): {missing}"
+
+
+@pytest.mark.parametrize("name", public_names())
+def test_every_public_name_has_an_example_that_runs(name):
+    value = resolve(name)
+    if not (inspect.isclass(value) or inspect.isroutine(value)):
+        pytest.skip("a constant: its reference entry is its value and a comment")
+    text = inspect.getdoc(value) or ""
+    assert re.search(r"^Examples\n-{8}$", text, re.M), f"{name}'s docstring has no numpydoc Examples section"
+    tests = doctest.DocTestFinder(recurse=False).find(value, name, module=inspect.getmodule(value))
+    assert sum(len(t.examples) for t in tests) > 0, f"{name}'s Examples section has no >>> example"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in tests:
+        runner.run(test, out=print)
+    assert runner.summarize(verbose=False).failed == 0, f"{name}'s docstring example failed (printed above)"
+
+
+def test_the_readme_is_short_and_every_link_in_it_lands():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200, "the README is the front page: details go to docs/"
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    missing = [link for link in links if "://" not in link and not (ROOT / link.split("#")[0]).exists()]
+    assert links and not missing, missing
