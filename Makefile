@@ -72,9 +72,9 @@ course: setup
 
 # The documentation site in docs/_build/html (open index.html): the guide, the reference generated from the
 # docstrings, the course as students see it (rendered, without solutions or keys) and the benchmarks. Warnings
-# are errors, as tests/test_docs.py builds it; nothing is executed (the notebooks show `make course`'s outputs).
+# are errors and every page is read again, as tests/test_docs.py builds it; nothing is executed (the notebooks show `make course`'s outputs).
 docs: setup
-	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 	@echo "docs/_build/html/index.html"
 
 # For a class: students' copies without the cells tagged `solution` (exercise solutions, quiz keys) or the

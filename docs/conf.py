@@ -29,7 +29,6 @@ extensions = [
     "sphinx.ext.autodoc",
     "numpydoc",
     "sphinx.ext.intersphinx",
-    "sphinx.ext.viewcode",
 ]
 
 # The teacher's rendered copies (solutions in place) stay out of the site; learn/ holds the students' ones.

@@ -30,12 +30,65 @@ __all__ = ["Component", "Env", "Actor", "Learner", "Buffer", "Episode", "ROLES",
 
 
 def device_of(module: torch.nn.Module) -> torch.device:
-    """Where a network's parameters live (a replica may have moved it to a GPU)."""
+    """Where a network's parameters live (a replica may have moved it to a GPU).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        A network with at least one parameter.
+
+    Returns
+    -------
+    torch.device
+        The device of its first parameter.
+
+    Examples
+    --------
+    An actor feeds its observations to the network where the network is:
+
+    >>> import torch
+    >>> from fragnb.components import device_of
+    >>> net = torch.nn.Linear(4, 2)
+    >>> device_of(net)
+    device(type='cpu')
+    >>> net(torch.zeros(3, 4).to(device_of(net))).shape
+    torch.Size([3, 2])
+    """
     return next(module.parameters()).device
 
 
 def shard_slice(num_envs: int, index: int, count: int) -> slice:
-    """The environments that replica ``index`` of ``count`` serves, as a slice of the batch."""
+    """The environments that replica ``index`` of ``count`` serves, as a slice of the batch.
+
+    Parameters
+    ----------
+    num_envs : int
+        Environments in the whole batch; ``count`` must divide it.
+    index : int
+        Which replica, from 0 to ``count - 1``.
+    count : int
+        Replicas the environments are split across.
+
+    Returns
+    -------
+    slice
+        Consecutive environments, ``num_envs // count`` of them.
+
+    Raises
+    ------
+    ValueError
+        If ``count`` is below 1, ``index`` is out of range or ``count`` does not divide ``num_envs``.
+
+    Examples
+    --------
+    >>> from fragnb.components import shard_slice
+    >>> [shard_slice(8, i, 4) for i in range(4)]
+    [slice(0, 2, None), slice(2, 4, None), slice(4, 6, None), slice(6, 8, None)]
+    >>> shard_slice(10, 0, 4)
+    Traceback (most recent call last):
+        ...
+    ValueError: num_envs=10 is not divisible by 4 shards; pick a divisor of 10
+    """
     if count < 1:
         raise ValueError(f"shard count must be at least 1, got {count}")
     if not 0 <= index < count:
@@ -47,7 +100,36 @@ def shard_slice(num_envs: int, index: int, count: int) -> slice:
 
 
 class Component:
-    """Anything a fragment calls. Subclass :class:`Env`, :class:`Actor`, :class:`Learner` or :class:`Buffer`."""
+    """Anything a fragment calls. Subclass :class:`Env`, :class:`Actor`, :class:`Learner` or :class:`Buffer`.
+
+    Examples
+    --------
+    The protocols every component has, on a small one: attributes named in ``per_env`` have the
+    environment as their leading axis, so :meth:`shard` slices them and :meth:`merge` joins them again;
+    :meth:`state_dict` saves tensors (and modules, optimisers, generators, streams) and the ``counters``.
+
+    >>> import torch
+    >>> from fragnb.components import Component
+    >>> class Tally(Component):
+    ...     per_env = ("totals",)
+    ...     counters = ("calls",)
+    ...
+    ...     def __init__(self, num_envs):
+    ...         self.num_envs, self.totals, self.calls = num_envs, torch.zeros(num_envs), 0
+    ...
+    ...     def add(self, reward):
+    ...         self.totals += reward
+    ...         self.calls += 1
+    >>> tally = Tally(num_envs=4)
+    >>> tally.add(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    >>> part = tally.shard(1, 2)  # replica 1 of 2: environments 2 and 3
+    >>> part, part.totals.tolist()
+    (Tally(num_envs=2), [3.0, 4.0])
+    >>> Tally.merge([tally.shard(0, 2), part]).totals.tolist()
+    [1.0, 2.0, 3.0, 4.0]
+    >>> tally.state_dict()
+    {'totals': tensor([1., 2., 3., 4.]), 'calls': 1}
+    """
 
     role: ClassVar[str] = "component"
     #: Attributes whose leading axis is the environment; ``shard`` slices them.
@@ -143,7 +225,38 @@ def _take(value, sl: slice):
 
 
 class Episode(NamedTuple):
-    """A finished episode: which environment, its return and length, and when it ended."""
+    """A finished episode: which environment, its return and length, and when it ended.
+
+    An :class:`Env` appends one to its ``episodes`` list each time an episode ends.
+
+    Parameters
+    ----------
+    env_id : int
+        Global index of the environment (the same whatever the sharding).
+    ret : float
+        Sum of the episode's rewards.
+    length : int
+        Steps in the episode.
+    step : int
+        Vector step of the batch at which it ended (the same in every shard).
+    time : float
+        ``time.perf_counter()`` when it ended.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.components import Episode
+    >>> from fragnb.envs import CartPole
+    >>> env = CartPole(num_envs=2, seed=0)
+    >>> obs = env.reset()
+    >>> for _ in range(40):  # always push right: the pole falls within a few dozen steps
+    ...     obs, reward, terminated, truncated, info = env.step(torch.ones(2, dtype=torch.int64))
+    >>> episode = env.episodes[0]
+    >>> episode.ret == episode.length, episode.step == episode.length  # 1 per step; its environment's first
+    (True, True)
+    >>> isinstance(episode, Episode), episode._fields
+    (True, ('env_id', 'ret', 'length', 'step', 'time'))
+    """
 
     env_id: int
     ret: float
@@ -165,6 +278,43 @@ class Env(Component):
         Environments in the batch.
     seed : int
         Seed of every per-environment stream.
+
+    Examples
+    --------
+    A corridor of three cells: action 1 moves one cell right, and reaching the end pays 1 and ends the
+    episode. The subclass only moves its state; :meth:`step` resets finished environments, records
+    their episodes and answers in Gymnasium's shape.
+
+    >>> import torch
+    >>> from fragnb.components import Env
+    >>> class Corridor(Env):
+    ...     per_env = Env.per_env + ("position",)  # sharded with the environments
+    ...     obs_shape, num_actions = (1,), 2
+    ...
+    ...     def __init__(self, num_envs, seed=0):
+    ...         super().__init__(num_envs, seed)
+    ...         self.position = torch.zeros(num_envs)
+    ...
+    ...     def _reset(self, mask):
+    ...         self.position[mask] = 0.0
+    ...         return self.position[mask, None].clone()
+    ...
+    ...     def _step(self, actions):
+    ...         self.position += actions
+    ...         terminated = self.position >= 3
+    ...         reward = terminated.float()
+    ...         return self.position[:, None].clone(), reward, terminated, torch.zeros_like(terminated)
+    >>> env = Corridor(num_envs=2)
+    >>> env.reset().tolist()
+    [[0.0], [0.0]]
+    >>> for action in ([1, 0], [1, 1], [1, 1]):
+    ...     obs, reward, terminated, truncated, info = env.step(torch.tensor(action))
+    >>> obs.tolist(), terminated.tolist(), info["episode_returns"]  # environment 0 ended and was reset
+    ([[0.0], [2.0]], [True, False], [1.0])
+    >>> env.episodes[0].env_id, env.episodes[0].length, env.env_steps
+    (0, 3, 6)
+    >>> env.shard(1, 2).position.tolist()  # replica 1 of 2 holds environment 1
+    [2.0]
     """
 
     role = "env"
@@ -301,6 +451,31 @@ class Actor(Component):
         Environments whose observations :meth:`act` receives.
     seed : int
         Seed of the per-environment sampling streams.
+
+    Examples
+    --------
+    A uniformly random policy for CartPole's two actions, drawing from the environments' streams:
+
+    >>> import torch
+    >>> from fragnb.components import Actor
+    >>> from fragnb.envs import CartPole
+    >>> class RandomActor(Actor):
+    ...     def act(self, obs):
+    ...         return (self.streams.uniform(1)[:, 0] * 2).long()  # one draw per environment
+    >>> env, actor = CartPole(num_envs=4, seed=0), RandomActor(num_envs=4, seed=0)
+    >>> obs = env.reset()
+    >>> action = actor.act(obs)
+    >>> action.shape, action.dtype
+    (torch.Size([4]), torch.int64)
+    >>> next_obs, reward, terminated, truncated, info = env.step(action)
+    >>> next_obs.shape
+    torch.Size([4, 4])
+
+    A replica serving environments 2 and 3 samples what they sample in the whole batch:
+
+    >>> half = RandomActor(num_envs=4, seed=0).shard(1, 2)
+    >>> bool((half.act(obs[2:]) == action[2:]).all())
+    True
     """
 
     role = "actor"
@@ -314,7 +489,37 @@ class Actor(Component):
 
 
 class Learner(Component):
-    """Updates parameters from batches of experience. Replicated only by ``multi_learner``-style policies."""
+    """Updates parameters from batches of experience. Replicated only by ``multi_learner``-style policies.
+
+    A subclass gives ``update(batch)``, which returns a dict of statistics, and counts its updates in
+    ``self.updates`` (a counter: :meth:`state_dict` saves it).
+
+    Examples
+    --------
+    A learner that regresses a value network on a batch's returns, one step per update:
+
+    >>> import torch
+    >>> from fragnb.components import Learner
+    >>> class ValueLearner(Learner):
+    ...     def __init__(self, net, lr=0.1):
+    ...         self.net, self.updates = net, 0
+    ...         self.optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+    ...
+    ...     def update(self, batch):
+    ...         loss = (self.net(batch["obs"]).squeeze(-1) - batch["returns"]).square().mean()
+    ...         self.optimizer.zero_grad()
+    ...         loss.backward()
+    ...         self.optimizer.step()
+    ...         self.updates += 1
+    ...         return {"value_loss": loss.item()}
+    >>> _ = torch.manual_seed(0)
+    >>> learner = ValueLearner(torch.nn.Linear(4, 1))
+    >>> stats = learner.update({"obs": torch.randn(8, 4), "returns": torch.ones(8)})
+    >>> sorted(stats), learner.updates
+    (['value_loss'], 1)
+    >>> sorted(learner.state_dict())  # the network, the optimiser and the counter
+    ['net', 'optimizer', 'updates']
+    """
 
     role = "learner"
     counters = ("updates",)  # every learner here counts its updates (learning-rate schedules, logs)
@@ -338,11 +543,39 @@ class Learner(Component):
 
 
 class Buffer(Component):
-    """Holds experience between the actors that write it and the learner that reads it."""
+    """Holds experience between the actors that write it and the learner that reads it.
+
+    Examples
+    --------
+    A buffer that keeps the observations of a few steps and hands them over environment-first, as the
+    learner's batch (:class:`fragnb.algos.ppo.RolloutBuffer` is a complete one):
+
+    >>> import torch
+    >>> from fragnb.components import Buffer
+    >>> from fragnb.envs import CartPole
+    >>> class ObsBuffer(Buffer):
+    ...     def __init__(self):
+    ...         self.steps = []
+    ...
+    ...     def add(self, obs):
+    ...         self.steps.append(obs)
+    ...
+    ...     def batch(self):
+    ...         obs, self.steps = torch.stack(self.steps, 1), []
+    ...         return {"obs": obs}
+    >>> env, buffer = CartPole(num_envs=2, seed=0), ObsBuffer()
+    >>> obs = env.reset()
+    >>> for _ in range(3):
+    ...     buffer.add(obs)
+    ...     obs, reward, terminated, truncated, info = env.step(torch.ones(2, dtype=torch.int64))
+    >>> buffer.batch()["obs"].shape  # (num_envs, steps, *obs_shape)
+    torch.Size([2, 3, 4])
+    """
 
     role = "buffer"
 
 
+#: The base class of each role, by role name: a component's role is that of the class it derives from.
 ROLES = {cls.role: cls for cls in (Env, Actor, Buffer, Learner)}
 
 
@@ -353,7 +586,35 @@ def modules_of(obj: Any) -> dict[str, torch.nn.Module]:
 
 
 def role_of(obj: Any) -> str | None:
-    """The role of a component instance (``"env"``, ``"actor"``, ...), or ``None`` for anything else."""
+    """The role of a component instance (``"env"``, ``"actor"``, ...), or ``None`` for anything else.
+
+    Parameters
+    ----------
+    obj : object
+        Anything.
+
+    Returns
+    -------
+    str or None
+        ``"env"``, ``"actor"``, ``"buffer"`` or ``"learner"`` for an instance of a subclass of
+        :class:`Env`, :class:`Actor`, :class:`Buffer` or :class:`Learner`; ``None`` otherwise.
+
+    Examples
+    --------
+    Notebook 01's components, and a plain tensor:
+
+    >>> import torch
+    >>> from fragnb.algos.ppo import ActorCritic, PPOActor, PPOLearner, RolloutBuffer
+    >>> from fragnb.components import role_of
+    >>> from fragnb.envs import CartPole
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor = PPOActor(policy, num_envs=4, seed=0)
+    >>> buffer = RolloutBuffer(num_envs=4, num_steps=8, obs_shape=env.obs_shape)
+    >>> learner = PPOLearner(policy)
+    >>> [role_of(x) for x in (env, actor, buffer, learner, policy, torch.zeros(1))]
+    ['env', 'actor', 'buffer', 'learner', None, None]
+    """
     for role, cls in ROLES.items():
         if isinstance(obj, cls):
             return role

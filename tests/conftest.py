@@ -129,8 +129,9 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-#: `make docs`'s command (tests/test_docs.py checks that the Makefile runs this one): warnings are errors.
-SPHINX = ["-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html"]
+#: `make docs`'s command (tests/test_docs.py checks that the Makefile runs this one): warnings are errors, and
+#: every page is read again (-E): an incremental build does not repeat an unchanged page's warnings.
+SPHINX = ["-m", "sphinx", "-E", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html"]
 
 
 @pytest.fixture(scope="session")

@@ -88,6 +88,8 @@ def broken_links(site: Path) -> list[str]:
     """Every link of the site's pages to a file or an anchor of the site that is not there."""
     pages = {}
     for path in site.rglob("*.html"):
+        if "_static" in path.parts:  # the theme's templates, not pages
+            continue
         page = _Page()
         page.feed(path.read_text(encoding="utf-8"))
         pages[path.resolve()] = page

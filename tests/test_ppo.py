@@ -129,3 +129,25 @@ def test_notebook_ppo_solves_cartpole_within_150k_steps_seed_0(canonical, ppo_ns
         f"mean return of the last 20 episodes never reached 475 (final {result.mean_return():.1f})"
     )
     assert result.solved_at()[0] <= 150_000
+
+
+@pytest.mark.parametrize("num_envs, num_steps, num_minibatches", [(3, 3, 2), (2, 5, 3)])
+def test_a_batch_the_minibatches_do_not_divide_trains_without_nan(num_envs, num_steps, num_minibatches):
+    # 9 samples in 2 minibatches were 4, 4 and a remainder of 1, whose advantage normalised to NaN (the std of one
+    # value) and made every weight NaN; now 4 and 5
+    from fragnb.envs import CartPole
+
+    torch.manual_seed(0)
+    config = PPOConfig(num_envs=num_envs, num_steps=num_steps, num_minibatches=num_minibatches)
+    env, policy = CartPole(num_envs=num_envs, seed=0), ActorCritic(4, 2)
+    actor, learner = PPOActor(policy, num_envs=num_envs, seed=0), PPOLearner(policy, config, seed=0)
+    buffer = RolloutBuffer(num_envs, num_steps, env.obs_shape, config.gamma, config.gae_lambda)
+    obs = env.reset()
+    for _ in range(num_steps):
+        action, logprob, value = actor.act(obs)
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+        obs = next_obs
+    stats = learner.update(buffer.batch(actor.value(obs)))
+    assert all(torch.isfinite(torch.tensor(v)) for v in stats.values()), stats
+    assert all(torch.isfinite(p).all() for p in policy.parameters())

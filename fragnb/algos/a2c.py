@@ -4,7 +4,7 @@ A2C shares everything but the update with :mod:`fragnb.algos.ppo`: the network
 (:class:`~fragnb.algos.ppo.ActorCritic`), the actor (:class:`~fragnb.algos.ppo.PPOActor`) and the
 buffer (:class:`~fragnb.algos.ppo.RolloutBuffer`). With ``gae_lambda=1.0`` the buffer's advantages
 are n-step returns bootstrapped with the value of the last observation, minus the values: the
-A2C advantage. The loop a student writes is therefore PPO's:
+A2C advantage. The loop a student writes is therefore PPO's::
 
     action, logprob, value = actor.act(obs)
     next_obs, reward, terminated, truncated, info = env.step(action)
@@ -33,6 +33,17 @@ class A2CConfig:
 
     Seeds 0-2 reach a mean return of 475 over 20 episodes within 100k-170k environment steps
     (seed 0: 164k, about 7 s on one CPU thread) and 200 within 95k.
+
+    Each field is a keyword argument.
+
+    Examples
+    --------
+    >>> from fragnb.algos.a2c import A2CConfig
+    >>> config = A2CConfig()
+    >>> config.num_envs * config.num_steps, config.gae_lambda  # one update per 128 steps; n-step returns
+    (128, 1.0)
+    >>> A2CConfig(optimizer="adam", normalize_advantages=True).optimizer
+    'adam'
     """
 
     # Rollout
@@ -70,6 +81,36 @@ class A2CLearner(Learner):
         The network to train (the same object the actor samples with).
     config : A2CConfig
         Hyperparameters.
+
+    Raises
+    ------
+    ValueError
+        If ``config.optimizer`` is neither ``"rmsprop"`` nor ``"adam"``.
+
+    Examples
+    --------
+    PPO's actor and buffer with ``gae_lambda=1.0``, one rollout of 8 steps in 4 environments, one update:
+
+    >>> import torch
+    >>> from fragnb.algos.a2c import A2CConfig, A2CLearner
+    >>> from fragnb.algos.ppo import ActorCritic, PPOActor, RolloutBuffer
+    >>> from fragnb.envs import CartPole
+    >>> _ = torch.manual_seed(0)
+    >>> config = A2CConfig(num_envs=4)
+    >>> env = CartPole(num_envs=config.num_envs, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor = PPOActor(policy, num_envs=config.num_envs, seed=0)
+    >>> buffer = RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> learner = A2CLearner(policy, config)
+    >>> obs = env.reset()
+    >>> for step in range(config.num_steps):
+    ...     action, logprob, value = actor.act(obs)
+    ...     next_obs, reward, terminated, truncated, info = env.step(action)
+    ...     buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...     obs = next_obs
+    >>> stats = learner.update(buffer.batch(actor.value(obs)))
+    >>> sorted(stats), learner.updates
+    (['entropy', 'policy_loss', 'value_loss'], 1)
     """
 
     def __init__(self, policy: ActorCritic, config: A2CConfig | None = None):

@@ -1,7 +1,7 @@
 """DQN (replay buffer, target network, optional double DQN and prioritised replay) as fragnb components.
 
 The training loop itself is not here: it is the plain Python a student writes in a notebook cell,
-calling these components, for example:
+calling these components, for example::
 
     for global_step in range(total_steps):
         actor.epsilon = linear_schedule(1.0, 0.05, 10_000, global_step)
@@ -39,6 +39,19 @@ class DQNConfig:
     Steps are *vector* steps: one call of ``env.step`` for all ``num_envs`` environments. With one
     update per vector step, seeds 0-4 reach a mean return of 475 over 20 episodes within 11k-19k
     vector steps (176k-300k environment steps; seed 0: 210k, about 22 s on one 2-core CPU thread).
+
+    Each field is a keyword argument.
+
+    Examples
+    --------
+    >>> from fragnb.algos.dqn import DQNConfig, linear_schedule
+    >>> config = DQNConfig(prioritized=True)
+    >>> config.num_envs * config.learning_starts  # environment steps collected before the first update
+    1600
+    >>> config.alpha, config.beta
+    (0.6, 0.4)
+    >>> linear_schedule(config.start_e, config.end_e, config.exploration_steps, 500)  # epsilon halfway
+    0.505
     """
 
     num_envs: int = 16
@@ -80,8 +93,22 @@ class DQNConfig:
 def linear_schedule(start: float, end: float, duration: int, t: int) -> float:
     """``start`` at ``t = 0``, linearly to ``end`` at ``t = duration``, ``end`` afterwards.
 
+    Parameters
+    ----------
+    start, end : float
+        Values at ``t = 0`` and from ``t = duration`` on.
+    duration : int
+        Steps of the linear part (0 or less: ``end`` throughout).
+    t : int
+        The step.
+
+    Returns
+    -------
+    float
+
     Examples
     --------
+    >>> from fragnb.algos.dqn import linear_schedule
     >>> linear_schedule(1.0, 0.0, 10, 5), linear_schedule(1.0, 0.0, 10, 50)
     (0.5, 0.0)
     """
@@ -91,7 +118,25 @@ def linear_schedule(start: float, end: float, duration: int, t: int) -> float:
 
 
 class QNetwork(nn.Module):
-    """An MLP from observations to one Q value per action (ReLU, two hidden layers)."""
+    """An MLP from observations to one Q value per action (ReLU, two hidden layers).
+
+    Parameters
+    ----------
+    obs_dim : int
+        Size of an observation.
+    num_actions : int
+        Discrete actions.
+    hidden : int
+        Width of the two hidden layers.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.algos.dqn import QNetwork
+    >>> q = QNetwork(obs_dim=4, num_actions=2)
+    >>> q(torch.zeros(5, 4)).shape  # one value per action
+    torch.Size([5, 2])
+    """
 
     def __init__(self, obs_dim: int, num_actions: int, hidden: int = 128):
         super().__init__()
@@ -118,6 +163,22 @@ class EpsilonGreedyActor(Actor):
         See :class:`fragnb.components.Actor`.
     epsilon : float
         Initial exploration rate.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.algos.dqn import EpsilonGreedyActor, QNetwork
+    >>> from fragnb.envs import CartPole
+    >>> _ = torch.manual_seed(0)
+    >>> env, q = CartPole(num_envs=8, seed=0), QNetwork(obs_dim=4, num_actions=2)
+    >>> actor = EpsilonGreedyActor(q, num_envs=8, seed=0)
+    >>> obs = env.reset()
+    >>> action = actor.act(obs)  # epsilon 1: every action random
+    >>> action.shape, action.dtype
+    (torch.Size([8]), torch.int64)
+    >>> actor.epsilon = 0.0  # greedy
+    >>> bool((actor.act(obs) == q(obs).argmax(-1)).all())
+    True
     """
 
     def __init__(self, q: nn.Module, num_envs: int, seed: int = 0, epsilon: float = 1.0):
@@ -165,6 +226,38 @@ class ReplayBuffer(Buffer):
         Priority and importance-sampling exponents; the loop may anneal ``buffer.beta``.
     eps : float
         Added to ``|td error|`` so that no transition has priority zero.
+
+    Examples
+    --------
+    Two vector steps of 4 CartPole environments, then a sample:
+
+    >>> import torch
+    >>> from fragnb.algos.dqn import ReplayBuffer
+    >>> from fragnb.envs import CartPole
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> buffer = ReplayBuffer(capacity=100, obs_shape=env.obs_shape, seed=0)
+    >>> obs = env.reset()
+    >>> for _ in range(2):
+    ...     action = torch.ones(4, dtype=torch.int64)
+    ...     next_obs, reward, terminated, truncated, info = env.step(action)
+    ...     buffer.add(obs, action, reward, next_obs, terminated)
+    ...     obs = next_obs
+    >>> len(buffer)
+    8
+    >>> batch = buffer.sample(16)
+    >>> sorted(batch), batch["obs"].shape
+    (['actions', 'dones', 'next_obs', 'obs', 'rewards'], torch.Size([16, 4]))
+
+    Prioritised, a sample also carries importance weights and the indices to update priorities at:
+
+    >>> buffer = ReplayBuffer(capacity=100, obs_shape=env.obs_shape, prioritized=True)
+    >>> buffer.add(obs, action, reward, next_obs, terminated)
+    >>> batch = buffer.sample(16)
+    >>> sorted(batch)
+    ['actions', 'dones', 'indices', 'next_obs', 'obs', 'rewards', 'weights']
+    >>> buffer.update_priorities(batch["indices"], torch.full((16,), 2.0))
+    >>> buffer.max_priority
+    2.000001
     """
 
     counters = ("cursor", "size", "max_priority")
@@ -261,6 +354,33 @@ class DQNLearner(Learner):
         The online network (the same object the actor acts with).
     config : DQNConfig
         Hyperparameters (``learning_rate``, ``gamma``, ``double_dqn``, ``max_grad_norm``).
+
+    Examples
+    --------
+    A few steps of the loop in :mod:`fragnb.algos.dqn`'s description, then one update on a sampled batch:
+
+    >>> import torch
+    >>> from fragnb.algos.dqn import DQNConfig, DQNLearner, EpsilonGreedyActor, QNetwork, ReplayBuffer
+    >>> from fragnb.envs import CartPole
+    >>> _ = torch.manual_seed(0)
+    >>> config = DQNConfig(num_envs=4, batch_size=16)
+    >>> env = CartPole(num_envs=config.num_envs, seed=0)
+    >>> q = QNetwork(obs_dim=4, num_actions=2, hidden=config.hidden)
+    >>> actor = EpsilonGreedyActor(q, num_envs=config.num_envs, seed=0)
+    >>> buffer = ReplayBuffer(config.buffer_size, env.obs_shape, seed=0)
+    >>> learner = DQNLearner(q, config)
+    >>> obs = env.reset()
+    >>> for _ in range(5):
+    ...     action = actor.act(obs)
+    ...     next_obs, reward, terminated, truncated, info = env.step(action)
+    ...     buffer.add(obs, action, reward, next_obs, terminated)
+    ...     obs = next_obs
+    >>> stats = learner.update(buffer.sample(config.batch_size))
+    >>> sorted(stats), learner.updates
+    (['loss', 'q'], 1)
+    >>> learner.sync_target()  # the target network catches up (every config.target_every steps in a loop)
+    >>> bool(torch.equal(learner.target.net[0].weight, q.net[0].weight))
+    True
     """
 
     def __init__(self, q: nn.Module, config: DQNConfig | None = None):

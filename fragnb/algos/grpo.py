@@ -12,7 +12,7 @@ across placements (``generate(..., streams=...)``).
 :func:`warm_up` is the supervised start every RL-for-LMs recipe assumes (here seconds of teacher
 forcing), and :func:`grpo_loss` is GRPO's objective for a batch, written out so that a notebook cell
 can show it line by line. :class:`GRPOActor` and :class:`GRPOLearner` are the same algorithm as
-fragnb components, for a loop written against them (as :mod:`fragnb.algos.ppo` has both ways):
+fragnb components, for a loop written against them (as :mod:`fragnb.algos.ppo` has both ways)::
 
     completions, old_logp = actor.act(prompts)
     prompts_next, reward, terminated, truncated, info = env.step(completions)
@@ -47,7 +47,30 @@ __all__ = [
 
 @dataclass
 class LMConfig:
-    """A tiny decoder: ``layers`` pre-norm blocks of ``heads``-head causal attention and a 4x MLP."""
+    """A tiny decoder: ``layers`` pre-norm blocks of ``heads``-head causal attention and a 4x MLP.
+
+    Parameters
+    ----------
+    vocab : int
+        Tokens (the text tasks' vocabulary, :data:`fragnb.envs.text.VOCAB`).
+    context : int
+        Longest sequence, prompt and completion together.
+    width : int
+        Embedding width; ``heads`` must divide it.
+    heads : int
+        Attention heads.
+    layers : int
+        Transformer blocks.
+
+    Examples
+    --------
+    >>> from fragnb.algos.grpo import LMConfig, TinyLM
+    >>> LMConfig()
+    LMConfig(vocab=41, context=16, width=64, heads=4, layers=2)
+    >>> small = TinyLM(LMConfig(width=16, heads=2, layers=1), seed=0)  # for quick experiments
+    >>> sum(p.numel() for p in small.parameters())
+    4921
+    """
 
     vocab: int = len(VOCAB)
     context: int = 16
@@ -75,10 +98,31 @@ class _Block(nn.Module):
 class TinyLM(nn.Module):
     """A character-level causal transformer.
 
+    Parameters
+    ----------
+    config : LMConfig, optional
+        Its size (``LMConfig()`` by default).
+    seed : int, optional
+        Seeds torch's global generator before the weights are drawn (``None``: as it is).
+
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.algos.grpo import LMConfig, TinyLM
     >>> lm = TinyLM(LMConfig(), seed=0)
     >>> sum(p.numel() for p in lm.parameters()) > 90_000
+    True
+
+    Completing prompts of the addition task, and scoring given completions:
+
+    >>> from fragnb.envs import Addition
+    >>> prompts = Addition(num_envs=4, seed=0).reset()
+    >>> lm(prompts).shape  # next-token logits at every position
+    torch.Size([4, 6, 41])
+    >>> tokens, logp = lm.generate(prompts, max_new_tokens=4, greedy=True)
+    >>> tokens.shape, logp.shape
+    (torch.Size([4, 4]), torch.Size([4, 4]))
+    >>> bool(torch.allclose(lm.logprobs(prompts, tokens), logp, atol=1e-4))  # the same, with gradients
     True
     """
 
@@ -137,14 +181,66 @@ class TinyLM(nn.Module):
 
 
 def completion_mask(completions: torch.Tensor) -> torch.Tensor:
-    """1.0 on a completion's tokens up to and including its end token, 0.0 on the padding after it."""
+    """1.0 on a completion's tokens up to and including its end token, 0.0 on the padding after it.
+
+    Parameters
+    ----------
+    completions : torch.Tensor
+        Tokens, ``(n, L)``.
+
+    Returns
+    -------
+    torch.Tensor
+        float32, ``(n, L)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.algos.grpo import completion_mask
+    >>> from fragnb.envs.text import EOS, PAD, encode
+    >>> completions = torch.tensor([encode("86") + [EOS, PAD], encode("135") + [EOS]])
+    >>> completion_mask(completions).tolist()
+    [[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]
+    """
     ended_before = torch.cumsum((completions == EOS).int(), 1) - (completions == EOS).int()
     return (ended_before == 0).float()
 
 
 def warm_up(model: TinyLM, task: TextTask, steps: int = 300, batch: int = 128, lr: float = 3e-3, seed: int = 0):
     """Supervised teacher forcing on ``task``'s problems for ``steps`` Adam steps (the start every RL
-    recipe for language models assumes); returns the last loss."""
+    recipe for language models assumes); returns the last loss.
+
+    Parameters
+    ----------
+    model : TinyLM
+        Trained in place.
+    task : fragnb.envs.text.TextTask
+        Where the problems come from (:meth:`~fragnb.envs.text.TextTask.problems`, fresh ones each step).
+    steps : int
+        Adam steps.
+    batch : int
+        Problems per step.
+    lr : float
+        Adam's learning rate.
+    seed : int
+        Seed of the problems drawn.
+
+    Returns
+    -------
+    float
+        The last step's loss: the mean over problems of the negative log-likelihood per answer token.
+
+    Examples
+    --------
+    A few steps on a small model (a real warm-up takes hundreds):
+
+    >>> from fragnb.algos.grpo import LMConfig, TinyLM, warm_up
+    >>> from fragnb.envs import Addition
+    >>> model = TinyLM(LMConfig(width=16, heads=2, layers=1), seed=0)
+    >>> loss = warm_up(model, Addition(num_envs=1), steps=2, batch=8)
+    >>> type(loss), loss > 0
+    (<class 'float'>, True)
+    """
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     loss = torch.tensor(math.nan)
     for step in range(steps):
@@ -159,21 +255,104 @@ def warm_up(model: TinyLM, task: TextTask, steps: int = 300, batch: int = 128, l
 
 @torch.no_grad()
 def accuracy(model: TinyLM, task: TextTask, n: int = 512, seed: int = 12345) -> float:
-    """Exact-match share of greedy completions on ``n`` held-out problems of ``task``."""
+    """Exact-match share of greedy completions on ``n`` held-out problems of ``task``.
+
+    Parameters
+    ----------
+    model : TinyLM
+        Completes greedily (its likeliest token each time).
+    task : fragnb.envs.text.TextTask
+        Where the problems come from (:meth:`~fragnb.envs.text.TextTask.problems`).
+    n : int
+        Problems.
+    seed : int
+        Seed of the held-out problems: the same ``seed`` gives the same test set.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+
+    Examples
+    --------
+    >>> from fragnb.algos.grpo import LMConfig, TinyLM, accuracy
+    >>> from fragnb.envs import Addition
+    >>> model = TinyLM(LMConfig(width=16, heads=2, layers=1), seed=0)
+    >>> score = accuracy(model, Addition(num_envs=1), n=32)
+    >>> type(score), 0.0 <= score <= 1.0
+    (<class 'float'>, True)
+    """
     prompts, answers = task.problems(n, seed=seed)
     out, _ = model.generate(prompts, answers.shape[1], greedy=True)
     return float((out == answers).all(1).float().mean())
 
 
 def group_advantages(rewards: torch.Tensor, group: int, eps: float = 1e-4) -> torch.Tensor:
-    """GRPO's advantage: each reward less its group's mean, over the group's standard deviation."""
+    """GRPO's advantage: each reward less its group's mean, over the group's standard deviation.
+
+    Parameters
+    ----------
+    rewards : torch.Tensor
+        ``(n,)``, ``group`` consecutive rewards per prompt.
+    group : int
+        Completions per prompt.
+    eps : float
+        Added to the standard deviation, so that a group of equal rewards gets advantages 0.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(n,)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.algos.grpo import group_advantages
+    >>> advantages = group_advantages(torch.tensor([1.0, 0.0, 0.5, 0.5]), group=2)
+    >>> [round(a, 3) for a in advantages.tolist()]  # the second group's completions did equally well
+    [0.707, -0.707, 0.0, 0.0]
+    """
     r = rewards.view(-1, group)
     return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + eps)).view(-1)
 
 
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float = 0.2, kl_coef: float = 0.04):
     """GRPO's objective over tokens: the clipped ratio against the sampling policy, less a KL penalty
-    to the reference model (the k3 estimator), averaged over each completion's tokens."""
+    to the reference model (the k3 estimator), averaged over each completion's tokens.
+
+    Parameters
+    ----------
+    logp, old_logp, ref_logp : torch.Tensor
+        ``(n, L)`` log-probabilities of the completions' tokens under the policy being trained, the
+        policy that sampled them and the reference model.
+    advantages : torch.Tensor
+        ``(n,)``, one per completion (:func:`group_advantages`).
+    mask : torch.Tensor
+        ``(n, L)``, 1 on the tokens that count (:func:`completion_mask`).
+    clip : float
+        The ratio is clipped to ``[1 - clip, 1 + clip]``.
+    kl_coef : float
+        Weight of the KL penalty.
+
+    Returns
+    -------
+    torch.Tensor
+        The loss to minimise, a scalar (the mean over completions).
+
+    Examples
+    --------
+    Where the three policies agree, the loss is minus the mean advantage:
+
+    >>> import torch
+    >>> from fragnb.algos.grpo import grpo_loss
+    >>> logp = torch.zeros(2, 3, requires_grad=True)
+    >>> loss = grpo_loss(logp, torch.zeros(2, 3), torch.zeros(2, 3), torch.tensor([1.0, 0.0]), torch.ones(2, 3))
+    >>> loss.item()
+    -0.5
+    >>> loss.backward()
+    >>> logp.grad.shape
+    torch.Size([2, 3])
+    """
     ratio = torch.exp(logp - old_logp)
     a = advantages[:, None]
     surrogate = torch.min(ratio * a, torch.clamp(ratio, 1 - clip, 1 + clip) * a)
@@ -183,7 +362,35 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float = 0.2, kl_
 
 
 class GRPOActor(Actor):
-    """Samples ``max_new_tokens`` of each prompt with ``model``, from each environment's own stream."""
+    """Samples ``max_new_tokens`` of each prompt with ``model``, from each environment's own stream.
+
+    Parameters
+    ----------
+    model : TinyLM
+        The policy; share it with the learner so that updates reach the actor.
+    num_envs : int
+        Prompts :meth:`act` receives.
+    max_new_tokens : int
+        Tokens per completion (the task's ``answer_len``).
+    seed : int
+        Seed of the per-environment sampling streams.
+    temperature : float
+        Divides the logits before sampling.
+
+    Examples
+    --------
+    >>> from fragnb.algos.grpo import GRPOActor, LMConfig, TinyLM
+    >>> from fragnb.envs import Addition
+    >>> env = Addition(num_envs=4, seed=0, group=2)
+    >>> model = TinyLM(LMConfig(width=16, heads=2, layers=1), seed=0)
+    >>> actor = GRPOActor(model, num_envs=4, max_new_tokens=env.answer_len, seed=0)
+    >>> completions, old_logp = actor.act(env.reset())
+    >>> completions.shape, old_logp.shape
+    (torch.Size([4, 4]), torch.Size([4, 4]))
+    >>> obs, reward, terminated, truncated, info = env.step(completions)
+    >>> reward.shape
+    torch.Size([4])
+    """
 
     def __init__(self, model: TinyLM, num_envs: int, max_new_tokens: int, seed: int = 0, temperature: float = 1.0):
         super().__init__(num_envs, seed)
@@ -205,6 +412,24 @@ class GRPOLearner(Learner):
         Completions per prompt (consecutive rows), over which advantages are normalised.
     lr, epochs, clip, kl_coef : float, int, float, float
         Adam's learning rate, passes over each batch, the ratio's clip and the KL penalty's weight.
+
+    Examples
+    --------
+    The loop in :mod:`fragnb.algos.grpo`'s description, once: 2 prompts of the addition task, 2
+    completions each.
+
+    >>> from fragnb.algos.grpo import GRPOActor, GRPOLearner, LMConfig, TinyLM
+    >>> from fragnb.envs import Addition
+    >>> env = Addition(num_envs=4, seed=0, group=2)
+    >>> model = TinyLM(LMConfig(width=16, heads=2, layers=1), seed=0)
+    >>> actor = GRPOActor(model, num_envs=4, max_new_tokens=env.answer_len, seed=0)
+    >>> learner = GRPOLearner(model, group=2)
+    >>> prompts = env.reset()
+    >>> completions, old_logp = actor.act(prompts)
+    >>> prompts_next, reward, terminated, truncated, info = env.step(completions)
+    >>> stats = learner.update(prompts, completions, old_logp, reward)
+    >>> sorted(stats), learner.updates
+    (['loss', 'reward'], 1)
     """
 
     def __init__(self, model: TinyLM, group: int, lr: float = 1e-3, epochs: int = 2, clip: float = 0.2, kl_coef=0.04):

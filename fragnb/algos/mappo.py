@@ -13,7 +13,7 @@ Advantages are computed per agent (GAE on each agent's reward and value), and th
 with PPO's clipped objective over every (step, agent) pair.
 
 The training loop is not here: it is the plain Python of a notebook cell, and it is notebook 01's PPO
-loop unchanged; only the shapes of what flows through it gain an agent axis:
+loop unchanged; only the shapes of what flows through it gain an agent axis::
 
     action, logprob, value = actor.act(obs)         # obs (num_envs, N, obs_dim) -> (num_envs, N) each
     next_obs, reward, terminated, truncated, info = env.step(action)
@@ -37,7 +37,7 @@ from torch import nn
 
 from ..components import Actor, Buffer, Learner, device_of
 from .ppo import adam, around_proximal, clipped_loss, layer
-from .rollout import gae
+from .rollout import gae, minibatches
 
 __all__ = ["MAPPOConfig", "MultiAgentActorCritic", "MAPPOActor", "MultiAgentRolloutBuffer", "MAPPOLearner"]
 
@@ -53,6 +53,17 @@ class MAPPOConfig:
     scores between -82 and -79 (``tests/test_mappo.py``). A hand-written policy that sends agent
     ``i`` to landmark ``i`` scores about -32: there is more to learn, in millions of steps, as in
     the MAPPO paper.
+
+    Each field is a keyword argument.
+
+    Examples
+    --------
+    >>> from fragnb.algos.mappo import MAPPOConfig
+    >>> config = MAPPOConfig()
+    >>> config.num_envs * config.num_steps  # environment steps per iteration: one episode of each environment
+    800
+    >>> MAPPOConfig(num_envs=8, update_epochs=2).num_envs
+    8
     """
 
     # Rollout
@@ -114,6 +125,8 @@ class MultiAgentActorCritic(nn.Module):
 
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.algos.mappo import MultiAgentActorCritic
     >>> net = MultiAgentActorCritic(obs_dim=18, num_agents=3, num_actions=5)
     >>> obs = torch.zeros(4, 3, 18)
     >>> net.logits(obs).shape, net.value(obs).shape
@@ -185,6 +198,8 @@ class MAPPOActor(Actor):
 
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.algos.mappo import MAPPOActor, MultiAgentActorCritic
     >>> actor = MAPPOActor(MultiAgentActorCritic(18, 3, 5), num_envs=4, seed=0)
     >>> action, logprob, value = actor.act(torch.zeros(4, 3, 18))
     >>> action.shape, action.dtype, logprob.shape, value.shape
@@ -228,6 +243,27 @@ class MultiAgentRolloutBuffer(Buffer):
         ``(num_agents, obs_dim)``: the environment's ``obs_shape``.
     gamma, gae_lambda : float
         Discount and GAE lambda.
+
+    Examples
+    --------
+    One rollout of 3 steps in 2 environments of 3 agents:
+
+    >>> import torch
+    >>> from fragnb.algos.mappo import MAPPOActor, MultiAgentActorCritic, MultiAgentRolloutBuffer
+    >>> from fragnb.envs import SimpleSpread
+    >>> _ = torch.manual_seed(0)
+    >>> env = SimpleSpread(num_envs=2, N=3, seed=0)
+    >>> actor = MAPPOActor(MultiAgentActorCritic(obs_dim=18, num_agents=3, num_actions=5), num_envs=2, seed=0)
+    >>> buffer = MultiAgentRolloutBuffer(num_envs=2, num_steps=3, obs_shape=env.obs_shape)
+    >>> obs = env.reset()
+    >>> for step in range(3):
+    ...     action, logprob, value = actor.act(obs)
+    ...     next_obs, reward, terminated, truncated, info = env.step(action)
+    ...     buffer.add(obs, action, logprob, value, reward, terminated | truncated)  # the team reward
+    ...     obs = next_obs
+    >>> batch = buffer.batch(actor.value(obs))
+    >>> batch["obs"].shape, batch["advantages"].shape, batch["dones"].shape
+    (torch.Size([2, 3, 3, 18]), torch.Size([2, 3, 3]), torch.Size([2, 3]))
     """
 
     per_env = ("obs", "actions", "logprobs", "values", "rewards", "dones")
@@ -298,6 +334,36 @@ class MAPPOLearner(Learner):
         Hyperparameters.
     seed : int
         Seed of the minibatch shuffling.
+
+    Examples
+    --------
+    Notebook 01's loop with an agent axis, one iteration of 5 steps in 2 environments, then one update:
+
+    >>> import torch
+    >>> from fragnb.algos.mappo import (
+    ...     MAPPOActor,
+    ...     MAPPOConfig,
+    ...     MAPPOLearner,
+    ...     MultiAgentActorCritic,
+    ...     MultiAgentRolloutBuffer,
+    ... )
+    >>> from fragnb.envs import SimpleSpread
+    >>> _ = torch.manual_seed(0)
+    >>> config = MAPPOConfig(num_envs=2, num_steps=5, update_epochs=1)
+    >>> env = SimpleSpread(num_envs=config.num_envs, N=3, seed=0)
+    >>> policy = MultiAgentActorCritic(obs_dim=18, num_agents=3, num_actions=5)
+    >>> actor = MAPPOActor(policy, num_envs=config.num_envs, seed=0)
+    >>> buffer = MultiAgentRolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma)
+    >>> learner = MAPPOLearner(policy, config, seed=0)
+    >>> obs = env.reset()
+    >>> for step in range(config.num_steps):
+    ...     action, logprob, value = actor.act(obs)
+    ...     next_obs, reward, terminated, truncated, info = env.step(action)
+    ...     buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...     obs = next_obs
+    >>> stats = learner.update(buffer.batch(actor.value(obs)))
+    >>> sorted(stats), learner.updates
+    (['entropy', 'policy_loss', 'value_loss'], 1)
     """
 
     def __init__(self, policy: MultiAgentActorCritic, config: MAPPOConfig | None = None, seed: int = 0):
@@ -325,11 +391,10 @@ class MAPPOLearner(Learner):
         if c.proximal:
             b = around_proximal(self.policy, b)
         batch_size = len(b["actions"])
-        mb_size = max(1, batch_size // c.num_minibatches)
         for _ in range(c.update_epochs):
             order = torch.randperm(batch_size, generator=self.generator).to(dev)
-            for start in range(0, batch_size, mb_size):
-                mb = {k: v[order[start : start + mb_size]] for k, v in b.items()}
+            for start, stop in minibatches(batch_size, c.num_minibatches):
+                mb = {k: v[order[start:stop]] for k, v in b.items()}
                 loss, pg_loss, v_loss, entropy = clipped_loss(self.policy, mb, c)
                 self.optimizer.zero_grad()
                 loss.backward()

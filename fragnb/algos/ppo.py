@@ -1,7 +1,7 @@
 """PPO (clipped objective, GAE, minibatch epochs) as fragnb components, discrete or continuous.
 
 The training loop itself is not here: it is the plain Python a user writes in a notebook cell
-(see ``notebooks/01_first_fragment_graph.ipynb``), calling these components:
+(see ``notebooks/01_first_fragment_graph.ipynb``), calling these components::
 
     action, logprob, value = actor.act(obs)
     next_obs, reward, terminated, truncated, info = env.step(action)
@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ..components import Actor, Learner, device_of
-from .rollout import RolloutBuffer, gae  # noqa: F401  gae: still fragnb.algos.ppo.gae, as before the split
+from .rollout import RolloutBuffer, gae, minibatches  # noqa: F401  gae: still fragnb.algos.ppo.gae, as before the split
 
 __all__ = [
     "PPOConfig",
@@ -55,6 +55,18 @@ class PPOConfig:
     CartPole settings) with a high learning rate annealed over the 150k-step budget learns fast and
     then settles, and three passes over each batch, not four, learn as much per step for less time
     (four passes at 4e-3: median 1.62 s).
+
+    Each field is a keyword argument; :meth:`pendulum` gives the settings for Pendulum.
+
+    Examples
+    --------
+    >>> from fragnb.algos.ppo import PPOConfig
+    >>> config = PPOConfig()
+    >>> config.num_envs * config.num_steps  # environment steps per iteration
+    1024
+    >>> small = PPOConfig(num_envs=4, num_steps=8, num_minibatches=2)
+    >>> small.num_envs * small.num_steps // small.num_minibatches  # samples per minibatch
+    16
     """
 
     # Rollout
@@ -110,6 +122,7 @@ class PPOConfig:
 
         Examples
         --------
+        >>> from fragnb.algos.ppo import PPOConfig
         >>> PPOConfig.pendulum().gamma, PPOConfig.pendulum(num_envs=4).num_envs
         (0.9, 4)
         """
@@ -139,7 +152,30 @@ def layer(n_in: int, n_out: int, std: float = np.sqrt(2)) -> nn.Linear:
 
 
 class ActorCritic(nn.Module):
-    """Separate tanh MLPs for the policy logits and the state value (CleanRL's ``Agent``)."""
+    """Separate tanh MLPs for the policy logits and the state value (CleanRL's ``Agent``).
+
+    Parameters
+    ----------
+    obs_dim : int
+        Size of an observation.
+    num_actions : int
+        Discrete actions.
+    hidden : int
+        Width of the two hidden layers of each MLP.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.algos.ppo import ActorCritic
+    >>> _ = torch.manual_seed(0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> obs = torch.zeros(5, 4)
+    >>> policy.logits(obs).shape, policy.value(obs).shape
+    (torch.Size([5, 2]), torch.Size([5]))
+    >>> logprob, entropy = policy.log_prob_and_entropy(obs, torch.zeros(5, dtype=torch.int64))
+    >>> logprob.shape, round(entropy[0].item(), 3)  # the last layer starts small: nearly uniform, ln 2
+    (torch.Size([5]), 0.693)
+    """
 
     def __init__(self, obs_dim: int, num_actions: int, hidden: int = 64):
         super().__init__()
@@ -193,6 +229,8 @@ class GaussianActorCritic(nn.Module):
 
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.algos.ppo import GaussianActorCritic
     >>> policy = GaussianActorCritic(obs_dim=3, action_dim=1)
     >>> obs, actions = torch.zeros(5, 3), torch.zeros(5, 1)
     >>> policy.log_prob(obs, actions).shape, policy.value(obs).shape
@@ -252,6 +290,22 @@ class PPOActor(_PolicyActor):
         The network; share it with the learner so that updates reach the actor.
     num_envs, seed
         See :class:`fragnb.components.Actor`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.algos.ppo import ActorCritic, PPOActor
+    >>> from fragnb.envs import CartPole
+    >>> _ = torch.manual_seed(0)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> actor = PPOActor(ActorCritic(obs_dim=4, num_actions=2), num_envs=4, seed=0)
+    >>> obs = env.reset()
+    >>> action, logprob, value = actor.act(obs)
+    >>> action.dtype, action.shape, logprob.shape, value.shape
+    (torch.int64, torch.Size([4]), torch.Size([4]), torch.Size([4]))
+    >>> next_obs, reward, terminated, truncated, info = env.step(action)
+    >>> actor.value(next_obs).shape  # what bootstraps the end of a rollout
+    torch.Size([4])
     """
 
     @torch.no_grad()
@@ -288,6 +342,8 @@ class GaussianPPOActor(_PolicyActor):
 
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.algos.ppo import GaussianActorCritic, GaussianPPOActor
     >>> actor = GaussianPPOActor(GaussianActorCritic(obs_dim=3, action_dim=1), num_envs=4, seed=0)
     >>> action, logprob, value = actor.act(torch.zeros(4, 3))
     >>> action.shape, logprob.shape, value.shape
@@ -367,6 +423,31 @@ class PPOLearner(Learner):
         Hyperparameters.
     seed : int
         Seed of the minibatch shuffling.
+
+    Examples
+    --------
+    Notebook 01's loop, one iteration of 8 steps in 4 environments, then one update:
+
+    >>> import torch
+    >>> from fragnb.algos.ppo import ActorCritic, PPOActor, PPOConfig, PPOLearner, RolloutBuffer
+    >>> from fragnb.envs import CartPole
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, num_minibatches=2)
+    >>> env = CartPole(num_envs=config.num_envs, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor = PPOActor(policy, num_envs=config.num_envs, seed=0)
+    >>> buffer = RolloutBuffer(config.num_envs, config.num_steps, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> learner = PPOLearner(policy, config, seed=0)
+    >>> obs = env.reset()
+    >>> for step in range(config.num_steps):
+    ...     action, logprob, value = actor.act(obs)
+    ...     next_obs, reward, terminated, truncated, info = env.step(action)
+    ...     buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...     obs = next_obs
+    >>> batch = buffer.batch(actor.value(obs))
+    >>> stats = learner.update(batch)
+    >>> sorted(stats), learner.updates
+    (['entropy', 'policy_loss', 'value_loss'], 1)
     """
 
     def __init__(self, policy: ActorCritic, config: PPOConfig | None = None, seed: int = 0):
@@ -388,13 +469,12 @@ class PPOLearner(Learner):
         if c.proximal:
             b = around_proximal(self.policy, b)
         batch_size = len(b["actions"])
-        mb_size = batch_size // c.num_minibatches
         params = self.optimizer.param_groups[0]["params"]  # policy.parameters() walks the modules each call
         for _ in range(c.update_epochs):
             order = torch.randperm(batch_size, generator=self.generator)
             shuffled = {k: v[order] for k, v in b.items()}  # one gather per pass; minibatches are views
-            for start in range(0, batch_size, mb_size):
-                mb = {k: v[start : start + mb_size] for k, v in shuffled.items()}
+            for start, stop in minibatches(batch_size, c.num_minibatches):
+                mb = {k: v[start:stop] for k, v in shuffled.items()}
                 loss, pg_loss, v_loss, entropy = clipped_loss(self.policy, mb, c)
                 self.optimizer.zero_grad()
                 loss.backward()

@@ -13,7 +13,7 @@ import torch
 
 from ..components import Buffer
 
-__all__ = ["RolloutBuffer", "gae"]
+__all__ = ["RolloutBuffer", "gae", "minibatches"]
 
 
 class RolloutBuffer(Buffer):
@@ -30,6 +30,29 @@ class RolloutBuffer(Buffer):
     action_shape : tuple of int
         Shape of one action: ``()`` stores discrete (int64) actions, anything else float32
         actions of that shape (pass the environment's ``action_shape``).
+
+    Examples
+    --------
+    One rollout of 3 steps in 2 CartPole environments (constant actions, no network), then its batch:
+
+    >>> import torch
+    >>> from fragnb.algos.ppo import RolloutBuffer
+    >>> from fragnb.envs import CartPole
+    >>> env = CartPole(num_envs=2, seed=0)
+    >>> buffer = RolloutBuffer(num_envs=2, num_steps=3, obs_shape=env.obs_shape, gamma=0.9, gae_lambda=1.0)
+    >>> obs, zeros = env.reset(), torch.zeros(2)
+    >>> for step in range(3):
+    ...     action = torch.ones(2, dtype=torch.int64)
+    ...     next_obs, reward, terminated, truncated, info = env.step(action)
+    ...     buffer.add(obs, action, zeros, zeros, reward, terminated | truncated)  # logprob, value: 0
+    ...     obs = next_obs
+    >>> batch = buffer.batch(last_value=zeros)
+    >>> sorted(batch)
+    ['actions', 'advantages', 'dones', 'last_value', 'logprobs', 'obs', 'returns', 'rewards', 'values']
+    >>> batch["obs"].shape, batch["actions"].shape  # environment-first
+    (torch.Size([2, 3, 4]), torch.Size([2, 3]))
+    >>> [round(r, 2) for r in batch["returns"][0].tolist()]  # rewards of 1, discounted by 0.9
+    [2.71, 1.9, 1.0]
     """
 
     per_env = ("obs", "actions", "logprobs", "values", "rewards", "dones")
@@ -65,7 +88,8 @@ class RolloutBuffer(Buffer):
         """Advantages and returns for the stored rollout (then empty the buffer).
 
         Returns a dict of ``(num_envs, num_steps, ...)`` tensors: obs, actions, logprobs,
-        values, advantages, returns.
+        values, rewards, dones, advantages, returns; and ``last_value``, ``(num_envs,)`` (with
+        rewards and dones, what V-trace needs: ``PPOConfig.vtrace``).
         """
         if self.cursor != self.num_steps:
             raise RuntimeError(f"buffer holds {self.cursor} of {self.num_steps} steps")
@@ -105,3 +129,21 @@ def gae(
         advantages[:, t] = running
         next_value = values[:, t]
     return advantages
+
+
+def minibatches(batch_size: int, count: int) -> list[tuple[int, int]]:
+    """``count`` minibatches that cover a batch of ``batch_size`` samples, as ``(start, stop)``, their sizes at
+    most one apart (none empty). Where ``count`` divides the batch they are CleanRL's; where it does not, the
+    batch is not cut into full minibatches and a remainder, whose advantages of one sample would normalise to
+    NaN (a standard deviation of one value) and turn every weight into NaN.
+
+    Examples
+    --------
+    >>> from fragnb.algos.rollout import minibatches
+    >>> minibatches(8, 2)
+    [(0, 4), (4, 8)]
+    >>> minibatches(9, 2)
+    [(0, 4), (4, 9)]
+    """
+    bounds = [i * batch_size // count for i in range(count + 1)]
+    return [(start, stop) for start, stop in zip(bounds, bounds[1:]) if stop > start]

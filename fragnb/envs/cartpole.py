@@ -23,14 +23,36 @@ class CartPole(Env):
     simulator would: a knob for measuring how a policy's speed depends on the environment's cost (the
     physics and results are the same whatever it is).
 
+    Parameters
+    ----------
+    num_envs : int
+        Environments stepped together.
+    seed : int
+        Seed of every per-environment reset stream.
+    max_episode_steps : int
+        Steps after which an episode is truncated (500, as ``CartPole-v1``).
+    step_cost : float
+        Seconds of CPU work each environment adds to every step.
+
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.envs import CartPole
     >>> env = CartPole(num_envs=4, seed=0)
     >>> env.reset().shape
     torch.Size([4, 4])
     >>> obs, reward, terminated, truncated, info = env.step(torch.ones(4, dtype=torch.int64))
     >>> reward.tolist()
     [1.0, 1.0, 1.0, 1.0]
+
+    Episodes that end are reset within ``step``; their returns come back in ``info``:
+
+    >>> for _ in range(60):
+    ...     obs, reward, terminated, truncated, info = env.step(torch.ones(4, dtype=torch.int64))
+    ...     if info["episode_returns"]:
+    ...         break
+    >>> info["episode_returns"][0] == env.episodes[0].length, env.episodes[0].length < 60
+    (True, True)
     """
 
     per_env = Env.per_env + ("state", "elapsed")

@@ -40,9 +40,15 @@ class GymnasiumEnv(Env):
 
     Examples
     --------
+    >>> from fragnb.envs import GymnasiumEnv
     >>> env = GymnasiumEnv("CartPole-v1", num_envs=2, seed=0)
     >>> env.reset().shape
     torch.Size([2, 4])
+    >>> import numpy as np
+    >>> obs, reward, terminated, truncated, info = env.step(np.ones(2, dtype=np.int64))  # NumPy actions, too
+    >>> obs.dtype, reward.tolist(), sorted(info)
+    (torch.float32, [1.0, 1.0], ['_episode', 'episode', 'episode_returns'])
+    >>> env.close()
     """
 
     per_env = Env.per_env + ("envs",)

@@ -20,8 +20,19 @@ class Pendulum(Env):
     after ``max_episode_steps``. Observations ``(cos theta, sin theta, theta_dot)`` are float32, as
     Gymnasium returns them; actions have shape ``(num_envs, 1)`` (``(num_envs,)`` is accepted too).
 
+    Parameters
+    ----------
+    num_envs : int
+        Environments stepped together.
+    seed : int
+        Seed of every per-environment reset stream.
+    max_episode_steps : int
+        Steps after which an episode is truncated (200, as ``Pendulum-v1``).
+
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.envs import Pendulum
     >>> env = Pendulum(num_envs=4, seed=0)
     >>> env.reset().shape
     torch.Size([4, 3])

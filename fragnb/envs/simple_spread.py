@@ -59,6 +59,8 @@ class SimpleSpread(Env):
 
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.envs import SimpleSpread
     >>> env = SimpleSpread(num_envs=4, N=3, seed=0)
     >>> env.reset().shape
     torch.Size([4, 3, 18])

@@ -144,12 +144,31 @@ class Addition(TextTask):
     """Two-digit addition: ``"07+45="`` answered ``"52"`` (numbers written with two digits, the sum without
     leading zeros).
 
+    Parameters
+    ----------
+    num_envs, seed, group, reward
+        See :class:`fragnb.envs.text.TextTask`.
+
     Examples
     --------
+    >>> import torch
+    >>> from fragnb.envs import Addition
     >>> env = Addition(num_envs=4, seed=0, group=2)
     >>> prompts = env.reset()
     >>> prompts.shape, bool((prompts[0] == prompts[1]).all())
     (torch.Size([4, 6]), True)
+
+    Prompts and completions are tokens (:func:`fragnb.envs.text.encode` and :func:`~fragnb.envs.text.decode`
+    translate); a completion is scored against the answer, end token included:
+
+    >>> from fragnb.envs.text import EOS, PAD, decode, encode
+    >>> [decode(p) for p in prompts]
+    ['78+08=', '78+08=', '51+84=', '51+84=']
+    >>> texts = ["86", "85", "135", "13"]
+    >>> completions = torch.tensor([encode(t) + [EOS] + [PAD] * (3 - len(t)) for t in texts])
+    >>> obs, reward, terminated, truncated, info = env.step(completions)
+    >>> [round(r, 2) for r in reward.tolist()]  # "partial": the share of answer positions right
+    [1.0, 0.67, 1.0, 0.5]
     """
 
     prompt_len, answer_len, draws = 6, 4, 2
@@ -160,7 +179,30 @@ class Addition(TextTask):
 
 
 class Reverse(TextTask):
-    """Reverse six letters of ``a``-``h``: ``"cabdhe>"`` answered ``"ehdbac"``."""
+    """Reverse six letters of ``a``-``h``: ``"cabdhe>"`` answered ``"ehdbac"``.
+
+    Parameters
+    ----------
+    num_envs, seed, group, reward
+        See :class:`fragnb.envs.text.TextTask`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.envs import Reverse
+    >>> from fragnb.envs.text import decode
+    >>> env = Reverse(num_envs=2, seed=0, reward="exact")
+    >>> prompts = env.reset()
+    >>> prompts.shape
+    torch.Size([2, 7])
+    >>> [decode(p) for p in prompts]
+    ['gagcdc>', 'eghebb>']
+    >>> completions = env.answers.clone()  # the right answers (tokens, end token included)
+    >>> completions[1, :6] = completions[1, :6].flip(0)  # environment 1 answers its word unreversed
+    >>> obs, reward, terminated, truncated, info = env.step(completions)
+    >>> reward.tolist(), terminated.tolist()  # every episode is one step
+    ([1.0, 0.0], [True, True])
+    """
 
     prompt_len, answer_len, draws = 7, 7, 6
 
