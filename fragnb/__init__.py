@@ -37,7 +37,55 @@ __version__ = "0.1.0"
 def explore(graph: FragmentGraph, policy="single", cluster=None, **params):
     """Widgets to choose a distribution policy for ``graph`` and see its placement redrawn, compare
     two policies, compose your own, and run the loop from Run and Stop buttons (the kernel stays
-    free meanwhile). Parameters as for :func:`run`; see :class:`fragnb.widgets.Explorer`."""
+    free meanwhile). Parameters as for :func:`run`; see :class:`fragnb.widgets.Explorer`.
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        A captured loop (:func:`capture` or ``%%fragment``), profiled once under ``single`` on copies
+        when the explorer opens, unless ``profile=`` gives its profile.
+    policy : str or DistributionPolicy
+        The policy the controls show first.
+    cluster : optional
+        Where the Run button's distributed runs go, as :func:`run` takes it.
+    **params
+        The policy's parameters the controls show first (``actors=2``), and the explorer's own:
+        ``predict_on`` (the cluster preset its predictions are for) and ``profile`` (a
+        :class:`~fragnb.predict.Profile` of the loop, from :func:`profile`).
+
+    Returns
+    -------
+    Explorer
+        The widgets; a notebook shows them when they are a cell's last value. Placing and drawing
+        start nothing; only the Run button runs the loop.
+
+    Examples
+    --------
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> explorer = fragnb.explore(graph, "coarse", actors=2)
+    >>> type(explorer).__name__, explorer.policy.value
+    ('Explorer', 'coarse')
+    """
     from .widgets import Explorer
 
     return Explorer(graph, policy, cluster, **params)
@@ -47,7 +95,25 @@ def debug() -> None:
     """Replay, here in the kernel, the last distributed run whose cell code raised on a worker, until it
     raises again, and raise it: ``%debug`` then opens in the frame where it failed, with the replica's
     values (:mod:`fragnb.runtime.replay`). Synchronous policies replay; the error of a run that cannot
-    says why."""
+    says why.
+
+    Raises
+    ------
+    Exception
+        The failed run's own exception, raised again here from the frame where it failed.
+    RuntimeError
+        When no distributed run has failed in this kernel, or when the replay ends without the error.
+
+    Examples
+    --------
+    In a kernel where no distributed run has failed, there is nothing to replay:
+
+    >>> import fragnb
+    >>> fragnb.debug()
+    Traceback (most recent call last):
+        ...
+    RuntimeError: no failed run to replay in this kernel: fragnb.debug() replays the last distributed run ...
+    """
     from .runtime.replay import debug as replay
 
     replay()
@@ -55,7 +121,16 @@ def debug() -> None:
 
 def shutdown() -> None:
     """Close the Dask clusters fragnb started in this process, and the process their workers are
-    forked from (done at exit anyway)."""
+    forked from (done at exit anyway).
+
+    Examples
+    --------
+    Nothing to close in a kernel where no distributed run has started a cluster; after one, the next
+    distributed run starts a fresh cluster:
+
+    >>> import fragnb
+    >>> fragnb.shutdown()
+    """
     import sys
 
     if "fragnb.runtime.cluster.clusters" in sys.modules:  # nothing to close if no distributed run ever started one

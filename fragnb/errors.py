@@ -17,6 +17,30 @@ class FragmentError(ValueError):
         1-based line in the cell.
     line : str, optional
         The source text of that line.
+
+    Examples
+    --------
+    What capture raises for a cell it cannot turn into a graph:
+
+    >>> import fragnb
+    >>> try:
+    ...     fragnb.capture("returns = []\\nx = y + 1", {})
+    ... except fragnb.FragmentError as e:
+    ...     error = e
+    >>> print(error)
+    line 2: `y` is not defined: it is not assigned in the cell nor in the notebook's namespace
+        2 | x = y + 1
+    >>> error.lineno, error.line
+    (2, 'x = y + 1')
+
+    Raising one, with the line at fault:
+
+    >>> error = fragnb.FragmentError("`loss` is read before it is assigned", 7, "    opt.step(loss)")
+    >>> print(error)
+    line 7: `loss` is read before it is assigned
+        7 | opt.step(loss)
+    >>> isinstance(error, ValueError), error.line
+    (True, 'opt.step(loss)')
     """
 
     def __init__(self, message: str, lineno: int | None = None, line: str | None = None):

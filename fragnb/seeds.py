@@ -14,7 +14,7 @@ the workers it needs); ``single``'s go side by side, one worker each, and more r
 queue (Dask gives a single-threaded worker one task at a time), so the cores are never
 oversubscribed.
 
-The notebook's namespace is left as it was: each run's variables are in ``SweepResult.values``.
+The notebook's namespace is left as it was: each run's variables are in ``SweepResult.runs[k].values``.
 
 This module holds what a sweep is and what it found; :mod:`fragnb.runtime.sweep` carries the runs out
 (the runtime comes first, so it is handed the setup's ``namespace`` and fills in each :class:`Run`).
@@ -41,7 +41,42 @@ __all__ = ["Setup", "SweepResult", "sweep", "seeds_from", "configurations", "ass
 @dataclass(frozen=True)
 class Setup:
     """What a run executes before the loop, for a given seed: ``source`` run as plain Python with
-    ``seed`` defined (a ``%%setup`` cell's), or ``function(seed)`` returning the namespace."""
+    ``seed`` defined (a ``%%setup`` cell's), or ``function(seed)`` returning the namespace.
+
+    Parameters
+    ----------
+    name : str
+        Shown in errors (``%%setup NAME``).
+    source : str, optional
+        A cell's source, run with ``seed`` defined.
+    function : callable, optional
+        ``function(seed)`` returning the namespace, instead of ``source``.
+
+    Examples
+    --------
+    A setup that seeds what the loop starts from, run as one run of a sweep runs it, with a setting
+    of the grid: the optimiser made from ``config.learning_rate`` gets the new value.
+
+    >>> import fragnb
+    >>> setup = fragnb.Setup("tiny", source='''
+    ... import torch
+    ... from fragnb.algos.ppo import PPOConfig
+    ... torch.manual_seed(seed)
+    ... config = PPOConfig(num_envs=4)
+    ... net = torch.nn.Linear(4, 2)
+    ... optimizer = torch.optim.Adam(net.parameters(), lr=config.learning_rate)
+    ... ''')
+    >>> ns = setup.namespace(1, {"config.learning_rate": 1e-3})
+    >>> ns["seed"], ns["config"].learning_rate, ns["optimizer"].param_groups[0]["lr"]
+    (1, 0.001, 0.001)
+
+    A function of the seed does as well (:meth:`of` takes either, as :func:`fragnb.sweep` does):
+
+    >>> def make(seed):
+    ...     return {"lr": 1e-3, "envs": 4 * (seed + 1)}
+    >>> fragnb.Setup.of(make).namespace(2)
+    {'lr': 0.001, 'envs': 12, 'seed': 2}
+    """
 
     name: str
     source: str | None = None
@@ -192,7 +227,45 @@ class Run:
 class SweepResult:
     """What a sweep did: every run (``runs``: each with its seed, settings, ``RunResult`` and values),
     per configuration a table of final returns (mean, IQM, 95 % bootstrap interval), time and env steps
-    to a threshold per seed, and env steps/s."""
+    to a threshold per seed, and env steps/s.
+
+    Parameters
+    ----------
+    graph, policy : str
+        Names of the loop and of the policy its runs ran under.
+    runs : list of Run
+        In the sweep's order: each configuration of the grid, with each seed.
+    seconds : float
+        Wall-clock time of the whole sweep.
+    threshold : float, optional
+        The return whose env steps and seconds the table gives per seed.
+    stopped : str
+        Why the sweep ended early ("" when every run ended on its own).
+
+    Examples
+    --------
+    What :func:`fragnb.sweep` returns; here made by hand from two seeds of two learning rates:
+
+    >>> from fragnb import RunResult, SweepResult
+    >>> from fragnb.seeds import Run
+    >>> finals = {(0, 1e-3): 180.0, (1, 1e-3): 220.0, (0, 5e-3): 400.0, (1, 5e-3): 440.0}
+    >>> runs = [  # each run: 50 iterations, 51,200 env steps in 20 s, one episode's return as its curve
+    ...     Run(i, seed, {"config.learning_rate": lr},
+    ...         RunResult("ppo", "single", 50, 20.0, 51200, curve=[(51200, ret, 20.0)]))
+    ...     for i, ((seed, lr), ret) in enumerate(finals.items())
+    ... ]
+    >>> result = SweepResult("ppo", "single", runs, seconds=41.5)
+    >>> print(result)
+    sweep of ppo under single: 4 of 4 runs finished in 41.5 s
+    config.learning_rate=0.001: 2 runs, final return 200.0 (IQM 200.0, 95 % CI 180.0-220.0), 20.0 s, 2,560 env steps/s
+    config.learning_rate=0.005: 2 runs, final return 420.0 (IQM 420.0, 95 % CI 400.0-440.0), 20.0 s, 2,560 env steps/s
+    >>> result.best().label
+    'seed 1, config.learning_rate=0.005'
+    >>> result.failed
+    []
+
+    ``result.to_dataframe()`` gives the table as a pandas DataFrame, ``result.plot()`` the curves.
+    """
 
     graph: str
     policy: str
@@ -316,18 +389,87 @@ def sweep(
 ) -> SweepResult:
     """Run the loop once per seed (and per combination of ``params``), side by side on the cluster.
 
-    ``graph``: a captured loop (its cell's source is what each run executes) or a cell's source.
-    ``setup``: a ``%%setup`` cell's :class:`Setup`, a cell's source (run with ``seed`` defined) or a
-    function of the seed returning the namespace. ``params``: a small grid, ``{"args.learning_rate":
-    [2.5e-4, 1e-3]}``, each name assigned in the setup's namespace after it runs (an unknown name is
-    refused before anything starts). ``policy``: ``single`` (each run on one worker, side by side) or
-    a distributed policy (each run on the cluster, one after another), ``run_options`` as
-    :func:`fragnb.run` takes them. ``threshold``: a return the table gives each seed's env steps and
-    seconds to reach. ``progress`` and ``plot``: a bar over the runs and, in a notebook, the live figure;
-    ``progress`` may instead be a :class:`~fragnb.ui.seeds.SweepView` that shows them elsewhere (the
-    explorer's widgets). ``roles``: as :func:`fragnb.capture` takes them (``--role``). Ctrl-C or
-    ``stop`` ends every run at an iteration boundary and keeps what finished; a run that fails is
-    reported with its seed and settings, and the others go on.
+    Ctrl-C or ``stop`` ends every run at an iteration boundary and keeps what finished; a run that fails
+    is reported with its seed and settings, and the others go on. The notebook's namespace is left as it
+    was: each run's variables are in ``SweepResult.runs[k].values``.
+
+    Parameters
+    ----------
+    graph : FragmentGraph or str
+        A captured loop (its cell's source is what each run executes) or a cell's source.
+    setup : Setup, str or callable
+        A ``%%setup`` cell's :class:`Setup`, a cell's source (run with ``seed`` defined) or a function
+        of the seed returning the namespace.
+    seeds : iterable of int
+        Distinct seeds, one run each (per combination of ``params``).
+    params : dict, optional
+        A small grid, ``{"args.learning_rate": [2.5e-4, 1e-3]}``, each name assigned in the setup's
+        namespace after it runs (an unknown name is refused before anything starts).
+    policy : str or DistributionPolicy
+        ``single`` (each run on one worker, side by side) or a distributed policy (each run on the
+        cluster, one after another).
+    cluster : optional
+        As :func:`fragnb.run` takes it.
+    threshold : float, optional
+        A return the table gives each seed's env steps and seconds to reach.
+    progress, plot : bool
+        A bar over the runs and, in a notebook, the live figure; ``progress`` may instead be a
+        :class:`~fragnb.ui.seeds.SweepView` that shows them elsewhere (the explorer's widgets).
+    stop : threading.Event, optional
+        Setting it ends every run at an iteration boundary, as Ctrl-C does.
+    name : str, optional
+        The loop's name (by default the graph's, or ``"loop"`` for a cell's source).
+    roles : dict, optional
+        As :func:`fragnb.capture` takes them (``--role``).
+    **run_options
+        As :func:`fragnb.run` takes them, for a distributed policy.
+
+    Returns
+    -------
+    SweepResult
+        Every run with its seed, settings, RunResult and values, and the table per configuration.
+
+    Examples
+    --------
+    Notebook 01's PPO loop, small, from two seeds for each of two learning rates. The setup runs once
+    here first, and the loop is captured, so that what cannot run is refused before any worker starts:
+
+    >>> import fragnb
+    >>> setup = '''
+    ... import torch
+    ... from fragnb.envs import CartPole
+    ... from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    ... torch.manual_seed(seed)
+    ... config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    ... env = CartPole(num_envs=4, seed=seed)
+    ... policy = ActorCritic(obs_dim=4, num_actions=2)
+    ... actor, learner = PPOActor(policy, num_envs=4, seed=seed), PPOLearner(policy, config, seed=seed)
+    ... buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    ... '''
+    >>> loop = '''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... '''
+    >>> fragnb.sweep(loop, setup, seeds=(0, 1), params={"config.lr": [1e-3, 5e-3]})
+    Traceback (most recent call last):
+        ...
+    ValueError: params: 'config.lr': `config` has no `lr`
+
+    The sweep itself runs on the workers of fragnb's local cluster, one run per worker side by side
+    (``fragnb.shutdown()`` closes it):
+
+    >>> grid = {"config.learning_rate": [1e-3, 5e-3]}
+    >>> result = fragnb.sweep(loop, setup, seeds=(0, 1), params=grid)  # doctest: +SKIP
+
+    ``print(result)`` then shows a line per learning rate (see :class:`SweepResult`).
     """
     setup = Setup.of(setup)
     seeds = list(seeds)

@@ -55,6 +55,10 @@ class EnvStreams:
 
     Examples
     --------
+    The streams of environments 2 and 3 draw the same numbers on their own as inside the batch of 4:
+
+    >>> import torch
+    >>> from fragnb.streams import EnvStreams
     >>> full = EnvStreams(0, torch.arange(4), "action")
     >>> half = full[2:4]
     >>> bool((full.uniform(3)[2:] == half.uniform(3)).all())
@@ -216,7 +220,29 @@ _REPLICA = threading.local()
 @contextlib.contextmanager
 def serving(first: int, count: int, total: int):
     """On this thread, an EnvStreams over all ``total`` environments asked for ``count`` rows draws
-    from the streams of environments ``first .. first + count - 1``."""
+    from the streams of environments ``first .. first + count - 1``.
+
+    Parameters
+    ----------
+    first, count, total : int
+        The first environment this replica steps, how many it steps, and the whole batch's size.
+
+    Examples
+    --------
+    A replica that steps environments 2 and 3 of 4 samples for its 2 rows from a whole-batch object,
+    and draws what those environments draw in the whole batch:
+
+    >>> import torch
+    >>> from fragnb.streams import EnvStreams, serving
+    >>> def uniform(rows):
+    ...     return torch.distributions.Categorical(probs=torch.full((rows, 3), 1 / 3))
+    >>> whole = EnvStreams(0, torch.arange(4), "action").sample(uniform(4))
+    >>> streams = EnvStreams(0, torch.arange(4), "action")
+    >>> with serving(2, 2, 4):
+    ...     mine = streams.sample(uniform(2))
+    >>> torch.equal(mine, whole[2:]), streams.counters.tolist()
+    (True, [0, 0, 1, 1])
+    """
     _REPLICA.share = (first, count, total)
     try:
         yield
@@ -227,7 +253,32 @@ def serving(first: int, count: int, total: int):
 def reached(values, ns: dict) -> dict[str, EnvStreams]:
     """EnvStreams of the notebook ``ns`` that the methods of ``values``' classes (and the functions
     among ``values``) draw from by name: CleanRL's ``Agent.get_action_and_value`` sampling from a
-    global ``streams``. They must travel, and come back, with what calls them."""
+    global ``streams``. They must travel, and come back, with what calls them.
+
+    Parameters
+    ----------
+    values : iterable
+        Objects (whose classes' methods are looked at) and functions the cell uses.
+    ns : dict
+        The notebook's namespace: only functions defined there count.
+
+    Returns
+    -------
+    dict
+        Name in ``ns`` to the EnvStreams it holds.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from fragnb.streams import EnvStreams, reached
+    >>> streams = EnvStreams(0, torch.arange(4), "action")
+    >>> class Agent:
+    ...     def act(self, probs):
+    ...         return streams.sample(torch.distributions.Categorical(probs=probs))
+    >>> found = reached([Agent()], globals())
+    >>> list(found), found["streams"] is streams
+    (['streams'], True)
+    """
     import types
 
     found: dict[str, EnvStreams] = {}
@@ -243,7 +294,33 @@ def reached(values, ns: dict) -> dict[str, EnvStreams]:
 
 def advanced(start: torch.Tensor, copies: list[torch.Tensor]) -> torch.Tensor:
     """The counters of streams that replicas drew from, each its own environments' share: where a
-    copy moved on from ``start``, its count."""
+    copy moved on from ``start``, its count.
+
+    Parameters
+    ----------
+    start : torch.Tensor
+        The counters before the replicas drew.
+    copies : list of torch.Tensor
+        Each replica's counters after it drew.
+
+    Returns
+    -------
+    torch.Tensor
+        The counters of the whole batch.
+
+    Examples
+    --------
+    Two replicas each draw for their own two of four environments, one of them twice:
+
+    >>> import torch
+    >>> from fragnb.streams import EnvStreams, advanced
+    >>> first, second = EnvStreams(0, torch.arange(4), "action"), EnvStreams(0, torch.arange(4), "action")
+    >>> _ = first.uniform(mask=torch.tensor([True, True, False, False]))
+    >>> for _ in range(2):
+    ...     _ = second.uniform(mask=torch.tensor([False, False, True, True]))
+    >>> advanced(torch.zeros(4, dtype=torch.int64), [first.counters, second.counters]).tolist()
+    [1, 1, 2, 2]
+    """
     counters = start.clone()
     for c in copies:
         moved = c != start

@@ -9,7 +9,24 @@ def workers(n: int) -> str:
 
 
 def human(n: int) -> str:
-    """``n`` bytes, e.g. ``49 kB``."""
+    """``n`` bytes, e.g. ``49 kB``.
+
+    Parameters
+    ----------
+    n : int
+        A number of bytes.
+
+    Returns
+    -------
+    str
+        In decimal units (B, kB, MB, GB), as placements label their edges.
+
+    Examples
+    --------
+    >>> from fragnb.policies import human
+    >>> human(512), human(36620), human(3_200_000_000)
+    ('512 B', '37 kB', '3.2 GB')
+    """
     for unit in ("B", "kB", "MB"):
         if n < 1000:
             return f"{n:.0f} {unit}"

@@ -112,6 +112,63 @@ class FragmentGraph:
         Component variable name to role, for every component the loop calls.
     loops : list of Loop
         Outermost first.
+
+    Examples
+    --------
+    Notebook 01's PPO loop, small: each fragment is the statements of one role in one loop, each edge
+    the values (``data``) or the component state (``state``) that one fragment hands another.
+
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> print(graph)
+    FragmentGraph 'ppo': 7 fragments, 15 edges
+      Fragment('env@cell', role='env', cell, lines=[2])
+      Fragment('actor@step', role='actor', loop `step`, lines=[5])
+      Fragment('env@step', role='env', loop `step`, lines=[6, 8])
+      Fragment('buffer@step', role='buffer', loop `step`, lines=[7])
+      Fragment('actor@it', role='actor', loop `it`, lines=[9])
+      Fragment('buffer@it', role='buffer', loop `it`, lines=[10])
+      Fragment('learner', role='learner', loop `it`, lines=[11])
+      env@step -> actor@step [data: obs]
+      env@cell -> actor@step [data: obs]
+      actor@step -> env@step [data: action]
+      actor@step -> buffer@step [data: action, logprob, value]
+      env@step -> buffer@step [data: obs, reward, terminated, truncated]
+      env@cell -> buffer@step [data: obs]
+      env@cell -> actor@it [data: obs]
+      env@step -> actor@it [data: obs]
+      actor@it -> buffer@it [data: last_value]
+      buffer@it -> learner [data: batch]
+      env@cell -> env@step [state: env state]
+      actor@step -> actor@it [state: actor state]
+      learner -> actor@step [state: policy weights]
+      buffer@step -> buffer@it [state: buffer state]
+      learner -> actor@it [state: policy weights]
+    >>> graph.components
+    {'env': 'env', 'actor': 'actor', 'buffer': 'buffer', 'learner': 'learner'}
+    >>> [s.source for s in graph.fragment("learner").statements]
+    ['stats = learner.update(batch)']
+
+    In a notebook the graph draws itself (``graph.render()``); :meth:`place` places it under a policy.
     """
 
     name: str

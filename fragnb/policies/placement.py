@@ -27,7 +27,29 @@ __all__ = ["Placement", "FragmentPlacement", "EdgePlacement", "place", "choices"
 
 @dataclass(frozen=True)
 class FragmentPlacement:
-    """Where one fragment runs: its worker group, how many replicas, on which device."""
+    """Where one fragment runs: its worker group, how many replicas, on which device.
+
+    Parameters
+    ----------
+    fragment : str
+        The fragment's name.
+    group : str
+        The worker group it runs in.
+    replicas : int
+        The group's replica count.
+    device : str
+        ``"cpu"`` or ``"cuda"``.
+
+    Examples
+    --------
+    A :class:`Placement` holds one per fragment (``placement.fragments["learner"]``); under ``coarse``
+    with two actors, an actor's fragment runs in each of the two replicas of the ``actors`` group:
+
+    >>> from fragnb.policies import FragmentPlacement
+    >>> where = FragmentPlacement("actor@step", "actors", 2, "cpu")
+    >>> where
+    FragmentPlacement(fragment='actor@step', group='actors', replicas=2, device='cpu')
+    """
 
     fragment: str
     group: str
@@ -44,6 +66,31 @@ class EdgePlacement:
     ``exchange`` (any other pair of groups: two replicated ones, or two of one replica each). Decoupled policies: ``sample stream`` (to the
     learner, as it arrives), ``versioned pull`` (the newest weights, by version) and ``inference
     stream`` (requests and replies between actor and policy workers).
+
+    Parameters
+    ----------
+    src, dst : str
+        The fragments the edge joins.
+    kind : str
+        ``"data"`` (values) or ``"state"`` (a component's state: a network's weights).
+    variables : tuple of str
+        What it carries.
+    operator : str
+        What it becomes, as above.
+    bytes_per_iteration : int, optional
+        Its size, once measured (``Placement.measured(fragnb.measure(graph))``).
+
+    Examples
+    --------
+    A :class:`Placement` holds one per graph edge (``placement.edges``); under ``coarse`` the learner
+    broadcasts the policy's weights to the actors' replicas:
+
+    >>> from fragnb.policies import EdgePlacement
+    >>> edge = EdgePlacement("learner", "actor@step", "state", ("policy weights",), "broadcast")
+    >>> edge.label
+    'broadcast: policy weights'
+    >>> EdgePlacement("learner", "actor@step", "state", ("policy weights",), "broadcast", 36620).label
+    'broadcast: policy weights (37 kB/iteration)'
     """
 
     src: str
@@ -68,6 +115,74 @@ class Placement:
     """A graph placed by a policy: per fragment a group, replica count and device; per edge an operator.
 
     Build one with ``graph.place(policy, **params)``; it draws itself in a notebook.
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        The graph placed.
+    policy : DistributionPolicy
+        The policy that placed it.
+    params : dict
+        The policy's parameters, defaults included.
+    fragments : dict
+        Fragment name to its :class:`FragmentPlacement`.
+    edges : list of EdgePlacement
+        One per graph edge, in the graph's order.
+    notes : list of str
+        Why the placement differs from the policy's table.
+    colocated : dict
+        Groups whose replicas run as threads of one worker process, that many per process.
+    transfers : tuple of Transfer
+        What crosses between groups as the run moves it.
+    relaxed : tuple
+        The transfers the user chose an operator for.
+
+    Examples
+    --------
+    Notebook 01's PPO loop, small, placed under ``coarse`` with two actors (``device="cpu"``: the
+    default, ``"auto"``, puts the learner on a GPU where there is one). Placing runs nothing:
+
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> placement = graph.place("coarse", actors=2, device="cpu")
+    >>> print(placement)
+    Placement of 'ppo' under 'coarse' {'actors': 2, 'device': 'cpu'}
+      actors x2 (cpu): env@cell, actor@step, env@step, buffer@step, actor@it, buffer@it
+      learner x1 (cpu): learner
+      buffer@it -> learner [gather: batch]
+      learner -> actor@step [broadcast: policy weights]
+      learner -> actor@it [broadcast: policy weights]
+    >>> placement.groups, placement.exact
+    ({'actors': (2, 'cpu'), 'learner': (1, 'cpu')}, True)
+    >>> [str(t) for t in placement.transfers]
+    ['actors -> learner: gather (batch)', 'learner -> actors: broadcast (policy weights)']
+
+    The operators the weights' edge may take instead, and the placement with one of them:
+
+    >>> placement.operators("policy weights")
+    ('broadcast', 'versioned pull')
+    >>> relaxed = placement.with_operator("learner", "actors", "state", "versioned pull")
+    >>> [str(t) for t in relaxed.transfers]
+    ['actors -> learner: gather (batch)', 'learner -> actors: versioned pull (policy weights)']
     """
 
     graph: FragmentGraph
@@ -244,6 +359,62 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
         operator of the crossing edge that carries LABEL, one of :meth:`Placement.operators`: e.g.
         ``edges={"policy": ("versioned pull", 2)}`` lets ``coarse``'s actors act with weights up to two
         versions old (:mod:`fragnb.policies.relaxing`).
+
+    Returns
+    -------
+    Placement
+        Per fragment a group, replica count and device; per edge an operator.
+
+    Raises
+    ------
+    TypeError
+        For a parameter the policy does not take.
+    ValueError
+        For a value it cannot place the graph with (a :class:`~fragnb.errors.FragmentError`, naming
+        the cell's line, where the loop is the reason).
+
+    Examples
+    --------
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> from fragnb.policies import place
+    >>> placement = place(graph, "coarse", actors=2, device="cpu")  # as graph.place("coarse", ...)
+    >>> {f: p.group for f, p in placement.fragments.items()}
+    {'env@cell': 'actors', 'actor@step': 'actors', 'env@step': 'actors', 'buffer@step': 'actors',
+     'actor@it': 'actors', 'buffer@it': 'actors', 'learner': 'learner'}
+    >>> place(graph, "coarse", learners=2)
+    Traceback (most recent call last):
+        ...
+    TypeError: policy 'coarse' takes ['actors', 'device'], got ['learners']
+
+    ``edges=`` chooses an edge's operator: the actors act with weights up to one version old.
+
+    >>> print(place(graph, "coarse", actors=2, device="cpu", edges={"policy weights": ("versioned pull", 1)}))
+    Placement of 'ppo' under 'coarse' {'actors': 2, 'device': 'cpu', 'max_staleness': 1}
+      actors x2 (cpu): env@cell, actor@step, env@step, buffer@step, actor@it, buffer@it
+      learner x1 (cpu): learner
+      buffer@it -> learner [gather: batch]
+      learner -> actor@step [versioned pull: policy weights]
+      learner -> actor@it [versioned pull: policy weights]
     """
     edges = params.pop("edges", None)
     if edges is not None and not isinstance(edges, Mapping):
@@ -329,7 +500,55 @@ _LEAST = {"ring": 1}  # the smallest value of an integer option (others: 0)
 def choices(graph: FragmentGraph, policy: str | DistributionPolicy, name: str, upto: int = 16, **params) -> list:
     """The values of parameter ``name`` that :func:`place` accepts for ``graph``, the policy's other
     parameters being ``params`` (or their defaults): e.g. the divisors of ``num_envs`` for ``actors``.
-    Integers are tried up to ``upto``."""
+    Integers are tried up to ``upto``.
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        A captured loop.
+    policy : str or DistributionPolicy
+        A registered name or a policy object.
+    name : str
+        One of the policy's parameters.
+    upto : int
+        The largest integer tried.
+    **params
+        The policy's other parameters.
+
+    Returns
+    -------
+    list
+        The values :func:`place` accepts, in order.
+
+    Examples
+    --------
+    Notebook 01's PPO loop, small: its 4 environments split among 1, 2 or 4 actors.
+
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> from fragnb.policies import choices
+    >>> choices(graph, "coarse", "actors")
+    [1, 2, 4]
+    """
     policy = resolve(policy)
     default = policy.parameters[name]
     if name == "device":

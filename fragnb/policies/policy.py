@@ -50,17 +50,54 @@ class DistributionPolicy:
         ``data_parallel``), ``"decoupled"`` (the groups other than the driver's run free of it,
         streaming to it and pulling its weights by version: ``async``, ``srl``), ``"local"``
         (``single``).
+
     Examples
     --------
     A user's own policy, defined in a cell: environments and actors on N workers, buffer and learner
     together on one.
 
-    >>> mine = register(DistributionPolicy(
+    >>> from fragnb.policies import DistributionPolicy
+    >>> mine = DistributionPolicy(
     ...     "my_policy", "a user's own", "actors with their envs on N workers; buffer with the learner",
     ...     groups={"env": "actors", "actor": "actors", "buffer": "learner", "learner": "learner", "driver": "learner"},
-    ...     replicas={"actors": "actors", "learner": 1}, required_roles=("actor", "learner")))
+    ...     replicas={"actors": "actors", "learner": 1}, required_roles=("actor", "learner"))
     >>> sorted(mine.parameters)
     ['actors', 'device']
+
+    :func:`register` gives it its name everywhere (``fragnb.run(graph, "my_policy")``, ``%%fragment
+    --policy``, the explorer); the object itself places a graph as a registered name does:
+
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> print(graph.place(mine, actors=2, device="cpu"))
+    Placement of 'ppo' under 'my_policy' {'actors': 2, 'device': 'cpu'}
+      actors x2 (cpu): env@cell, actor@step, env@step, actor@it
+      learner x1 (cpu): buffer@step, buffer@it, learner
+      actor@step -> buffer@step [gather: action, logprob, value]
+      env@step -> buffer@step [gather: obs, reward, terminated, truncated]
+      env@cell -> buffer@step [gather: obs]
+      actor@it -> buffer@it [gather: last_value]
+      learner -> actor@step [broadcast: policy weights]
+      learner -> actor@it [broadcast: policy weights]
     """
 
     name: str
@@ -114,13 +151,63 @@ POLICIES: dict[str, DistributionPolicy] = {}
 
 
 def register(policy: DistributionPolicy) -> DistributionPolicy:
-    """Add ``policy`` to the registry under its name (replacing one of the same name)."""
+    """Add ``policy`` to the registry under its name (replacing one of the same name).
+
+    Parameters
+    ----------
+    policy : DistributionPolicy
+        The policy to register.
+
+    Returns
+    -------
+    DistributionPolicy
+        ``policy`` itself.
+
+    Examples
+    --------
+    >>> from fragnb.policies import POLICIES, DistributionPolicy, register, resolve
+    >>> mine = register(DistributionPolicy(
+    ...     "actors_apart", "a user's own", "actors with their envs on N workers; buffer with the learner",
+    ...     groups={"env": "actors", "actor": "actors", "buffer": "learner", "learner": "learner", "driver": "learner"},
+    ...     replicas={"actors": "actors", "learner": 1}, required_roles=("actor", "learner")))
+    >>> resolve("actors_apart") is mine, "actors_apart" in POLICIES
+    (True, True)
+    >>> del POLICIES["actors_apart"]  # the registry is a dict: this unregisters it
+    """
     POLICIES[policy.name] = policy
     return policy
 
 
 def resolve(policy: str | DistributionPolicy) -> DistributionPolicy:
-    """The registered policy of that name, or ``policy`` itself; an unknown name lists the known ones."""
+    """The registered policy of that name, or ``policy`` itself; an unknown name lists the known ones.
+
+    Parameters
+    ----------
+    policy : str or DistributionPolicy
+        A registered name, or a policy.
+
+    Returns
+    -------
+    DistributionPolicy
+
+    Raises
+    ------
+    ValueError
+        For a name no policy is registered under.
+
+    Examples
+    --------
+    >>> from fragnb.policies import resolve
+    >>> coarse = resolve("coarse")
+    >>> coarse.name, coarse.parameters
+    ('coarse', {'actors': 1, 'device': 'auto'})
+    >>> resolve(coarse) is coarse
+    True
+    >>> resolve("corase")
+    Traceback (most recent call last):
+        ...
+    ValueError: unknown distribution policy: 'corase' (must be one of ['async', 'coarse', ...])
+    """
     if isinstance(policy, DistributionPolicy):
         return policy
     try:

@@ -28,7 +28,31 @@ GRADIENTS = "gradients"
 class Transfer:
     """One crossing of the run: from group ``src`` to group ``dst`` (the same group for an all-reduce),
     carrying ``carries`` (the variables of its edges, or the gradients) of ``kind`` (``"state"``,
-    ``"data"``, or ``"gradients"``), moved by ``operator``."""
+    ``"data"``, or ``"gradients"``), moved by ``operator``.
+
+    Parameters
+    ----------
+    src, dst : str
+        The worker groups.
+    kind : str
+        ``"state"``, ``"data"`` or ``"gradients"``.
+    carries : tuple of str
+        What it moves.
+    operator : str
+        How it moves it (``"gather"``, ``"broadcast"``, ``"all-reduce"``, ...).
+
+    Examples
+    --------
+    A placement's ``transfers``: under ``coarse``, the actors' batches gathered to the learner, and
+    under ``multi_learner``, each learner's gradients averaged with the others':
+
+    >>> from fragnb.policies import Transfer
+    >>> batch = Transfer("actors", "learner", "data", ("batch",), "gather")
+    >>> str(batch), batch.key
+    ('actors -> learner: gather (batch)', ('actors', 'learner', 'data'))
+    >>> print(Transfer("replicas", "replicas", "gradients", ("gradients",), "all-reduce"))
+    replicas: all-reduce (gradients)
+    """
 
     src: str
     dst: str

@@ -39,7 +39,37 @@ class Cluster:
     mean with its tail (``None``: a ring of messages at ``latency_s`` and ``message_s``); the bytes of a
     larger network beyond it go at ``bandwidth``. ``spread``: how far
     :func:`~fragnb.predict.calibrate.calibrate`'s repeated measurements of this cluster strayed from
-    their median, as a fraction: a prediction's range widens by it."""
+    their median, as a fraction: a prediction's range widens by it.
+
+    Parameters
+    ----------
+    name : str
+        Shown in predictions.
+    workers : int
+        Workers: machines (nodes), each with ``cores`` cores and ``gpus`` GPUs.
+    cores : float
+        Cores per worker (:func:`~fragnb.predict.calibrate.calibrate` measures fractions: cores that
+        really run side by side).
+    gpus : int
+        GPUs per worker.
+    latency_s, message_s, bandwidth, gpu_speed, iteration_s, step_s, loaded_latency_s, collective_s, spread
+        As above.
+
+    Examples
+    --------
+    >>> from fragnb.predict import PRESETS, Cluster
+    >>> two = Cluster("two 16-core servers", workers=2, cores=16, latency_s=80e-6, bandwidth=1.25e9)
+    >>> two.total_cores
+    32
+    >>> slow = two.scaled(2)  # a prediction's slow end: costs twice as long, half the bandwidth
+    >>> slow.latency_s, slow.bandwidth
+    (0.00016, 625000000.0)
+    >>> list(PRESETS), PRESETS["laptop"].cores
+    (['here', 'laptop', '8-gpu node', '64-gpu cluster'], 8)
+
+    Predict for it with ``placement.predict(two, profile=p)``, or for a preset by its name
+    (``placement.predict("laptop", profile=p)``).
+    """
 
     name: str
     workers: int

@@ -34,7 +34,68 @@ def predict(placement, profile, cluster: Cluster | str = "here", replicas: int |
 
     ``replicas``: predict for that many replicas of the placement's most replicated group instead
     (other replicated groups in proportion), each stepping the environments one replica steps in
-    ``placement``: the batch grows with them, as when a cluster adds actors."""
+    ``placement``: the batch grows with them, as when a cluster adds actors.
+
+    Parameters
+    ----------
+    placement : Placement
+        A graph placed under a policy (``graph.place("coarse", actors=2)``).
+    profile : Profile
+        The loop's costs under ``single``, from :func:`fragnb.profile`.
+    cluster : Cluster or str
+        The cluster, or the name of a preset (``"here"``, ``"laptop"``, ...).
+    replicas : int, optional
+        The replica count of the most replicated group to predict for, if not the placement's.
+
+    Returns
+    -------
+    Prediction
+        Seconds per iteration, env steps/s (with a range), each group's busy share, the bottleneck.
+
+    Examples
+    --------
+    Notebook 01's PPO loop, small, with a profile made by hand (``fragnb.profile(graph)`` measures
+    one) so that the figures are the same everywhere:
+
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> from fragnb.predict import Profile
+    >>> seconds = {"env@cell": 0.0001, "actor@step": 0.004, "env@step": 0.003, "buffer@step": 0.0005,
+    ...            "actor@it": 0.0002, "buffer@it": 0.0005, "learner": 0.008}
+    >>> p = Profile(seconds, env_steps=32, vector_steps=8, updates=1, weight_bytes=36620)
+    >>> from fragnb.predict import predict
+    >>> alone = predict(graph.place("single"), p, "laptop")
+    >>> coarse = predict(graph.place("coarse", actors=2), p, "laptop")
+    >>> print(coarse)
+    predicted for coarse (actors x2, learner x1) on a laptop (8 cores): ... env steps/s, ... ms per iteration;
+    the bottleneck is 'learner' ...
+    >>> coarse.env_steps_per_s > alone.env_steps_per_s, coarse.replicas
+    (True, {'actors': 2, 'learner': 1})
+
+    Each added actor brings the environments of one, so the batch grows with the replicas:
+
+    >>> predict(graph.place("coarse", actors=2), p, "laptop", replicas=8).replicas
+    {'actors': 8, 'learner': 1}
+    """
     cluster = cluster_named(cluster)
     model = _Model(placement, profile, cluster, replicas)
     seconds, busy, passing = model.iteration()
@@ -72,7 +133,72 @@ def scaling(
     base: int = 2,
 ) -> Scaling:
     """Predict each policy at each replica count (1 to 1,024 by default) on ``cluster``, from its
-    placement with ``base`` replicas (each added replica with a base replica's environments)."""
+    placement with ``base`` replicas (each added replica with a base replica's environments).
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        A captured loop.
+    profile : Profile
+        Its costs under ``single``, from :func:`fragnb.profile`.
+    cluster : Cluster or str
+        The cluster, or the name of a preset.
+    policies : tuple of str
+        The policies to predict.
+    counts : tuple of int
+        The replica counts to predict each at.
+    base : int
+        The replica count each policy is placed with first.
+
+    Returns
+    -------
+    Scaling
+        One prediction per policy and count.
+
+    Examples
+    --------
+    Notebook 01's PPO loop, small, with a profile made by hand (``fragnb.profile(graph)`` measures
+    one) so that the figures are the same everywhere:
+
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> from fragnb.predict import Profile
+    >>> seconds = {"env@cell": 0.0001, "actor@step": 0.004, "env@step": 0.003, "buffer@step": 0.0005,
+    ...            "actor@it": 0.0002, "buffer@it": 0.0005, "learner": 0.008}
+    >>> p = Profile(seconds, env_steps=32, vector_steps=8, updates=1, weight_bytes=36620)
+    >>> from fragnb.predict import scaling
+    >>> curves = scaling(graph, p, "laptop", policies=("coarse", "fine"), counts=(1, 2, 4, 8, 16))
+    >>> curves.counts, [len(c) for c in curves.curves.values()]
+    ([1, 2, 4, 8, 16], [5, 5])
+    >>> curves.stops_gaining("coarse"), curves.overtakes("fine", "coarse")
+    (8, None)
+    >>> for finding in curves.findings():
+    ...     print(finding)
+    coarse stops gaining past 8 replicas, where the bottleneck is 'learner' ...
+    fine stops gaining past 2 replicas, where the bottleneck is 'learner' ...
+    fine does not overtake coarse up to 16 replicas on this cluster
+
+    In a notebook ``curves.plot()`` draws them.
+    """
     cluster = cluster_named(cluster)
     curves = {}
     for policy in policies:

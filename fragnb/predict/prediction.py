@@ -15,7 +15,48 @@ __all__ = ["Prediction", "Comparison", "Scaling"]
 
 @dataclass
 class Prediction:
-    """A placement's predicted throughput on a cluster (a prediction, not a measurement)."""
+    """A placement's predicted throughput on a cluster (a prediction, not a measurement).
+
+    Parameters
+    ----------
+    policy, cluster : str
+        Names of the placement's policy and of the cluster.
+    replicas : dict
+        Worker group to the replicas the prediction is for.
+    seconds_per_iteration, env_steps_per_s : float
+        The predicted iteration time and throughput.
+    busy : dict
+        Worker group to the share of the iteration it works.
+    communication : float
+        Share of the iteration spent passing values (messages, all-reduce) on its critical path.
+    bottleneck : str
+        The bottleneck, in words.
+    terms : dict
+        Seconds per iteration on the critical path, by term.
+    bound_seconds : float
+        The fewest seconds per iteration Amdahl's law allows.
+    low, high : float
+        env steps/s at the slow and the fast end of the inputs' measured spread.
+
+    Examples
+    --------
+    What :func:`fragnb.predict.predict` and ``placement.predict`` return; here made by hand:
+
+    >>> from fragnb.predict import Prediction
+    >>> p = Prediction("coarse", "a laptop (8 cores)", {"actors": 2, "learner": 1}, 0.0125, 2560.0,
+    ...                busy={"actors": 0.33, "learner": 0.64}, communication=0.04,
+    ...                bottleneck="the bottleneck is 'learner' (busy 64%): 'actors' waits 67% of the time",
+    ...                terms={"work: actors": 0.004, "passing values": 0.0005, "work: learner": 0.008},
+    ...                low=2300.0, high=2800.0)
+    >>> print(p)
+    predicted for coarse (actors x2, learner x1) on a laptop (8 cores): 2,560 (2,300-2,800) env steps/s,
+    12 ms per iteration; the bottleneck is 'learner' (busy 64%): 'actors' waits 67% of the time
+    [work: actors 32%; passing values 4%; work: learner 64%]
+    >>> p.shares()
+    {'work: actors': 0.32, 'passing values': 0.04, 'work: learner': 0.64}
+
+    ``p.compare(result)`` sets it beside a run of the placement it predicted.
+    """
 
     policy: str
     cluster: str
@@ -97,7 +138,39 @@ class Comparison:
 
 @dataclass
 class Scaling:
-    """Predicted env steps/s against replica counts, per policy, on one cluster (predictions)."""
+    """Predicted env steps/s against replica counts, per policy, on one cluster (predictions).
+
+    Parameters
+    ----------
+    cluster : str
+        The cluster's name.
+    counts : list of int
+        The replica counts predicted.
+    curves : dict
+        Policy to one :class:`Prediction` per count.
+
+    Examples
+    --------
+    What :func:`fragnb.predict.scaling` returns; here made by hand, two policies at four counts:
+
+    >>> from fragnb.predict import Prediction, Scaling
+    >>> def predicted(policy, n, rate):
+    ...     return Prediction(policy, "a laptop (8 cores)", {"actors": n, "learner": 1}, 32 * n / rate, rate,
+    ...                       bottleneck="the bottleneck is 'learner'")
+    >>> counts = [1, 2, 4, 8]
+    >>> curves = Scaling("a laptop (8 cores)", counts, {
+    ...     "coarse": [predicted("coarse", n, r) for n, r in zip(counts, (1900.0, 2600.0, 3100.0, 3200.0))],
+    ...     "async": [predicted("async", n, r) for n, r in zip(counts, (1900.0, 3000.0, 5200.0, 8800.0))],
+    ... })
+    >>> curves.stops_gaining("coarse"), curves.stops_gaining("async"), curves.overtakes("async", "coarse")
+    (4, None, 2)
+    >>> for finding in curves.findings():
+    ...     print(finding)
+    coarse stops gaining past 4 replicas, where the bottleneck is 'learner'; at most 3,200 env steps/s predicted
+    async still gains at 8 replicas, where the bottleneck is 'learner'; at most 8,800 env steps/s predicted
+
+    In a notebook ``curves.plot()`` draws them.
+    """
 
     cluster: str
     counts: list[int]

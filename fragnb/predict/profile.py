@@ -22,7 +22,46 @@ __all__ = ["Profile", "profile", "spread"]
 
 @dataclass(frozen=True)
 class Profile:
-    """One loop's costs under ``single``, per training iteration."""
+    """One loop's costs under ``single``, per training iteration.
+
+    Parameters
+    ----------
+    seconds : dict
+        Fragment to its seconds per iteration.
+    env_steps : int
+        Environment steps per iteration.
+    vector_steps : int
+        Steps of the batch of environments per iteration (the inner loop's iterations).
+    updates : int
+        Optimizer steps per iteration (each an all-reduce under data-parallel policies).
+    weight_bytes : int
+        Bytes of the parameters an optimizer steps.
+    edge_bytes : Mapping
+        ``(src, dst, kind)`` to bytes per iteration, as :func:`fragnb.measure` returns them.
+    half : dict, optional
+        Fragment to its seconds with half the environments, where the cell runs so.
+    spread : float
+        How far its iterations' seconds strayed from their median, as a fraction.
+
+    Examples
+    --------
+    :func:`fragnb.profile` measures one; a profile made by hand predicts what a loop with those costs
+    would do (here notebook 01's PPO loop, small, with 4 environments and 8 steps per iteration):
+
+    >>> from fragnb.predict import Profile
+    >>> seconds = {"env@cell": 0.0001, "actor@step": 0.004, "env@step": 0.003, "buffer@step": 0.0005,
+    ...            "actor@it": 0.0002, "buffer@it": 0.0005, "learner": 0.008}
+    >>> p = Profile(seconds, env_steps=32, vector_steps=8, updates=1, weight_bytes=36620)
+    >>> round(p.iteration_seconds, 4)
+    0.0163
+    >>> p.scaled(2).seconds["learner"]
+    0.016
+
+    Without a measurement on half the environments, all of a fragment's time is the batch's:
+
+    >>> p.per_call_and_batch("learner")
+    (0.0, 0.008)
+    """
 
     seconds: dict[str, float]  # fragment -> seconds
     env_steps: int
@@ -59,7 +98,53 @@ def profile(graph, iterations: int = 3) -> Profile:
     """Run ``iterations`` of the cell under ``single`` on copies of its objects and measure it; the
     first iteration (imports, allocation) is left out where there are more. Hand it to the predictions:
     ``placement.predict(cluster, profile=p)``, ``scaling(graph, p, cluster)``; its ``edge_bytes`` label
-    placements too (``placement.measured(p.edge_bytes)``). The graph is left as it was."""
+    placements too (``placement.measured(p.edge_bytes)``). The graph is left as it was.
+
+    Parameters
+    ----------
+    graph : FragmentGraph
+        A captured loop whose namespace holds its components.
+    iterations : int
+        Iterations to time.
+
+    Returns
+    -------
+    Profile
+        Each fragment's seconds, and the env steps, optimizer steps and bytes of an iteration.
+
+    Examples
+    --------
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> p = fragnb.profile(graph)
+    >>> p.env_steps, p.vector_steps, p.updates, p.weight_bytes
+    (32, 8, 1, 36620)
+    >>> sorted(p.seconds) == sorted(f.name for f in graph.fragments)
+    True
+    >>> "stats" in globals()  # it ran on copies: nothing assigned here
+    False
+    >>> print(graph.place("coarse", actors=2).predict("laptop", profile=p))
+    predicted for coarse (actors x2, learner x1) on a laptop (8 cores): ... env steps/s, ... ms per iteration; ...
+    """
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     edge_bytes = measure(graph)

@@ -131,6 +131,51 @@ def run(
     RunResult
         Timing, throughput and the learning curve. The loop's variables and the components'
         trained state are in the graph's namespace, as after running the cell as plain Python.
+
+    Examples
+    --------
+    Notebook 01's PPO loop, small, captured from this namespace (``globals()``, as a notebook's), and
+    run under the default ``single``, in this process:
+
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> result = fragnb.run(graph, progress=False, plot=False)
+    >>> result.iterations, result.env_steps, result.guarantee
+    (2, 64, 'exact')
+    >>> graph.last_run is result
+    True
+
+    The loop's variables are in the namespace, as after the cell ran as plain Python:
+
+    >>> it, sorted(stats)
+    (1, ['entropy', 'policy_loss', 'value_loss'])
+
+    A distributed policy's parameters are checked before any worker starts:
+
+    >>> fragnb.run(graph, "coarse", actors=3)
+    Traceback (most recent call last):
+        ...
+    fragnb.errors.FragmentError: line 2: `env` has num_envs=4, which 3 replicas of 'env@cell' under 'coarse'
+    cannot split evenly: ...
     """
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
     graph.last_run = run_placement(  # the user's record of the latest run (``NAME.last_run``)

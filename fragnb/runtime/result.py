@@ -38,6 +38,51 @@ class RunResult:
         bytes the replicas sent each other over channels, worker to worker.
     iteration_seconds : list of float
         Wall-clock duration of each training iteration.
+
+    Examples
+    --------
+    What :func:`fragnb.run` returns (and keeps as ``graph.last_run``):
+
+    >>> import torch, fragnb
+    >>> from fragnb.envs import CartPole
+    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
+    >>> _ = torch.manual_seed(0)
+    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    >>> env = CartPole(num_envs=4, seed=0)
+    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
+    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
+    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    >>> graph = fragnb.capture('''
+    ... obs = env.reset()
+    ... for it in range(2):
+    ...     for step in range(8):
+    ...         action, logprob, value = actor.act(obs)
+    ...         next_obs, reward, terminated, truncated, info = env.step(action)
+    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+    ...         obs = next_obs
+    ...     last_value = actor.value(obs)
+    ...     batch = buffer.batch(last_value)
+    ...     stats = learner.update(batch)
+    ... ''', globals(), name="ppo")
+    >>> result = fragnb.run(graph, progress=False, plot=False)
+    >>> result.graph, result.policy, result.iterations, result.env_steps
+    ('ppo', 'single', 2, 64)
+    >>> sorted(result.fragment_seconds) == sorted(f.name for f in graph.fragments)
+    True
+    >>> len(result.iteration_seconds), result.stopped
+    (2, '')
+
+    The learning curve has one ``(env steps, return, seconds)`` entry per finished episode:
+
+    >>> [(steps, ret) for steps, ret, seconds in result.curve]
+    [(64, 16.0)]
+    >>> result.returns, result.mean_return()
+    ([16.0], 16.0)
+    >>> print(result)
+    ppo under 'single': 2 iterations, 64 env steps in ... s (... steps/s); mean return of last 20 episodes ...
+      ...
+
+    In a notebook ``result.plot()`` draws the learning curve.
     """
 
     graph: str
