@@ -139,6 +139,8 @@ def write_site_course(root, out) -> list:
     page = (root / "notebooks" / "README.md").read_text(encoding="utf-8")
     for old, new in _SITE_LINKS.items():
         page = page.replace(old, new)
+    title, _, rest = page.partition("\n")  # the site's navigation bar names the section in one word
+    page = f"# Course\n\n**{title.lstrip('# ')}**\n{rest}"
     notebooks = sorted((root / "docs" / "course").glob("[0-9]*.ipynb"))
     pages = "\n".join(path.stem for path in notebooks)
     # the teacher's page (docs/jupyterhub.md: hosting, handing out, grading) sits beside the notebooks
