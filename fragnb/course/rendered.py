@@ -122,13 +122,16 @@ def for_site(notebook: dict) -> int:
     return dropped
 
 
-#: The course page's links that point out of ``notebooks/``, and where they point on the site.
-_SITE_LINKS = {"](../docs/course/)": "](index.md)", "](../docs/jupyterhub.md)": "](../jupyterhub.md)"}
+#: The course's links that point out of ``notebooks/``, and where they point on the site (in this order: the
+#: rendered copies are the site's own pages, anything else of ``docs/`` is one folder up from ``learn/``).
+_SITE_LINKS = {"](../docs/course/)": "](index.md)", "](../docs/course/": "](", "](../docs/": "](../"}
 
 
 def write_site_course(root, out) -> list:
-    """Write the site's course into ``out``: the course page (``notebooks/README.md``) as its index, the
-    project, and a student's copy (:func:`for_site`) of every rendered notebook in ``docs/course/``.
+    """Write the site's course into ``out``: the course page (``notebooks/README.md``) as its index, the course's
+    other pages (``notebooks/*.md``: the project, ...), and a student's copy (:func:`for_site`) of every rendered
+    notebook in ``docs/course/`` and of the unnumbered notebooks of ``notebooks/`` (the project's starter); the
+    index lists them and the teacher's page, ``docs/jupyterhub.md``.
     Returns the paths written; a file that would not change is left alone, so Sphinx rebuilds only
     what changed."""
     from pathlib import Path
@@ -137,15 +140,20 @@ def write_site_course(root, out) -> list:
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     page = (root / "notebooks" / "README.md").read_text(encoding="utf-8")
-    for old, new in _SITE_LINKS.items():
-        page = page.replace(old, new)
     title, _, rest = page.partition("\n")  # the site's navigation bar names the section in one word
-    page = f"# Course\n\n**{title.lstrip('# ')}**\n{rest}"
+    files["index.md"] = f"# Course\n\n**{title.lstrip('# ')}**\n{rest}"
+    # the course's other pages (the project, the glossary, ...) as they are; then the teacher's page, docs/jupyterhub.md
+    pages = sorted(p for p in (root / "notebooks").glob("*.md") if p.name != "README.md")
+    for path in pages:
+        files[path.name] = path.read_text(encoding="utf-8")
+    # the rendered course, then the notebooks a student starts from (the project's starter), which have no outputs
     notebooks = sorted((root / "docs" / "course").glob("[0-9]*.ipynb"))
-    pages = "\n".join(path.stem for path in notebooks)
-    # the teacher's page (docs/jupyterhub.md: hosting, handing out, grading) sits beside the notebooks
-    files["index.md"] = f"{page}\n```{{toctree}}\n:hidden:\n\n{pages}\nPROJECT\n../jupyterhub\n```\n"
-    files["PROJECT.md"] = (root / "notebooks" / "PROJECT.md").read_text(encoding="utf-8")
+    notebooks += sorted(p for p in (root / "notebooks").glob("*.ipynb") if not p.name[0].isdigit())
+    for name in files:
+        for old, new in _SITE_LINKS.items():
+            files[name] = files[name].replace(old, new)
+    listed = "\n".join([p.stem for p in notebooks] + [p.stem for p in pages] + ["../jupyterhub"])
+    files["index.md"] += f"\n```{{toctree}}\n:hidden:\n\n{listed}\n```\n"
     for path in notebooks:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         for_site(notebook)
