@@ -26,7 +26,11 @@ class CanonicalCell:
         return self.magic.split()[1]
 
     def namespace(self, seed: int | None = None) -> dict:
-        """A fresh namespace after running the setup cells, with ``seed = ...`` set to ``seed`` if given."""
+        """A fresh namespace after running the setup cells, with ``seed = ...`` set to ``seed`` if given.
+        The setup's own settings of this process (notebook 01 sets torch to one thread for its kernel, as
+        fragnb's workers run it) hold while it runs, and are undone after: the caller's are its own."""
+        import torch
+
         tree = ast.parse(self.setup)
         if seed is not None:
             assigns = [n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "seed"]
@@ -34,7 +38,11 @@ class CanonicalCell:
                 raise ValueError("the notebook's setup assigns no `seed` to override")
             assigns[0].value = ast.copy_location(ast.Constant(seed), assigns[0].value)
         ns: dict = {}
-        exec(compile(tree, "<notebook setup>", "exec"), ns)
+        threads = torch.get_num_threads()
+        try:
+            exec(compile(tree, "<notebook setup>", "exec"), ns)
+        finally:
+            torch.set_num_threads(threads)
         return ns
 
 

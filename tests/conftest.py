@@ -51,13 +51,16 @@ def interrupt_once(monkeypatch):
 
 @pytest.fixture
 def shell():
-    """An IPython shell with `%load_ext fragnb` done; its namespace is cleared afterwards."""
+    """An IPython shell with `%load_ext fragnb` done; its namespace is cleared afterwards, and torch's thread
+    count is this process's again (notebook 01's setup, which tests run in it, sets one for its kernel)."""
     from IPython.testing.globalipapp import get_ipython
 
+    threads = torch.get_num_threads()
     ip = get_ipython()
     ip.run_line_magic("load_ext", "fragnb")
     yield ip
     ip.reset(new_session=False)
+    torch.set_num_threads(threads)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -238,6 +238,24 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
         timeout=10_000
     )  # a cell scrolled back into view may redraw
     assert "actors" in drawing.inner_text() and "envs" not in drawing.inner_text()
+    predicted = (
+        r"Predicted \(a model, not a measurement\) on this machine \(2 cores\): [\d,]+( \([\d,]+-[\d,]+\))? env steps/s"
+    )
+    prediction = explorer.locator(".fragnb-prediction").first
+    assert re.search(predicted, prediction.inner_text())
+
+    # The whole explorer in one picture, as notebook 04's cell opens it (coarse, 2 actors), with the scaling
+    # plot: docs/explorer.png is a copy, the rendered 04's picture of the cell's output.
+    explorer.locator("button", has_text="Scaling plot").click()  # answered once the notebook's cells are done
+    scaling = explorer.locator(".fragnb-scaling").first
+    scaling.wait_for(state="visible", timeout=120_000)
+    assert (scaling.get_attribute("src") or "").startswith(("blob:", "data:"))
+    page.set_viewport_size({"width": 1400, "height": 2600})
+    explorer.scroll_into_view_if_needed()
+    assert "actors" in drawing.inner_text() and "envs" not in drawing.inner_text()  # still coarse
+    assert explorer.locator(".widget-dropdown", has_text="policy").locator("select").input_value() == "coarse"
+    explorer.screenshot(path=ARTIFACTS / "04_explorer_prediction.png")
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     started = time.monotonic()
     explorer.locator(".widget-dropdown", has_text="policy").locator("select").select_option("fine")
@@ -245,22 +263,8 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
         timeout=10_000
     )  # fine's env workers: a new worker group
     redraw = time.monotonic() - started
-    prediction = explorer.locator(".fragnb-prediction").first
-    assert re.search(
-        r"Predicted \(a model, not a measurement\) on this machine \(2 cores\): [\d,]+( \([\d,]+-[\d,]+\))? env steps/s",
-        prediction.inner_text(),
-    )
+    assert re.search(predicted, prediction.inner_text())
     explorer.screenshot(path=ARTIFACTS / "04_explorer_fine.png")
-    explorer.locator("button", has_text="Scaling plot").click()  # answered once the notebook's cells are done
-    scaling = explorer.locator(".fragnb-scaling").first
-    scaling.wait_for(state="visible", timeout=120_000)
-    assert (scaling.get_attribute("src") or "").startswith(("blob:", "data:"))
-    page.set_viewport_size(
-        {"width": 1400, "height": 2600}
-    )  # the whole explorer in one picture: docs/explorer.png is a copy
-    explorer.scroll_into_view_if_needed()
-    explorer.screenshot(path=ARTIFACTS / "04_explorer_prediction.png")
-    page.set_viewport_size({"width": 1400, "height": 1000})
 
     explorer.locator("button", has_text=re.compile(r"^\s*Run\s*$")).click()  # not "Run seeds"
     image = explorer.locator(".fragnb-live").first

@@ -104,3 +104,67 @@ def test_iterations_shown_at_once_draw_no_spike_of_env_steps_per_second(monkeypa
         progress.update([], env_steps=1000 * i)
     # 4,000 steps over the last second at most; over the last 3 ms alone it read 1,000,000 steps/s
     assert max(rate for _, rate in progress.rates) <= 4000
+
+
+def test_a_distributed_runs_live_shares_are_its_results_the_slowest_replica_per_fragment():
+    from fragnb.runtime.attempt import Tally
+    from fragnb.runtime.worker.report import Progress, plain_order
+
+    shown = []
+
+    class View:
+        def update(self, curve, env_steps, staleness=(), seconds=None, idle=None):
+            shown.append(seconds)
+
+    tally = Tally(View(), ["actors[0]", "actors[1]", "learner[0]"], plain_order)
+    for name, seconds in [
+        ("actors[0]", {"env@step": 1.0}),
+        ("actors[1]", {"env@step": 2.0}),
+        ("learner[0]", {"learner": 1.5}),
+    ]:
+        tally.add(Progress(name, 1, [], 10, seconds, [], 0.0))
+    # as RunResult.of_replicas counts a replicated fragment: its slowest replica's seconds (summed, 3.0 against
+    # the learner's 1.5, the panel showed shares the summary printed under it did not)
+    assert shown == [{"env@step": 2.0, "learner": 1.5}]
+
+
+class _Frames(live.LiveProgress):
+    """A live view that keeps every dashboard it draws."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.frames = []
+
+    def show_figure(self, fig):
+        self.frames.append(fig)
+
+
+def _shares(fig) -> list[float]:
+    return [bar.get_width() for bar in fig.axes[-1].patches]
+
+
+def test_the_dashboards_last_frame_is_the_finished_runs_result(displays):
+    from fragnb.runtime.result import RunResult
+
+    view = _Frames(total=2, title="t", progress=False, plot=True, plot_every=0.0)
+    view.update([(10, 1.0)], env_steps=10, seconds={"env@step": 3.0, "learner": 1.0})  # a share as it went: 75 %
+    view.close([(10, 1.0)])
+    curve = [(10, 1.0, 0.5), (30, 3.0, 1.5)]
+    result = RunResult(
+        "g", "coarse", 2, 2.0, env_steps=40, fragment_seconds={"env@step": 1.0, "learner": 1.0}, curve=curve
+    )
+    view.finished(result)
+    last = view.frames[-1]
+    assert _shares(view.frames[-2]) == [25.0, 75.0] and _shares(last) == [50.0, 50.0]  # the result's shares
+    assert 20.0 in [line.get_ydata()[0] for line in last.axes[-2].get_lines()]  # its env steps/s, 40 in 2 s, dashed
+    assert list(last.axes[0].get_lines()[0].get_ydata()) == [1.0, 3.0]  # its episodes
+
+
+def test_a_run_ends_its_live_view_on_the_result_it_returns(canonical, ppo_ns, displays):
+    import fragnb
+
+    view = _Frames(progress=False, plot=True, plot_every=1e9)  # draws at the end only: close, then finished
+    result = fragnb.run(fragnb.capture(canonical.body, ppo_ns(2), name="ppo"), progress=view)
+    total = sum(result.fragment_seconds.values())
+    assert view.seconds == result.fragment_seconds and view.mean_rate == result.env_steps_per_s
+    assert _shares(view.frames[-1]) == [100 * s / total for s in sorted(result.fragment_seconds.values())]

@@ -283,6 +283,28 @@ def test_more_replicas_never_step_faster_than_the_cores_allow(graph):
                     assert p.env_steps_per_s <= fastest * (1 + 1e-9), (placement.policy.name, cluster.name, replicas)
 
 
+def test_past_the_cores_more_actors_splitting_one_batch_are_never_predicted_faster(graph):
+    """Notebook 10's exercise: with the batch split among the actors (not grown), an actor added once they
+    outnumber the cores shortens nothing (they take turns, and each pays its calls), so no actor count
+    from the cores' on is predicted faster than the one before it; fractional cores, as calibrate()
+    measures them, and bytes on the edges included."""
+    import dataclasses
+    import random
+
+    rng = random.Random(11)
+    edge_bytes = {(e.src, e.dst, e.kind): rng.randint(0, 200_000) for e in graph.edges}
+    clusters = [
+        *CPU_CLUSTERS,
+        Cluster("0.9 cores' worth", 1, 0.9),
+        Cluster("1.6 cores' worth", 1, 1.6, iteration_s=2e-3),
+    ]
+    for prof in (dataclasses.replace(p, edge_bytes=edge_bytes) for p in _random_profiles()):
+        for cluster in clusters:
+            counts = [n for n in (1, 2, 4, 8, 16, 32) if n >= cluster.total_cores]
+            rates = [predict(graph.place("coarse", actors=n), prof, cluster).env_steps_per_s for n in counts]
+            assert all(b <= a * (1 + 1e-9) for a, b in zip(rates, rates[1:])), (cluster.name, rates)
+
+
 def test_the_runtimes_costs_are_a_term_of_their_own_and_each_terms_share_is_printed(graph):
     busy_runtime = Cluster("runtime", 1, 8, latency_s=0.0, message_s=0.0, bandwidth=1e30, iteration_s=0.01, step_s=1e-3)
     single = predict(graph.place("single"), _profile(), busy_runtime)

@@ -80,6 +80,20 @@ def test_a_setting_is_assigned_where_the_setup_binds_its_name_so_what_follows_us
         setup.namespace(0, {"cfg.lr": 1})
 
 
+def test_notebook_01_builds_seed_0_as_a_sweeps_worker_does_and_leaves_this_process_as_it_was(canonical):
+    import torch
+
+    from fragnb.runtime.pipeline import torch_threads
+
+    with torch_threads(2):  # a kernel on two threads: the notebook's setup sets one, as the workers run torch
+        ns = canonical.namespace()
+        assert torch.get_num_threads() == 2  # that setting was the notebook kernel's, not this process's
+    with torch_threads(1):  # as a sweep's worker runs seed 0's setup
+        worker = Setup("nb01", source=_without_seed(canonical.setup)).namespace(0)
+    for name, tensor in worker["policy"].state_dict().items():  # the orthogonal initialisation's QR included
+        assert torch.equal(ns["policy"].state_dict()[name], tensor), name
+
+
 # -- sweeps on the cluster --------------------------------------------------------------------------------
 def test_each_seed_of_a_cleanrl_style_loop_leaves_what_plain_python_leaves_with_that_seed(one_thread):
     result = fragnb.sweep(CLEANRL.cell, CLEANRL_SETUP, seeds=[0, 1], progress=False, plot=False)

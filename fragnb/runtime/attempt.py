@@ -372,11 +372,12 @@ class Tally:
             )
 
     def fragment_seconds(self) -> dict[str, float]:
-        """Seconds each fragment has taken so far, summed over its replicas."""
+        """Seconds each fragment has taken so far: a replicated fragment's slowest replica's, as the run's
+        result counts them (``RunResult.of_replicas``), so that the live view shows the summary's shares."""
         total: dict[str, float] = {}
         for per in self.seconds.values():
             for name, sec in per.items():
-                total[name] = total.get(name, 0.0) + sec
+                total[name] = max(total.get(name, 0.0), sec)
         return total
 
     def idle(self) -> dict[str, float]:

@@ -224,6 +224,7 @@ def run_placement(
             "record= keeps what replicas computed on workers; a 'single' run computes in this kernel, where the "
             "cell's variables and %debug show it: choose a distributed policy to record its fragments"
         )
+    live, views = _remembered(_live(progress, plot))
     with torch_threads(threads):
         if not policy.mode.distributed:
             if cluster is not None:
@@ -231,13 +232,13 @@ def run_placement(
                     "the 'single' policy runs in this process and takes no cluster; choose a distributed policy"
                 )
             result = InNotebook().execute(
-                Job(placement, None, graph.namespace, _live(progress, plot), on_curve, stop or threading.Event())
+                Job(placement, None, graph.namespace, live, on_curve, stop or threading.Event())
             )
         else:
             result = _distributed(
                 placement,
                 cluster,
-                _live(progress, plot),
+                live,
                 on_curve,
                 stop,
                 check,
@@ -247,6 +248,8 @@ def run_placement(
                 exact,
                 recording,
             )
+    if views:  # the last view that showed the run (a restarted run shows each attempt in one) ends on its result
+        views[-1].finished(result)
     return result
 
 
@@ -367,6 +370,19 @@ def _live(progress, plot: bool) -> Callable:
     if isinstance(progress, LiveProgress):
         return progress.started
     return lambda total, title: LiveProgress(total, title, progress, plot)
+
+
+def _remembered(live: Callable) -> tuple[Callable, list]:
+    """``live`` (a run's view, given its iterations and title), and the views it made: the run's end
+    redraws the last one from the result (:meth:`~fragnb.ui.live.LiveProgress.finished`), so that its
+    last frame shows what the result's summary prints."""
+    views: list = []
+
+    def view(total, title):
+        views.append(live(total, title))
+        return views[-1]
+
+    return view, views
 
 
 def _on_curve(until, graph: str, policy: str):

@@ -43,17 +43,23 @@ def dashboard(
     staleness: Sequence[float] = (),
     window: int = 20,
     idle: dict[str, float] | None = None,
+    mean_rate: float | None = None,
 ):
     """What a run shows while it lasts: the learning curve (and staleness) on the left; on the right,
-    env steps/s over time (``rates``: seconds since the start, steps/s) and each fragment's share of
-    the time so far (``seconds``: fragment to seconds, summed over replicas), with each group's share
-    of its time spent waiting for another (``idle``, distributed runs)."""
+    env steps/s over time (``rates``: seconds since the start, steps/s over the last few iterations)
+    and each fragment's share of the time so far (``seconds``: fragment to seconds, a replicated
+    fragment's those of its slowest replica, as in :attr:`~fragnb.runtime.result.RunResult.fragment_seconds`),
+    with each group's share of its time spent waiting for another (``idle``, distributed runs). Once
+    the run has ended, ``mean_rate`` (its env steps/s over the whole run) is drawn dashed across the rates."""
     fig = _figure_class()(figsize=(9, 3.6), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=(3, 2))
     _returns_panel(left, curve, title, window, staleness)
     speed, split = right.subplots(2, 1)
     if rates:
-        speed.plot(*zip(*rates), color="#55a868", lw=1.2)
+        speed.plot(*zip(*rates), color="#55a868", lw=1.2, label="last iterations")
+    if mean_rate is not None:
+        speed.axhline(mean_rate, color="#333333", ls="--", lw=1.0, label=f"whole run: {mean_rate:,.0f}")
+        speed.legend(loc="lower right", fontsize=7)
     speed.set_xlabel("seconds")
     speed.set_ylabel("env steps/s")
     speed.set_ylim(bottom=0)
@@ -215,6 +221,7 @@ class LiveProgress:
         self.rates: list[tuple[float, float]] = []  # (seconds since the start, env steps/s)
         self.seconds: dict[str, float] = {}
         self.idle: dict[str, float] = {}
+        self.mean_rate: float | None = None  # the whole run's env steps/s, once it has ended (finished)
         self.iterations = 0
         self._steps = [(0.0, 0)]
 
@@ -268,7 +275,11 @@ class LiveProgress:
             self.bar.update(1)
 
     def draw(self, curve: Sequence[tuple[int, float]]) -> None:
-        self.show_figure(dashboard(curve, self.title, self.rates, self.seconds, self.staleness, idle=self.idle))
+        self.show_figure(
+            dashboard(
+                curve, self.title, self.rates, self.seconds, self.staleness, idle=self.idle, mean_rate=self.mean_rate
+            )
+        )
         self.last_draw = time.perf_counter()
 
     def show_figure(self, fig) -> None:
@@ -284,3 +295,13 @@ class LiveProgress:
             self.draw(curve)
         if self.bar is not None:
             self.bar.close()
+
+    def finished(self, result) -> None:
+        """The run ended with ``result`` (a :class:`~fragnb.runtime.result.RunResult`): the dashboard's last
+        frame is redrawn from it, so that it shows what the result's summary prints: its episodes, each
+        fragment's seconds (:attr:`~fragnb.runtime.result.RunResult.fragment_seconds`) and, dashed, its env
+        steps/s over the whole run (the rates drawn as the run went are each over its last few iterations)."""
+        self.seconds = dict(result.fragment_seconds)
+        self.mean_rate = result.env_steps_per_s
+        if self.plot:
+            self.draw([(steps, ret) for steps, ret, _ in result.curve])
