@@ -41,6 +41,8 @@ __all__ = [
     "RolloutBuffer",
     "PPOLearner",
     "PENDULUM_STEPS",
+    "SMALL_LOOP",
+    "small_setup",
 ]
 
 
@@ -508,3 +510,45 @@ class PPOLearner(Learner):
         targets = values + correction
         advantages = batch["rewards"] + c.gamma * torch.cat([targets[:, 1:], last], 1) * nonterminal - values
         return {"advantages": rho * advantages if weighted else advantages, "returns": targets}
+
+
+#: Notebook 01's training loop at a size that runs in a fraction of a second (2 iterations of 8 steps): the
+#: cell the reference's examples capture, over the components :func:`small_setup` builds.
+SMALL_LOOP = """
+obs = env.reset()
+for it in range(2):
+    for step in range(8):
+        action, logprob, value = actor.act(obs)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+        obs = next_obs
+    last_value = actor.value(obs)
+    batch = buffer.batch(last_value)
+    stats = learner.update(batch)
+"""
+
+
+def small_setup(seed: int = 0) -> dict:
+    """Notebook 01's components, small (4 CartPole environments, 8 steps a rollout, one epoch of one
+    minibatch), built from ``seed`` as its setup cell builds them: the namespace :data:`SMALL_LOOP` runs in.
+
+    Examples
+    --------
+    >>> import fragnb
+    >>> from fragnb.algos.ppo import SMALL_LOOP, small_setup
+    >>> ns = small_setup(seed=0)
+    >>> sorted(k for k in ns if not k.startswith("_"))
+    ['actor', 'buffer', 'config', 'env', 'learner', 'policy']
+    >>> result = fragnb.run(fragnb.capture(SMALL_LOOP, ns, name="ppo"), progress=False, plot=False)
+    >>> result.env_steps, ns["learner"].updates
+    (64, 2)
+    """
+    from ..envs import CartPole
+
+    torch.manual_seed(seed)
+    config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
+    env = CartPole(num_envs=4, seed=seed)
+    policy = ActorCritic(obs_dim=4, num_actions=2)
+    actor, learner = PPOActor(policy, num_envs=4, seed=seed), PPOLearner(policy, config, seed=seed)
+    buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
+    return {"config": config, "env": env, "policy": policy, "actor": actor, "learner": learner, "buffer": buffer}

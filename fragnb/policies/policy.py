@@ -68,26 +68,9 @@ class DistributionPolicy:
     --policy``, the explorer); the object itself places a graph as a registered name does:
 
     >>> import torch, fragnb
-    >>> from fragnb.envs import CartPole
-    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
-    >>> _ = torch.manual_seed(0)
-    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
-    >>> env = CartPole(num_envs=4, seed=0)
-    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
-    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
-    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
-    >>> graph = fragnb.capture('''
-    ... obs = env.reset()
-    ... for it in range(2):
-    ...     for step in range(8):
-    ...         action, logprob, value = actor.act(obs)
-    ...         next_obs, reward, terminated, truncated, info = env.step(action)
-    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-    ...         obs = next_obs
-    ...     last_value = actor.value(obs)
-    ...     batch = buffer.batch(last_value)
-    ...     stats = learner.update(batch)
-    ... ''', globals(), name="ppo")
+    >>> from fragnb.algos.ppo import SMALL_LOOP, small_setup
+    >>> globals().update(small_setup(seed=0))  # notebook 01's components: 4 envs, 8 steps
+    >>> graph = fragnb.capture(SMALL_LOOP, globals(), name="ppo")
     >>> print(graph.place(mine, actors=2, device="cpu"))
     Placement of 'ppo' under 'my_policy' {'actors': 2, 'device': 'cpu'}
       actors x2 (cpu): env@cell, actor@step, env@step, actor@it

@@ -58,26 +58,9 @@ def predict(placement, profile, cluster: Cluster | str = "here", replicas: int |
     one) so that the figures are the same everywhere:
 
     >>> import torch, fragnb
-    >>> from fragnb.envs import CartPole
-    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
-    >>> _ = torch.manual_seed(0)
-    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
-    >>> env = CartPole(num_envs=4, seed=0)
-    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
-    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
-    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
-    >>> graph = fragnb.capture('''
-    ... obs = env.reset()
-    ... for it in range(2):
-    ...     for step in range(8):
-    ...         action, logprob, value = actor.act(obs)
-    ...         next_obs, reward, terminated, truncated, info = env.step(action)
-    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-    ...         obs = next_obs
-    ...     last_value = actor.value(obs)
-    ...     batch = buffer.batch(last_value)
-    ...     stats = learner.update(batch)
-    ... ''', globals(), name="ppo")
+    >>> from fragnb.algos.ppo import SMALL_LOOP, small_setup
+    >>> globals().update(small_setup(seed=0))  # notebook 01's components: 4 envs, 8 steps
+    >>> graph = fragnb.capture(SMALL_LOOP, globals(), name="ppo")
     >>> from fragnb.predict import Profile
     >>> seconds = {"env@cell": 0.0001, "actor@step": 0.004, "env@step": 0.003, "buffer@step": 0.0005,
     ...            "actor@it": 0.0002, "buffer@it": 0.0005, "learner": 0.008}
@@ -161,26 +144,9 @@ def scaling(
     one) so that the figures are the same everywhere:
 
     >>> import torch, fragnb
-    >>> from fragnb.envs import CartPole
-    >>> from fragnb.algos.ppo import PPOConfig, ActorCritic, PPOActor, RolloutBuffer, PPOLearner
-    >>> _ = torch.manual_seed(0)
-    >>> config = PPOConfig(num_envs=4, num_steps=8, update_epochs=1, num_minibatches=1)
-    >>> env = CartPole(num_envs=4, seed=0)
-    >>> policy = ActorCritic(obs_dim=4, num_actions=2)
-    >>> actor, learner = PPOActor(policy, num_envs=4, seed=0), PPOLearner(policy, config, seed=0)
-    >>> buffer = RolloutBuffer(4, 8, env.obs_shape, config.gamma, config.gae_lambda)
-    >>> graph = fragnb.capture('''
-    ... obs = env.reset()
-    ... for it in range(2):
-    ...     for step in range(8):
-    ...         action, logprob, value = actor.act(obs)
-    ...         next_obs, reward, terminated, truncated, info = env.step(action)
-    ...         buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-    ...         obs = next_obs
-    ...     last_value = actor.value(obs)
-    ...     batch = buffer.batch(last_value)
-    ...     stats = learner.update(batch)
-    ... ''', globals(), name="ppo")
+    >>> from fragnb.algos.ppo import SMALL_LOOP, small_setup
+    >>> globals().update(small_setup(seed=0))  # notebook 01's components: 4 envs, 8 steps
+    >>> graph = fragnb.capture(SMALL_LOOP, globals(), name="ppo")
     >>> from fragnb.predict import Profile
     >>> seconds = {"env@cell": 0.0001, "actor@step": 0.004, "env@step": 0.003, "buffer@step": 0.0005,
     ...            "actor@it": 0.0002, "buffer@it": 0.0005, "learner": 0.008}
