@@ -187,3 +187,12 @@ def test_a_backend_that_cannot_draw_is_named_in_the_error(mujoco_gl):
     mujoco_gl.setenv("MUJOCO_GL", "nonsense")
     with pytest.raises(RenderingError, match="HalfCheetah-v5 cannot draw itself with MUJOCO_GL=nonsense"):
         animate_gym("HalfCheetah-v5", lambda obs: np.zeros(6), steps=1)
+
+
+def test_the_player_loads_nothing_from_the_internet_and_keeps_every_button():
+    """matplotlib's player links Font Awesome from a CDN; a course in a lab without internet shows its buttons
+    as characters instead, each still labelled for a screen reader."""
+    shown = animate_cartpole(balancing, steps=3).data
+    assert not re.findall(r"(?:href|src)=\"https?://", shown), re.findall(r"https?://[^\"]*", shown)
+    assert "fa fa-" not in shown
+    assert shown.count("<button") == 9 and shown.count('aria-hidden="true"') == 9

@@ -10,20 +10,82 @@ from __future__ import annotations
 
 from .rendered import WIDGET_PICTURES, picture_widgets, settle_progress_bars
 
-__all__ = ["same", "keep", "kept", "settle_progress_bars", "picture_widgets", "WIDGET_PICTURES"]
+__all__ = [
+    "same",
+    "keep",
+    "kept",
+    "predict",
+    "compare",
+    "predicted",
+    "unanswered",
+    "settle_progress_bars",
+    "picture_widgets",
+    "WIDGET_PICTURES",
+]
 
 #: What :func:`keep` recorded: name -> the object the notebook's name was bound to when its cell ended.
 KEPT: dict[str, object] = {}
+#: What :func:`predict` recorded: name -> the answer written before the run (``None``: not written yet).
+PREDICTED: dict[str, object] = {}
 
 
-def same(given, correct) -> bool:
-    """Whether a quiz answer is the notebook's own: strings compare without case or surrounding spaces,
-    anything else with ``==``. ``None`` (not answered) is never right."""
+def same(given, correct, tol: float | None = None) -> bool:
+    """Whether a quiz answer is the notebook's own: strings compare without case or surrounding spaces (a
+    multiple-choice letter as well as a name), numbers within ``tol`` of the correct one, relative to it, where
+    ``tol`` is given (a number written as text counts as the number), anything else with ``==``. ``None`` (not
+    answered) is never right.
+
+    Examples
+    --------
+    >>> same(" B", "b"), same(0.52, 0.5, tol=0.05), same("0.52", 0.5, tol=0.05), same(0.6, 0.5, tol=0.05)
+    (True, True, True, False)
+    """
     if given is None:
         return False
+    if tol is not None and isinstance(correct, (int, float)) and not isinstance(correct, bool):
+        try:
+            return abs(float(given) - correct) <= tol * abs(correct)
+        except (TypeError, ValueError):
+            return False
     if isinstance(given, str) and isinstance(correct, str):
         return given.strip().lower() == correct.strip().lower()
     return given == correct
+
+
+def predict(name: str, answer) -> None:
+    """Write down what you expect before running the cell that measures it: :func:`compare` prints it beside
+    what the run did, and the quiz's autograder checks it (:func:`predicted`). ``answer`` is ``None`` until the
+    student writes one; calling again replaces it.
+
+    Examples
+    --------
+    >>> predict("weights", "a")
+    >>> compare("weights", "a")
+    you predicted 'a'; the run gives 'a': right
+    """
+    PREDICTED[name] = answer
+    if answer is None:
+        print(f"prediction {name!r}: replace None with your answer before you run the next cells")
+
+
+def compare(name: str, actual, tol: float | None = None) -> None:
+    """Print the prediction written as ``name`` beside ``actual``, what the run gave (:func:`same` compares them)."""
+    given = PREDICTED.get(name)
+    if given is None:
+        print(f"no prediction {name!r} was written; the run gives {actual!r}")
+        return
+    verdict = "right" if same(given, actual, tol) else "not what happened: the text below says why"
+    print(f"you predicted {given!r}; the run gives {actual!r}: {verdict}")
+
+
+def predicted(name: str):
+    """The prediction written as ``name`` (:func:`predict`), ``None`` where none was."""
+    return PREDICTED.get(name)
+
+
+def unanswered() -> list[str]:
+    """The predictions still ``None``, for a quiz's public check."""
+    return [name for name, answer in PREDICTED.items() if answer is None]
 
 
 def keep(*names: str) -> None:

@@ -116,7 +116,7 @@ def embed(anim, fps: float, gif: bool, frame_format: str) -> str:
     with matplotlib.rc_context({**_SAVE_RC, "animation.frame_format": frame_format}):
         if not gif:
             html = anim.to_jshtml(fps=fps, default_mode="loop")
-            return _with_still(_fewer_colours(html) if frame_format == "png" else html)
+            return _with_still(_offline(_fewer_colours(html) if frame_format == "png" else html))
         from matplotlib.animation import PillowWriter
 
         with tempfile.TemporaryDirectory() as folder:
@@ -124,6 +124,29 @@ def embed(anim, fps: float, gif: bool, frame_format: str) -> str:
             anim.save(path, writer=PillowWriter(fps=fps))
             data = base64.b64encode(path.read_bytes()).decode()
     return f'<img src="data:image/gif;base64,{data}" alt="an episode of the trained agent">'
+
+
+#: The player's buttons as text, for Font Awesome's icons: matplotlib loads that font from a CDN, and a course
+#: must work offline (a lab without internet, a hub behind a firewall).
+_ICONS = {
+    "fa fa-minus": "\u2212",
+    "fa fa-fast-backward": "\u23ee",
+    "fa fa-step-backward": "\u23ea",
+    "fa fa-play fa-flip-horizontal": "\u25c0",
+    "fa fa-pause": "\u23f8",
+    "fa fa-play": "\u25b6",
+    "fa fa-step-forward": "\u23e9",
+    "fa fa-fast-forward": "\u23ed",
+    "fa fa-plus": "+",
+}
+
+
+def _offline(html: str) -> str:
+    """matplotlib's player without its stylesheet from the internet: each icon its character (text style)."""
+    html = re.sub(r'<link rel="stylesheet"\s*href="https?://[^"]*font-awesome[^"]*">', "", html)
+    for icon, glyph in _ICONS.items():
+        html = html.replace(f'<i class="{icon}"></i>', f'<i aria-hidden="true">{glyph}\ufe0e</i>')
+    return html
 
 
 def _fewer_colours(html: str) -> str:
