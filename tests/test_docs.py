@@ -66,6 +66,9 @@ def test_the_site_builds_with_warnings_as_errors(site):
     for stem in notebooks:
         text = (site / "learn" / f"{stem}.html").read_text()
         assert "BEGIN SOLUTION" not in text and "# HIDDEN" not in text and "Solution (collapsed" not in text, stem
+        assert "the cells below are collapsed" not in text, (
+            f"{stem}: the teacher's Solutions heading, with nothing below"
+        )
 
 
 class _Page(HTMLParser):

@@ -1,17 +1,20 @@
-"""``python -m fragnb.course settle NOTEBOOK ...`` | ``handouts [--out DIR] NOTEBOOK ...`` | ``binder``"""
+"""``python -m fragnb.course settle NOTEBOOK ...`` | ``minutes`` | ``handouts [--out DIR] NOTEBOOK ...`` | ``binder``"""
 
 import sys
 from pathlib import Path
 
 from .handouts import write_handouts
 from .pins import write_binder
-from .rendered import settle_files
+from .rendered import settle_files, write_minutes
 
-USAGE = "usage: python -m fragnb.course settle NOTEBOOK.ipynb ... | handouts [--out DIR] NOTEBOOK.ipynb ... | binder"
+USAGE = "usage: python -m fragnb.course settle NOTEBOOK.ipynb ... | minutes | handouts [--out DIR] NOTEBOOK.ipynb ... | binder"
 
 command, args = sys.argv[1:2], sys.argv[2:]
 if command == ["settle"] and args:
     settle_files(args)
+elif command == ["minutes"] and not args:  # the course page's minutes, from docs/course's rendered copies
+    for name, spent in write_minutes("notebooks/README.md", "docs/course").items():
+        print(f"{name}: {spent:.1f} minutes")
 elif command == ["handouts"] and args:
     out = "handouts"
     if args[0] == "--out":

@@ -15,7 +15,17 @@ from __future__ import annotations
 import html
 import json
 
-__all__ = ["settle_progress_bars", "picture_widgets", "without_key", "for_site", "write_site_course", "WIDGET_PICTURES"]
+__all__ = [
+    "settle_progress_bars",
+    "picture_widgets",
+    "without_key",
+    "for_site",
+    "is_solution",
+    "write_site_course",
+    "minutes",
+    "write_minutes",
+    "WIDGET_PICTURES",
+]
 
 
 _VIEW = "application/vnd.jupyter.widget-view+json"
@@ -25,6 +35,13 @@ _STATE = "application/vnd.jupyter.widget-state+json"
 #: The picture a rendered copy shows in place of a widget that is not a progress bar, by notebook (relative to
 #: the repository): the explorer as ``tests/test_browser.py`` photographed it in JupyterLab.
 WIDGET_PICTURES = {"04_explore_policies.ipynb": "docs/explorer.png"}
+
+
+def is_solution(cell: dict) -> bool:
+    """Whether a cell goes only to the teacher: tagged ``solution`` (an exercise's solution, a quiz's key), or the
+    ``## Solutions`` heading that tells a reader of the teacher's copy the cells below it are collapsed."""
+    tagged = "solution" in cell.get("metadata", {}).get("tags", [])
+    return tagged or (cell["cell_type"] == "markdown" and "".join(cell.get("source", "")).startswith("## Solutions"))
 
 
 def picture_widgets(notebook: dict, png: bytes) -> int:
@@ -111,7 +128,7 @@ def for_site(notebook: dict) -> int:
             elif text.startswith("# END "):
                 block = None
             continue
-        if block == "TESTS" or "solution" in cell.get("metadata", {}).get("tags", []):
+        if block == "TESTS" or is_solution(cell):
             continue
         for output in cell.get("outputs", []):
             output.get("data", {}).pop(_VIEW, None)
@@ -184,3 +201,52 @@ def settle_files(paths: list[str]) -> None:
             json.dump(notebook, f, indent=1, ensure_ascii=False)
             f.write("\n")
         print(f"{path}: {n} progress bar{'s' if n != 1 else ''} written as they ended")
+
+
+def minutes(notebook: dict) -> tuple[float, str]:
+    """How long a rendered copy's cells ran, from the first cell's start to the last one's reply, in minutes, and
+    the day (UTC) it ran: the times the kernel recorded in each cell's ``execution`` metadata."""
+    from datetime import datetime
+
+    times = [
+        datetime.fromisoformat(t.replace("Z", "+00:00"))
+        for cell in notebook.get("cells", [])
+        for t in cell.get("metadata", {}).get("execution", {}).values()
+    ]
+    if not times:
+        raise ValueError("the notebook holds no execution times: render it with `make course`")
+    return (max(times) - min(times)).total_seconds() / 60, min(times).date().isoformat()
+
+
+#: The course page's sentence that gives the day and the total (``write_minutes`` rewrites it).
+_TOTAL = r"on (\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?): ([\d.]+) minutes for the eleven"
+
+
+def course_minutes(page: str, rendered) -> tuple[str, dict[str, float]]:
+    """``page`` (``notebooks/README.md``) with each notebook's row ending in its rendered copy's minutes
+    (``rendered``: the folder of copies) and the total's sentence computed from them; and those minutes."""
+    import re
+    from pathlib import Path
+
+    taken, days, lines = {}, [], []
+    for line in page.splitlines():
+        link = re.search(r"\]\((\d\d_[^)]+\.ipynb)\)", line)
+        if link and line.rstrip().endswith("|"):
+            spent, day = minutes(json.loads((Path(rendered) / link[1]).read_text(encoding="utf-8")))
+            taken[link[1]], days = spent, [*days, day]
+            cells = line.rstrip().rstrip("|").rsplit("|", 1)
+            line = f"{cells[0]}| {spent:.1f} |"
+        lines.append(line)
+    text = "\n".join(lines) + "\n"
+    span = min(days) if min(days) == max(days) else f"{min(days)} to {max(days)}"
+    total = sum(round(m, 1) for m in taken.values())
+    return re.sub(_TOTAL, f"on {span}: {total:.1f} minutes for the eleven", text), taken
+
+
+def write_minutes(page, rendered) -> dict[str, float]:
+    """Rewrite the course page's minutes from the rendered copies (``python -m fragnb.course minutes``)."""
+    from pathlib import Path
+
+    text, taken = course_minutes(Path(page).read_text(encoding="utf-8"), rendered)
+    Path(page).write_text(text, encoding="utf-8")
+    return taken
