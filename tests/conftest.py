@@ -73,6 +73,40 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_dot)
 
 
+def hand_in(student: Path, out: Path, wrong: dict, kernel_record: Path | None = None) -> tuple[Path, int]:
+    """A handout (``student``, as `make handouts` writes it) answered as a student would, with its teacher's key
+    but for ``wrong`` (question -> answer): each quiz answer and each prediction written before the runs. With
+    ``kernel_record``, a cell before the answers writes the kernel's ``sys.prefix`` there (which Python graded
+    it). Returns the handed-in notebook and how many answers the quiz grades."""
+    import json
+    import re
+
+    teachers = json.loads((ROOT / "notebooks" / student.name).read_text())["cells"]
+    key = next("".join(c["source"]) for c in teachers if "".join(c["source"]).startswith("# The quiz's key"))
+    answers = eval(re.search(r"^answers = (.*)$", key, re.M)[1])  # noqa: S307 - the key's dict literal
+    answers.update(wrong)
+    predictions = dict(re.findall(r'^predict\("(.+?)", (.+?)\)\s*(?:#.*)?$', key, re.M))
+    nb = json.loads(student.read_text())
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        for name, answer in predictions.items():
+            source = re.sub(
+                rf'^predict\("{re.escape(name)}", None\)', f'predict("{name}", {answer})', source, flags=re.M
+            )
+        cell["source"] = source
+    assert not [c for c in nb["cells"] if re.search(r'^predict\(".+?", None\)', c["source"], re.M)], "unkeyed"
+    at = next(i for i, c in enumerate(nb["cells"]) if c["source"].startswith("answers = {"))
+    nb["cells"][at]["source"] = f"answers = {answers!r}"
+    if kernel_record is not None:
+        record = f"import sys\nopen({str(kernel_record)!r}, 'w').write(sys.prefix)"
+        nb["cells"].insert(
+            at, {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": record}
+        )
+    handed_in = out / student.name
+    handed_in.write_text(json.dumps(nb))
+    return handed_in, len(answers) + len(predictions)
+
+
 def worker_processes() -> list[psutil.Process]:
     """This process's children, but for multiprocessing's resource tracker and forkserver (one per
     process, not workers: the forkserver forks fragnb's workers, which show its command line too, as

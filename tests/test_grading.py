@@ -15,13 +15,9 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from conftest import ROOT
+from conftest import ROOT, hand_in
 
 NOTEBOOK_06 = ROOT / "notebooks" / "06_your_own_policy.ipynb"
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"])
 
 
 @pytest.fixture(scope="module")
@@ -70,27 +66,6 @@ def test_the_autograder_zip_carries_fragnbs_wheel_and_the_course_environment_pin
     assert pip == [f"--find-links {SOURCE}/{WHEELS}", f"--find-links {SOURCE}", *lines[1:]]
 
 
-def _hand_in(student, tmp_path, wrong: dict, kernel_record=None):
-    """Notebook 06's handout answered with the quiz's key but for ``wrong``; with ``kernel_record``, a cell
-    before the answers writes the kernel's ``sys.prefix`` there (which Python graded it)."""
-    key = next(
-        _source(c) for c in json.loads(NOTEBOOK_06.read_text())["cells"] if _source(c).startswith("# The quiz's key")
-    )
-    answers = eval(key.splitlines()[-1].split("=", 1)[1])  # noqa: S307 - the key's dict literal
-    answers.update(wrong)
-    nb = json.loads(student.read_text())
-    at = next(i for i, c in enumerate(nb["cells"]) if _source(c).startswith("answers = {"))
-    nb["cells"][at]["source"] = f"answers = {answers!r}"
-    if kernel_record is not None:
-        record = f"import sys\nopen({str(kernel_record)!r}, 'w').write(sys.prefix)"
-        nb["cells"].insert(
-            at, {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": record}
-        )
-    handed_in = tmp_path / student.name
-    handed_in.write_text(json.dumps(nb))
-    return handed_in, answers
-
-
 def _errors(done: subprocess.CompletedProcess) -> str:
     """pip's and otter's ERROR lines first (this machine's pip prints a warning per package), then the tail."""
     text = done.stdout + done.stderr
@@ -135,7 +110,7 @@ def test_a_fresh_venv_built_from_the_zip_alone_grades_a_handout_answer_by_answer
     step("kernel", [python, "-m", "ipykernel", "install", "--prefix", str(venv), "--name", "python3"], 120)
 
     kernel_record = tmp_path / "kernel_prefix.txt"
-    handed_in, answers = _hand_in(student, tmp_path, {4: "ValueError"}, kernel_record)  # wrong: a FragmentError
+    handed_in, graded = hand_in(student, tmp_path, {4: "ValueError"}, kernel_record)  # wrong: a FragmentError
     otter = [str(venv / "bin" / "otter"), "run", "-a", str(zipped), "-o", str(tmp_path), str(handed_in)]
     step("otter run", otter, 900)
     print(f"\nfresh-venv grading, seconds: {seconds}")
@@ -143,4 +118,4 @@ def test_a_fresh_venv_built_from_the_zip_alone_grades_a_handout_answer_by_answer
     assert kernel_record.read_text() == str(venv), "the submission ran in another Python than the fresh venv's"
     results = json.loads((tmp_path / "results.json").read_text())
     quiz = next(t for t in results["tests"] if t["name"] == "quiz")
-    assert (quiz["score"], quiz["max_score"]) == (len(answers) - 1, len(answers)), quiz["output"][-2000:]
+    assert (quiz["score"], quiz["max_score"]) == (graded - 1, graded), quiz["output"][-2000:]

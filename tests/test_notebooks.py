@@ -1,10 +1,11 @@
 """The course notebooks agree with each other (nbval runs each of them top to bottom)."""
 
 import json
+import re
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, hand_in
 
 
 def _fragment_cells(name: str) -> list[str]:
@@ -67,15 +68,55 @@ def test_every_notebook_has_goals_exercises_a_quiz_and_solutions(path):
     assert any(_source(c).startswith("# The quiz's key") for c in key)
     hidden = [c for c in quiz["tests"] if _source(c).startswith("# HIDDEN")]
     questions = len(eval(_source(answers).split("=", 1)[1]))  # noqa: S307 - a dict of Nones
-    assert len(hidden) == questions and all("assert same(answers.get(" in _source(c) for c in hidden), (
-        "one hidden test per question, computing its answer from the notebook's objects"
-    )
+    predictions = _predictions(cells)
+    assert predictions, "at least one prediction written before a run (fragnb.course.predict), compared after it"
+    graded = [_source(c) for c in hidden]
+    assert len(hidden) == questions + len(predictions), "one hidden test per question and per prediction"
+    assert sum("assert same(answers.get(" in t for t in graded) == questions and all(
+        any(f'same(predicted("{name}")' in t for t in graded) for name in predictions
+    ), "each hidden test computes its answer from the notebook's objects"
+    check = next(_source(c) for c in quiz["tests"] if not _source(c).startswith("# HIDDEN"))
+    assert "unanswered()" in check, "the public check asks for every prediction too"
+    points = re.search(r"points: (\d+)", _source(next(c for c in cells if _source(c).startswith("# BEGIN QUESTION"))))
+    assert points and int(points[1]) == len(hidden), "a point per question and per prediction"
     solutions = [c for c in cells if "solution" in c["metadata"].get("tags", [])]
     for c in solutions:  # collapsed where a student opens them: JupyterLab and GitHub
         if c["cell_type"] == "code":
             assert c["metadata"].get("jupyter", {}).get("source_hidden"), _source(c)[:60]
         else:
             assert _source(c).startswith(("<details>", "**Quiz.**")), _source(c)[:60]
+
+
+def _predictions(cells: list[dict]) -> list[str]:
+    """The names of the predictions a notebook asks for before its runs, each compared with the run after it."""
+    names, compared = [], []
+    for c in cells:
+        if c["cell_type"] != "code" or "solution" in c["metadata"].get("tags", []):
+            continue
+        names += re.findall(r'^predict\("(.+?)", None\)', _source(c), re.M)
+        compared += re.findall(r'\bcompare\("(.+?)"', _source(c))
+    assert all(name in compared for name in names), f"a prediction never compared with its run: {names}"
+    return names
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+def test_every_exercise_carries_its_points_and_a_rubric(path):
+    """As a course's homework states them: the points of each exercise, and what earns them."""
+    for cell in _cells(path):
+        text = _source(cell)
+        if cell["cell_type"] != "markdown" or not re.search(r"^## Exercise", text, re.M):
+            continue
+        body, _, rubric = text.partition("**Rubric.**")
+        items = dict(re.findall(r"^(\d+)\. .*?\((\d+) points?\)", body, re.M))
+        numbered = re.findall(r"^(\d+)\. ", body, re.M)
+        assert sorted(items) == sorted(numbered), f"{path.name}: an exercise without its points: {numbered}"
+        if not numbered:
+            heading = re.search(r"^## Exercise.*\((\d+) points?\)", text, re.M)
+            assert heading, f"{path.name}: the exercise's heading gives its points"
+            items = {"1": heading[1]}
+        assert rubric, f"{path.name}: a **Rubric.** after the exercises says what earns their points"
+        graded = dict(re.findall(r"^- \*\*(\d+)\*\* \((\d+) points?\)", rubric, re.M))
+        assert graded == items, f"{path.name}: the rubric's points {graded} are not the exercises' {items}"
 
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
@@ -141,140 +182,35 @@ def test_the_autograder_grades_a_handed_in_handout_answer_by_answer(handouts, tm
     import sys
 
     path = next(p for p in COURSE if p.name.startswith("06"))
-    key = next(_source(c) for c in _quiz(_cells(path))["solution"] if _source(c).startswith("# The quiz's key"))
-    answers = eval(key.splitlines()[-1].split("=", 1)[1])  # noqa: S307 - the key's dict literal
-    answers[4] = "ValueError"  # wrong: placing that policy raises a FragmentError
-    student = json.loads((handouts / path.stem / "student" / path.name).read_text())
-    cell = next(c for c in student["cells"] if _source(c).startswith("answers = {"))
-    cell["source"] = f"answers = {answers!r}"
-    handed_in = tmp_path / path.name
-    handed_in.write_text(json.dumps(student))
+    student = handouts / path.stem / "student" / path.name
+    handed_in, graded = hand_in(student, tmp_path, {4: "ValueError"})  # wrong: placing that raises a FragmentError
     (zipped,) = (handouts / path.stem / "autograder").glob("*.zip")
     otter = [sys.executable, "-m", "otter", "run", "-a", str(zipped), "-o", str(tmp_path), str(handed_in)]
     done = subprocess.run(otter, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())
     quiz = next(t for t in results["tests"] if t["name"] == "quiz")
-    assert (quiz["score"], quiz["max_score"]) == (len(answers) - 1, len(answers)), quiz["output"][-2000:]
+    assert (quiz["score"], quiz["max_score"]) == (graded - 1, graded), quiz["output"][-2000:]
 
 
-def test_the_course_page_lists_every_notebook_with_its_minutes():
+def test_the_course_page_lists_every_notebook_with_the_minutes_its_rendered_copy_ran():
+    """The minutes a teacher plans with are the rendered copies' own (`make course` writes them), not typed."""
+    from fragnb.course.rendered import course_minutes
+
     page = (ROOT / "notebooks" / "README.md").read_text()
     for path in COURSE:
-        row = next((line for line in page.splitlines() if f"({path.name})" in line), None)
-        assert row is not None, f"notebooks/README.md does not link {path.name}"
-        assert row.rstrip(" |").rsplit("|", 1)[-1].strip().replace(".", "", 1).isdigit(), f"no minutes in: {row}"
+        assert f"({path.name})" in page, f"notebooks/README.md does not link {path.name}"
+    computed, taken = course_minutes(page, ROOT / "docs" / "course")
+    assert sorted(taken) == [p.name for p in COURSE]
+    assert page == computed, (
+        "the course page's minutes are not its rendered copies': run `python -m fragnb.course minutes`"
+    )
 
 
 # -- what each notebook claims, checked by its own run -----------------------------------------------
-#: Per notebook, each claim its text makes about what it measured or computed, with the assert that
-#: checks it on the notebook's own run (a fragment of the assert's condition as Python writes it back).
-#: nbval runs every notebook, so a rerun that reverses a claim fails; this list keeps the asserts from
-#: going missing, and a new assert from going in without the claim it checks being written down here.
-#: Only what holds on any machine that can run the notebook is a claim (same weights, bounded staleness,
-#: counts, exact equalities); a measured speed, ratio, share or bottleneck is printed with the sentence
-#: built from it, since another program on the machine can turn it around (`pytest --busy=2` checks this).
-CLAIMS = {
-    "01": [
-        ("capturing runs nothing: the cell's variables do not exist yet", "'returns' not in dir()"),
-        ("the roles of the nine fragments", "[f.role for f in ppo.fragments] =="),
-        ("four seeds ran side by side, none failed", "not sweep.failed and len(sweep.runs) == 4"),
-        ("the sweep's seed 0 is the notebook's own run, episode for episode", "seed0.values['returns'] == returns"),
-        ("exercise 1: another batch shape keeps the graph's shape", "shape(again) == shape(ppo)"),
-        ("exercise 3: bookkeeping goes to the driver", "role_of(with_seen, 'seen =') == 'driver'"),
-        ("exercise 4: two learning rates over four seeds each ran", "not grid.failed and all("),
-    ],
-    "02": [
-        ("coarse leaves single's weights", "(weights['coarse'] - weights['single']).abs().max() < 1e-05"),
-        ("fine leaves single's weights", "(weights['fine'] - weights['single']).abs().max() < 1e-05"),
-        ("coarse and fine return single's episodes, in its order", "returned['coarse'] == returned['single'] and"),
-        ("any bookkeeping, same answer", "distributed == (episodes, log['value_loss'])"),
-    ],
-    "03": [
-        ("the design table's SEED RL row, checked on a placement", "facts['SEED RL']['inference'] =="),
-        ("the design table's IMPALA, SRL and DD-PPO rows", "facts['IMPALA']['sync'] == facts['SRL']['sync']"),
-        ("Anakin sends nothing", "facts['Anakin']['crosses'] == ['nothing']"),
-        ("coarse with both edges relaxed is async's placement", "relaxed.transfers == ppo.place('async'"),
-        ("one edge at a time: no update trains on data older than the bound", "max(a) <= 1 for a in ages"),
-        ("one edge at a time: coarse exact, a relaxed edge statistical", "[runs[0].guarantee for runs in one_edge"),
-        ("the sweep: no run trained on data older than its bound", "a <= bound for (bound, _), runs in sweep.items()"),
-        ("the sweep: at bound 0 nothing trained on was stale", "mean_staleness(r) == 0 for n in (1, 2)"),
-    ],
-    "04": [
-        ("the explorer's run iterated as the result says", "it == explorer.result.iterations - 1"),
-        ("srl's ring choices at 16 actors", "choices(ppo, 'srl', 'ring', actors=16) == [1, 2]"),
-        ("a composed policy keeps single's weights", "(weights['buffer_with_learner'] - weights['single'])"),
-    ],
-    "05": [
-        ("the remote cluster trains the same weights", "same and trained"),
-        ("the drill: one worker lost, resumed, the same returns", "len(drill.lost_workers) == 1 and same"),
-        ("an async actor lost: the run goes on to the end", "len(drill_async.lost_workers) == 1 and"),
-        ("no capacity left: plain Python's state at the last checkpoint is kept", "(kept_it + 1) % 2 == 0 and kept"),
-        ("a bug only one replica meets, replayed in the kernel in its frame", "frame.f_globals['it'] == 3 and 20 in"),
-        ("shutting down leaves no process", "all((proc.poll() is not None for proc in"),
-        ("ending the session ends every process", "all((session_ended(proc) for proc in"),
-        ("the drills killed every worker: each exited on SIGKILL", "proc.returncode == -signal.SIGKILL"),
-    ],
-    "06": [
-        ("your own policy keeps the invariant", "invariant"),
-        ("the buffer's edge becomes an exchange", "operator(placed, 'buffer@it', 'learner') == 'exchange'"),
-        ("a policy that cannot run a loop refuses it", "refusal(logged, 'own_buffer', actors=2) == 'FragmentError'"),
-        ("a rewritten fine places as fine", "shape(ppo.place('my_fine', actors=2)) =="),
-        ("exercise: own_buffer keeps single's weights to 1e-5", "torch.allclose(mine[k], v, atol=1e-05) for k, v in"),
-    ],
-    "07": [
-        ("MAPPO's fragments and roles", "[f.role for f in mappo.fragments] =="),
-        ("MAPPO trains 10 above its baseline", "trained > baseline + 10"),
-        ("coarse leaves single's weights and returns", "(w_single - w_coarse).abs().max() < 1e-05 and r_single"),
-        ("exercise: more agents keep the graph's shape", "shape(regraph) == shape(mappo)"),
-        ("exercise 4: multi_learner's weights are not single's", "(w_single - w_data_parallel).abs().max() > 1e-05"),
-    ],
-    "08": [
-        ("coarse leaves single's weights and returns", "(w_single - w_coarse).abs().max() < 1e-05 and r_single"),
-        ("collect-then-train: coarse leaves single's weights", "(wc_single - wc_coarse).abs().max() < 1e-05"),
-        ("the replay-ratio sweep ran every seed", "not grid.failed"),
-        (
-            "Ape-X without a bound: the loop's own 8 samples per insert, never ahead",
-            "r['ahead'] == 0 and r['per insert'] == 8",
-        ),
-        (
-            "Ape-X bound at 16: within the bound, and an iteration ahead of insertion inserts nothing",
-            "r['per insert'] <= 16 and r['inserted'] == (iterations - r['ahead']) * per_iteration",
-        ),
-        ("prioritised replay's update goes with the learner", "placed.fragments[fragment.name].group =="),
-        ("exercise 1: build(prioritized=True) reaches the buffer", "buffer.prioritized and (buffer.alpha, buffer"),
-    ],
-    "09": [
-        ("writer has the loop's episodic returns, the result none from Gymnasium", "episodic and (not cleanrl"),
-        ("CleanRL's loop under coarse: statistical, every step taken", "statistical.guarantee == 'statistical'"),
-        ("under fine: exact", "cleanrl_fine.guarantee == 'exact'"),
-        ("with streams: exact", "exact.guarantee == 'exact'"),
-        ("the agent's weights equal single's", "torch.allclose(single_weights[k], v, atol=1e-05) for k, v in agent"),
-        ("the logs equal single's", "[(tag, step) for tag, _, step in writer] =="),
-        ("a REINFORCE loop's returns equal single's", "returns == single_returns"),
-        ("its policy's weights equal single's", "torch.allclose(single_weights[k], v, atol=1e-05) for k, v in policy"),
-        ("the REINFORCE loop under fine: exact", "fine.guarantee == 'exact'"),
-    ],
-    "10": [  # its other claims are predictions and timings: printed from the run, not asserted
-        (
-            "no point of either scaling sweep beats Amdahl's bound or the cores' worth of single on its batch",
-            "p.seconds_per_iteration >= p.bound_seconds and p.env_steps_per_s <= cores_worth",
-        ),
-        (
-            "exercise: from the cores' count on, more coarse actors are never predicted faster",
-            "predicted[b].env_steps_per_s <= predicted[a].env_steps_per_s",
-        ),
-    ],
-    "11": [
-        ("the reward: right 1, one digit wrong partial, a bad token 0", "rewards_demo[0] == 1.0"),
-        ("GRPO raises the reward and the exact match", "last > first and after > before"),
-        ("the staleness bound holds", "table['async, η=1']['staleness'][1] <= 1"),
-        ("async with η=0 is the colocated run, reward for reward", "eta0_is_colocated"),
-        ("async with η=0 leaves the colocated run's weights", "weight_gap < 1e-05"),
-        ("exercise 1: a learning rate of 3e-3 loses the warm-up's accuracy", "accuracy(policy, env) < start"),
-        ("exercise 2: the sparse reward leaves more groups flat", "flat['exact'] > flat['partial']"),
-    ],
-}
+# tests/claims/nNN.py quotes each sentence of notebook NN that states what its run measured or computed, with
+# how the run checks it (claims/__init__.py says how). nbval runs every notebook, so a rerun that reverses an
+# asserted claim fails; these tests keep the list and the notebooks in step.
 
 
 def _asserts(path) -> list[str]:
@@ -292,13 +228,60 @@ def _asserts(path) -> list[str]:
 
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
-def test_every_claim_a_notebook_makes_is_asserted_on_its_own_run(path):
-    claims = CLAIMS[path.name[:2]]
+def test_every_measured_sentence_of_a_notebook_is_listed_with_its_check(path):
+    from claims import Explained, of, stale, unlisted
+
+    cells, claims = _cells(path), of(path.name[:2])
+    short = [q for q, _ in claims if len(q.split()) < 4]
+    assert not short, f"quote at least four words, so that a quote names one sentence: {short}"
+    gone = stale(cells, claims)
+    assert not gone, f"{path.name} no longer says (update tests/claims/n{path.name[:2]}.py): {gone}"
+    missing = unlisted(cells, claims)
+    assert not missing, (
+        f"{path.name} states what tests/claims/n{path.name[:2]}.py does not list (quote it with its check): {missing}"
+    )
+    vague = [q for q, check in claims if isinstance(check, Explained) and len(check.why.split()) < 3]
+    assert not vague, f"say why these state no fact of the run: {vague}"
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+def test_every_asserted_claim_is_asserted_on_the_notebooks_own_run(path):
+    from claims import Asserted, of
+
+    conditions = [check.condition for _, check in of(path.name[:2]) if isinstance(check, Asserted)]
     asserts = _asserts(path)
-    missing = [claim for claim, condition in claims if not any(condition in a for a in asserts)]
+    missing = [c for c in conditions if not any(c in a for a in asserts)]
     assert not missing, f"{path.name} no longer asserts: {missing}"
-    unlisted = [a for a in asserts if not any(condition in a for _, condition in claims)]
-    assert not unlisted, f"{path.name} asserts what CLAIMS does not list (write down the claim it checks): {unlisted}"
+    unlisted = [a for a in asserts if not any(c in a for c in conditions)]
+    assert not unlisted, (
+        f"{path.name} asserts what tests/claims does not list (quote the sentence it checks): {unlisted}"
+    )
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+def test_every_shown_claim_is_built_by_a_cell_that_showed_output_in_the_rendered_copy(path):
+    from claims import Shown, of
+
+    rendered = {_source(c): c for c in _cells(ROOT / "docs" / "course" / path.name) if c["cell_type"] == "code"}
+    for quote, check in of(path.name[:2]):
+        if not isinstance(check, Shown):
+            continue
+        cells = [c for source, c in rendered.items() if check.source in source]
+        assert cells, f"{path.name}: no cell builds {quote!r} from the run (no source has {check.source!r})"
+        assert any(c["outputs"] for c in cells), f"{path.name}: the cell that shows {quote!r} showed nothing"
+
+
+def test_an_unlisted_measured_sentence_fails_the_claims_check():
+    """A sentence typed into a notebook with a speed it measured once is caught; the same sentence listed is not."""
+    from claims import Shown, of, unlisted
+
+    path = next(p for p in COURSE if p.name.startswith("02"))
+    cells, claims = _cells(path), of("02")
+    planted = "Under `coarse` the run is 1.8x faster than `single` on this machine."
+    typed = [*cells[:5], {"cell_type": "markdown", "metadata": {}, "source": ["Run it.\n", planted]}, *cells[5:]]
+    before = unlisted(cells, claims)  # none once every sentence is listed
+    assert [s for s in unlisted(typed, claims) if s not in before] == [planted]
+    assert unlisted(typed, [*claims, ("the run is 1.8x faster", Shown("coarse"))]) == unlisted(cells, claims)
 
 
 def _bar(state: dict, key: str, value: float, total: float, left: str, right: str) -> None:
@@ -346,6 +329,22 @@ def test_no_rendered_progress_bar_is_left_frozen_at_its_start(path):
     before = json.dumps(rendered)
     settle_progress_bars(rendered)
     assert json.dumps(rendered) == before, f"run `make course` (or `python -m fragnb.course settle {path.name}`)"
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+def test_no_output_of_a_rendered_copy_loads_anything_from_the_internet(path):
+    """The course works offline, in a lab without internet or on a hub behind a firewall: no output (the episode
+    player, a figure, a table) links a script, stylesheet, font or picture from a server."""
+    rendered = json.loads((ROOT / "docs" / "course" / path.name).read_text())
+    outputs = [o for c in rendered["cells"] for o in c.get("outputs", [])]
+    fetched = {
+        url
+        for o in outputs
+        for kind, value in o.get("data", {}).items()
+        if kind.startswith(("text/html", "image/svg", "application/javascript"))
+        for url in re.findall(r"(?:src|href)\s*=\s*[\"'](https?://[^\"']+)", "".join(value))
+    }
+    assert not fetched, f"{path.name} loads {sorted(fetched)}: make course renders it offline"
 
 
 @pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
