@@ -118,6 +118,34 @@ def test_the_profile_measures_a_copy_and_leaves_the_notebook_as_it_was(graph):
     assert torch.equal(torch.get_rng_state(), state)
 
 
+def test_the_profile_times_the_loop_on_one_thread_as_runs_and_workers_run_it(graph, monkeypatch):
+    """A profile taken on all of a busy machine's cores timed a small network's update several times slower than
+    the runs it predicts, which take one thread; the caller's setting is put back."""
+    import sys
+
+    from fragnb.runtime.local import torch_threads
+
+    # the modules (fragnb.predict.profile and fragnb.runtime.measure are also the names of their functions)
+    profiling, measuring = sys.modules["fragnb.predict.profile"], sys.modules["fragnb.runtime.measure"]
+
+    seen = []
+
+    def spying(function):
+        def spy(*args, **kwargs):
+            seen.append((function.__name__, torch.get_num_threads()))
+            return function(*args, **kwargs)
+
+        return spy
+
+    monkeypatch.setattr(profiling, "_timed", spying(profiling._timed))
+    monkeypatch.setattr(measuring, "exec_cell", spying(measuring.exec_cell))
+    with torch_threads(2):
+        profile(graph, iterations=2)
+        assert torch.get_num_threads() == 2
+        profile(graph, iterations=2, threads=None)
+    assert seen == [("exec_cell", 1), ("_timed", 1), ("_timed", 1), ("exec_cell", 1), ("_timed", 2), ("_timed", 2)]
+
+
 def test_more_replicas_bring_their_environments_the_learner_trains_on_all_of_them(graph):
     coarse = graph.place("coarse", actors=2)
     two = predict(coarse, _profile(), IDEAL)

@@ -83,7 +83,7 @@ def test_a_setting_is_assigned_where_the_setup_binds_its_name_so_what_follows_us
 def test_notebook_01_builds_seed_0_as_a_sweeps_worker_does_and_leaves_this_process_as_it_was(canonical):
     import torch
 
-    from fragnb.runtime.pipeline import torch_threads
+    from fragnb.runtime.local import torch_threads
 
     with torch_threads(2):  # a kernel on two threads: the notebook's setup sets one, as the workers run torch
         ns = canonical.namespace()

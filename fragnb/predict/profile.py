@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ..runtime.job import Job, Silent
-from ..runtime.local import InNotebook, aside, copies
+from ..runtime.local import InNotebook, aside, copies, torch_threads
 from ..runtime.measure import measure
 from ..shards import shard, splits
 
@@ -94,7 +94,7 @@ class Profile:
         return sum(self.seconds.values())
 
 
-def profile(graph, iterations: int = 3) -> Profile:
+def profile(graph, iterations: int = 3, threads: int | None = 1) -> Profile:
     """Run ``iterations`` of the cell under ``single`` on copies of its objects and measure it; the
     first iteration (imports, allocation) is left out where there are more. Hand it to the predictions:
     ``placement.predict(cluster, profile=p)``, ``scaling(graph, p, cluster)``; its ``edge_bytes`` label
@@ -106,6 +106,11 @@ def profile(graph, iterations: int = 3) -> Profile:
         A captured loop whose namespace holds its components.
     iterations : int
         Iterations to time.
+    threads : int or None
+        torch's intra-op threads while it times the loop, put back afterwards: 1, as ``fragnb.run`` runs
+        ``single`` and as every worker runs its replicas, so that the profile times the loop the predictions are
+        about; ``None`` keeps torch's setting. On a machine other programs share, all cores' threads wait for
+        each other and can time a small network's update several times slower than one thread runs it.
 
     Returns
     -------
@@ -140,7 +145,8 @@ def profile(graph, iterations: int = 3) -> Profile:
 
     hook = register_optimizer_step_post_hook(count)
     try:
-        result = _timed(graph, copies(graph), iterations)
+        with torch_threads(threads):
+            result = _timed(graph, copies(graph), iterations)
     finally:
         hook.remove()
     done = max(result.iterations, 1)
@@ -149,7 +155,8 @@ def profile(graph, iterations: int = 3) -> Profile:
         ns = copies(graph)
         for name in [n for n in graph.inputs if n in ns and splits(ns[n])]:
             ns[name] = shard(ns[name], 0, 2)
-        halved = _timed(graph, ns, iterations)
+        with torch_threads(threads):
+            halved = _timed(graph, ns, iterations)
         half = _per_iteration(halved)
     except Exception:
         pass

@@ -34,6 +34,20 @@ from .worker.travel import blocker, bound_to, described
 __all__ = ["InNotebook", "exec_cell", "copies", "aside", "run_plain", "Dry"]
 
 
+@contextlib.contextmanager
+def torch_threads(count: int | None):
+    """torch's intra-op threads set to ``count`` while the block runs (``None``: left as they are), then put back.
+    Runs take one thread (``fragnb.run``'s ``threads``), as workers do, and so do the measurements that predict
+    them: a loop timed on all of a busy machine's cores is timed slower than it runs."""
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def exec_cell(graph, ns: dict, driver, trace: bool = False, count_steps: bool = False) -> None:
     """Execute the cell in ``ns`` with ``driver`` as the instrumentation calls it (timers, the
     iteration hook; with ``trace``, ``driver.done(statement index)`` after every statement; with

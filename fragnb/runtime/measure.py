@@ -14,7 +14,7 @@ import torch
 
 from ..graph import FragmentGraph
 from ..text import human
-from .local import Dry, aside, copies, exec_cell
+from .local import Dry, aside, copies, exec_cell, torch_threads
 
 __all__ = ["measure", "nbytes", "EdgeSizes"]
 
@@ -97,7 +97,7 @@ def measure(graph: FragmentGraph) -> EdgeSizes:
     """
     ns = copies(graph)
     sizes = _DrySizes(graph, ns)
-    with aside(graph):
+    with aside(graph), torch_threads(1):  # the bytes are the same on any thread count; one is fastest beside others
         exec_cell(graph, ns, sizes, trace=True)
     return EdgeSizes(graph.name, sizes.totals())
 

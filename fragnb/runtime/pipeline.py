@@ -7,7 +7,6 @@ thread here (:mod:`fragnb.runtime.check`), and then a Dask cluster's workers (:c
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from ..plan.script import CHECKPOINT_EVERY, CHECKPOINT_SHARE, Preflight, RandomS
 from ..policies import Placement
 from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact, whole_copies
 from .job import Job
-from .local import InNotebook
+from .local import InNotebook, torch_threads
 from .result import RunResult
 from .worker.generators import states
 from .worker.travel import classes_kept
@@ -332,17 +331,6 @@ def _random_start(placement: Placement, draws: Draws | None) -> RandomStart:
         drawn=None if draws is None else frozenset(draws.statements),
         statistical=draws is not None and not draws.exact(placement),
     )
-
-
-@contextlib.contextmanager
-def torch_threads(count: int | None):
-    before = torch.get_num_threads()
-    if count is not None:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _live(progress, plot: bool) -> Callable:

@@ -17,7 +17,7 @@ from ..plan.recording import parse_record
 from ..policies.relaxing import parse_edge
 from ..runtime import CHECKPOINT_EVERY, CHECKPOINT_SHARE, measure, run_placement
 from ..runtime.cluster.clusters import warm
-from ..runtime.pipeline import torch_threads
+from ..runtime.local import torch_threads
 from ..runtime.plane import wanted
 
 __all__ = ["FragmentMagics"]
