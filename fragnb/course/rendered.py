@@ -174,6 +174,12 @@ def write_site_course(root, out) -> list:
     for path in notebooks:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         for_site(notebook)
+        for cell in notebook["cells"]:  # a notebook's links to docs/ land on the site's pages too
+            if cell["cell_type"] == "markdown":
+                text = "".join(cell["source"])
+                for old, new in _SITE_LINKS.items():
+                    text = text.replace(old, new)
+                cell["source"] = text
         files[path.name] = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
     written = []
     for name, text in files.items():
