@@ -128,15 +128,15 @@ def embed(anim, fps: float, gif: bool, frame_format: str) -> str:
 
 #: The player's buttons as text, for Font Awesome's icons: matplotlib loads that font from a CDN, and a course
 #: must work offline (a lab without internet, a hub behind a firewall).
-_ICONS = {
+_ICONS = {  # characters the fonts a Linux desktop has (DejaVu) draw; a media-control symbol (U+23EE...) often not
     "fa fa-minus": "\u2212",
-    "fa fa-fast-backward": "\u23ee",
-    "fa fa-step-backward": "\u23ea",
+    "fa fa-fast-backward": "\u21e4",
+    "fa fa-step-backward": "\u2039",
     "fa fa-play fa-flip-horizontal": "\u25c0",
-    "fa fa-pause": "\u23f8",
+    "fa fa-pause": "\u2016",
     "fa fa-play": "\u25b6",
-    "fa fa-step-forward": "\u23e9",
-    "fa fa-fast-forward": "\u23ed",
+    "fa fa-step-forward": "\u203a",
+    "fa fa-fast-forward": "\u21e5",
     "fa fa-plus": "+",
 }
 
