@@ -19,7 +19,7 @@ from ..runtime.cluster import clusters
 from .cluster import COLLECTIVE_BYTES, PRESETS, Cluster
 from .profile import spread
 
-__all__ = ["calibrate"]
+__all__ = ["calibrate", "side_by_side"]
 
 BURST = 100
 #: Seconds :func:`_workload` takes alone on the machine the ``"here"`` preset describes (2026-12-03).
@@ -70,7 +70,8 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
     runs = [client.submit(_workload, workers=[workers[0]], pure=False).result() for _ in range(3)]
     alone = min(runs)
     together = client.gather([client.submit(_workload, workers=[w], pure=False) for w in workers])
-    cores = sum(min(1.0, alone / t) for t in together)  # each worker's speed beside the others, at most 1
+    machines = dict(client.gather([client.submit(_machine, workers=[w], pure=False) for w in workers]))
+    cores = side_by_side(alone, together, machines)
     # The runtime's own costs are Python and torch work on a worker: the preset's, scaled by how long the
     # same workload takes here against the machine they were measured on (a message's work would not
     # do: the preset's is what a busy machine showed, calibrate() measures an idle pair).
@@ -92,6 +93,26 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
         step_s=here.step_s * speed,
         spread=max(jitter, spread(runs)),
     )
+
+
+def side_by_side(alone: float, together: list[float], machines: dict[str, float]) -> float:
+    """The cores' worth of workers that ran a workload in ``together`` seconds each, all at once, where one
+    ran it in ``alone`` seconds by itself: each worker's speed beside the others (at most 1), summed, and
+    never more than the cores of the machines they run on (``machines``: each host's cores).
+
+    The cap is not a formality: a run alone slowed by a busy neighbour makes every worker look as fast
+    beside the others as alone, and four workers on this 2-core machine were once counted 2.85 cores'
+    worth, so the model let replicas run side by side that in fact took turns (2026-12-05)."""
+    return min(sum(min(1.0, alone / t) for t in together), float(sum(machines.values())))
+
+
+def _machine() -> tuple[str, float]:
+    """On a worker: its host and the cores it may use there (affinity within a container's quota)."""
+    import socket
+
+    from ..runtime.cluster.budget import limit
+
+    return socket.gethostname(), limit().cores
 
 
 def _exchange(rank: int, run_id: str, key: bytes, host: str, rounds: int) -> tuple[float, float, float, float]:
