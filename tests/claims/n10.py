@@ -110,7 +110,7 @@ CLAIMS = [
     ),
     (
         "`benchmarks/predict.py` checks every policy the same way",
-        Explained("points to the benchmark script and the README's table, not this run"),
+        Explained("points to the benchmark script and its table on the site, not this run"),
     ),
     (
         "What the model leaves out on a machine like this one",
