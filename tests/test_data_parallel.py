@@ -415,3 +415,19 @@ def test_a_tensor_one_replica_alone_moves_is_replica_0s_again_after_the_iteratio
     assert any(b and not a for a, b in zip(first["moved"], second["moved"])), "replica 1 alone moved it at a step"
     assert any(not a and not b for a, b in zip(first["moved"], second["moved"])), "a step where none moved it"
     assert first["sums"] == second["sums"]  # equal at the start of every iteration
+
+
+def test_a_fast_loops_live_view_ends_on_its_last_iteration_though_replicas_report_a_tenth_of_a_second_apart():
+    """Replicas tell the notebook their progress at most every REPORT_EVERY_S (an event per iteration took a
+    core of the notebook's process on CleanRL's dqn.py); what each did after its last report is told when
+    its loop ends, so the bar counts every iteration and the notebook does not wait for events that never come."""
+    from fragnb.ui.live import LiveProgress
+
+    loop = FIELD_BY_NAME["cleanrl_dqn"]  # 40 iterations of about a millisecond: all but the first unreported
+    view = LiveProgress(total=None, progress=False, plot=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fragnb.run(
+            fragnb.capture(loop.cell, loop.namespace(), name=loop.name), "data_parallel", replicas=2, progress=view
+        )
+    assert result.iterations == 40 and view.iterations == 40

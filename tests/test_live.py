@@ -168,3 +168,43 @@ def test_a_run_ends_its_live_view_on_the_result_it_returns(canonical, ppo_ns, di
     total = sum(result.fragment_seconds.values())
     assert view.seconds == result.fragment_seconds and view.mean_rate == result.env_steps_per_s
     assert _shares(view.frames[-1]) == [100 * s / total for s in sorted(result.fragment_seconds.values())]
+
+
+def test_a_replica_tells_the_notebook_its_progress_at_most_every_tenth_of_a_second_and_where_it_ended(monkeypatch):
+    """An event per iteration cost a loop of a millisecond an iteration half its speed (the notebook's
+    process relays them): a replica gathers what it finished and tells it at most every REPORT_EVERY_S, and
+    the notebook's view ends as it did with one event per iteration."""
+    from types import SimpleNamespace
+
+    from fragnb.runtime.attempt import Tally
+    from fragnb.runtime.worker import walker as w
+    from fragnb.runtime.worker.report import event_of, plain_order
+
+    clock = [0.0]
+    monkeypatch.setattr(w.time, "perf_counter", lambda: clock[0])
+    sent = []
+    replica = w.Walker.__new__(w.Walker)  # what progress() and report() read of a walker, no cluster
+    replica.name, replica.events, replica.clock, replica.ticks = "replicas[0]", sent.append, 0.0, []
+    replica.unreported, replica.reported_at, replica.steps_now = ([], []), -float("inf"), 0
+    replica.rep = SimpleNamespace(seconds={"loop": 0.0}, waited=0.0)
+    replica.collect = lambda: ([[clock[0], 0, 10 * replica.iterations, 1.0]] if replica.iterations % 7 == 0 else [], 10 * replica.iterations)
+    replica.staleness_now = lambda: [replica.iterations % 3]
+    for i in range(1, 1001):  # 1,000 iterations of a millisecond each
+        clock[0] += 0.001
+        replica.iterations = i
+        replica.progress()
+    replica.report()  # after the last iteration (Walker.walk)
+    assert len(sent) <= 12  # a second of iterations: the first at once, then one a tenth of a second, the last
+
+    shown = []
+
+    class View:
+        def update(self, curve, env_steps, staleness=(), seconds=None, idle=None):
+            shown.append((len(curve), env_steps))
+
+    tally = Tally(View(), ["replicas[0]"], plain_order)
+    for msg in sent:
+        tally.add(event_of(msg))
+    assert tally.done == {"replicas[0]": 1000} and len(shown) == 1000  # the bar counts every iteration
+    assert shown[-1] == (1000 // 7, 10_000) and len(tally.episodes) == 1000 // 7  # no episode lost
+    assert tally.staleness == [i % 3 for i in range(1, 1001)]  # each iteration's, as before

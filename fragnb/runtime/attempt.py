@@ -362,11 +362,11 @@ class Tally:
         self.steps[event.replica] = event.steps
         self.seconds[event.replica] = event.seconds
         self.waited[event.replica] = event.waited
-        if event.staleness:
-            self.staleness.append(sum(event.staleness) / len(event.staleness))
+        self.staleness += [sum(per) / len(per) for per in event.staleness if per]
+        if min(self.done.values()) > self.shown:
+            self.episodes.sort(key=self.order)
         while min(self.done.values()) > self.shown:  # an iteration every replica has finished
             self.shown += 1
-            self.episodes.sort(key=self.order)
             self.live.update(
                 self.curve(), sum(self.steps.values()), self.staleness, self.fragment_seconds(), self.idle()
             )

@@ -32,16 +32,16 @@ def arrival_order(episode: Episode) -> tuple[float, int]:
 
 @dataclass
 class Progress:
-    """A replica finished an iteration: its new episodes, its env steps so far, each fragment's seconds
-    so far, (a decoupled learner) the staleness of each trajectory it trained on, and the seconds it
-    has waited for other groups so far."""
+    """A replica finished iterations up to ``iteration``: their new episodes, its env steps so far, each
+    fragment's seconds so far, (a decoupled learner) each iteration's staleness of every trajectory it
+    trained on, and the seconds it has waited for other groups so far."""
 
     replica: str
     iteration: int
     episodes: list[Episode]
     steps: int
     seconds: dict[str, float]
-    staleness: list[int] = field(default_factory=list)
+    staleness: list[list[int]] = field(default_factory=list)  # one list per iteration the event covers
     waited: float = 0.0
 
     def wire(self) -> dict:
