@@ -187,7 +187,10 @@ def test_a_replica_tells_the_notebook_its_progress_at_most_every_tenth_of_a_seco
     replica.name, replica.events, replica.clock, replica.ticks = "replicas[0]", sent.append, 0.0, []
     replica.unreported, replica.reported_at, replica.steps_now = ([], []), -float("inf"), 0
     replica.rep = SimpleNamespace(seconds={"loop": 0.0}, waited=0.0)
-    replica.collect = lambda: ([[clock[0], 0, 10 * replica.iterations, 1.0]] if replica.iterations % 7 == 0 else [], 10 * replica.iterations)
+    replica.collect = lambda: (
+        [[clock[0], 0, 10 * replica.iterations, 1.0]] if replica.iterations % 7 == 0 else [],
+        10 * replica.iterations,
+    )
     replica.staleness_now = lambda: [replica.iterations % 3]
     for i in range(1, 1001):  # 1,000 iterations of a millisecond each
         clock[0] += 0.001
