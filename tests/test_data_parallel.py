@@ -431,3 +431,22 @@ def test_a_fast_loops_live_view_ends_on_its_last_iteration_though_replicas_repor
             fragnb.capture(loop.cell, loop.namespace(), name=loop.name), "data_parallel", replicas=2, progress=view
         )
     assert result.iterations == 40 and view.iterations == 40
+
+
+def test_a_first_keyboard_interrupt_ends_every_replica_after_the_same_iteration_with_equal_networks(interrupt_once):
+    """The leader's ruling on an iteration (stop, keep a checkpoint) rides in the header of its last collective
+    round, which every replica reaches, instead of a round trip to the leader after it: the replicas still stop
+    together, and say why."""
+    import dataclasses
+
+    loop = FIELD_BY_NAME["cleanrl_dqn"]
+    loop = dataclasses.replace(
+        loop, setup=loop.setup.replace("total_timesteps: int = 40", "total_timesteps: int = 20000")
+    )
+    ns, cell = _with_checksums(loop)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fragnb.run(fragnb.capture(cell, ns, name=loop.name), "data_parallel", replicas=2, plot=False)
+    assert 1 <= result.iterations < 20000 and result.stopped.startswith("interrupted"), result.stopped
+    first, second = (result.replica_values[r]["sums"] for r in ("replicas[0]", "replicas[1]"))
+    assert len(first) == len(second) == result.iterations and first == second  # the same network at every iteration

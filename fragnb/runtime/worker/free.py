@@ -181,8 +181,9 @@ class FreeWalker(Walker):
             return
         super().segment(seg)
 
-    def decide(self, news: tuple[list, int]) -> tuple[bool, bool]:
-        """As :meth:`Walker.decide`; a decoupled run keeps no checkpoints."""
+    def decide(self, news: tuple[list, int], ruled: None = None) -> tuple[bool, bool]:
+        """As :meth:`Walker.decide`; a decoupled run keeps no checkpoints, and splits its loop, so no collective
+        round carries a ruling (``ruled``)."""
         if self.script.samples_per_insert is not None and not self.free:
             self.last_samples = self.rep.ns[self.script.replay].sampled - self.drawn_before
             self.ahead += self.sampling_ahead

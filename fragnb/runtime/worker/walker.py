@@ -128,11 +128,12 @@ class Walker(Loads):
             bind(loop.node.target, value, self.scalars)
             self.before_iteration()
             self.walk(loop.body)
+            ruled = None
             if not self.script.mode.splits:  # replicas whose episodes were shorter take part in the others' last steps
-                collectives.settle(self.rep.collective)
+                ruled = collectives.settle(self.rep.collective, self.verdict_ahead())
             self.iterations += 1
             self.at = (self.at[0], self.at[1] + 1)
-            stop, keep = self.decide(self.progress())
+            stop, keep = self.decide(self.progress(), ruled)
             if stop:
                 break
             if keep:
@@ -201,11 +202,27 @@ class Walker(Loads):
             return True
         return False
 
-    def decide(self, news: tuple[list, int]) -> tuple[bool, bool]:
+    def verdict_ahead(self) -> tuple[bool, bool] | None:
+        """What the leader rules on the iteration ending now, before its last collective round (which carries
+        it to every replica: :func:`~fragnb.runtime.net.collectives.settle`): stop (the user asked), keep a
+        checkpoint. None where the ruling needs every replica's episodes first (a stop condition)."""
+        if self.script.until is not None:
+            return None
+        if self.name != self.script.leader:
+            return (False, False)
+        stop = self.rep.stop.is_set()
+        return stop, not stop and self.checkpoint_due(self.iterations + 1)  # the count decide() will see
+
+    def decide(self, news: tuple[list, int], ruled: tuple[bool, bool] | None = None) -> tuple[bool, bool]:
         """Whether the run ends after this iteration (its stop condition holds, or the user asked it
         to stop: Ctrl-C in the notebook), and whether every replica keeps a checkpoint now. One replica
         (Script.leader) gathers every replica's new episodes, decides both, and tells the others, so
-        that all stop after the same iteration and keep the same ones."""
+        that all stop after the same iteration and keep the same ones; or it ``ruled`` already, and the
+        iteration's last collective round told every replica (:meth:`verdict_ahead`)."""
+        if ruled is not None:
+            stop, keep = ruled
+            self.stopped = interrupted(self.iterations) if stop else ""
+            return stop, keep
         leader = self.script.leader
         others = [r for r in self.script.replicas() if r != leader]
         tag = "control:stop"
@@ -218,11 +235,16 @@ class Walker(Loads):
         self.ch.send(others, tag, (self.stopped, keep))
         return bool(self.stopped), keep
 
-    def checkpoint_due(self) -> bool:
-        """The leader's call (:func:`~fragnb.runtime.worker.machine.checkpoint_due`); none without a notebook to fetch it."""
+    def checkpoint_due(self, iterations: int | None = None) -> bool:
+        """The leader's call after ``iterations`` (so far by default) (:func:`~fragnb.runtime.worker.machine.checkpoint_due`);
+        none without a notebook to fetch it."""
         script = self.script
         return bool(self.events) and checkpoint_due(
-            self.iterations, self.kept, script.checkpoint_every, script.checkpoint_share, time.perf_counter()
+            self.iterations if iterations is None else iterations,
+            self.kept,
+            script.checkpoint_every,
+            script.checkpoint_share,
+            time.perf_counter(),
         )
 
     def judge(self, reports: list[tuple[list, int]]) -> str:
