@@ -137,3 +137,59 @@ def test_replicas_on_one_machine_all_reduce_through_it_and_no_run_leaves_its_fil
     with pytest.raises(AssertionError, match="planted"):
         run(capture(broken, ppo_ns(3), name="broken"), "multi_learner", learners=2, progress=False, plot=False)
     assert not list(shm._DIR.glob("fragnb-*"))
+
+
+@pytest.mark.parametrize("optimisers", [1, 2])
+def test_every_replica_applies_the_mean_of_the_replicas_gradients_to_the_bit_in_one_meeting_or_two(optimisers):
+    """data_parallel's rounds (collectives._round): with one optimiser its gradients ride in the header's
+    all-reduce, with two they follow it; either way each step applies exactly (g0 + g1) / 2, and a replica
+    whose iteration stepped fewer times takes part in the other's last steps (settle) and ends equal."""
+    import threading
+
+    from fragnb.runtime.net import collectives
+
+    meeting, out, errors = collectives.Rendezvous(2), {}, []
+    torch.manual_seed(0)
+    start = [torch.nn.Linear(3, 2).state_dict() for _ in range(optimisers)]  # equal networks, as data_parallel starts
+
+    def networks() -> list[torch.nn.Linear]:
+        nets = [torch.nn.Linear(3, 2) for _ in range(optimisers)]
+        for net, state in zip(nets, start):
+            net.load_state_dict(state)
+        return nets
+
+    def replica(rank: int) -> None:
+        try:
+            nets = networks()
+            opts = [torch.optim.SGD(net.parameters(), lr=0.5) for net in nets]
+            member = collectives.attach(collectives.InProcess(rank, meeting), [], opts)
+            grads = []
+            data = torch.Generator().manual_seed(100 + rank)  # each replica its own data (threads: its own generator)
+            for _ in range(3 if rank == 0 else 2):  # replica 1's episode was shorter: one step fewer
+                for net, opt in zip(nets, opts):
+                    opt.zero_grad()
+                    net(torch.randn(4, 3, generator=data)).pow(2).sum().backward()
+                    grads.append([p.grad.clone() for p in net.parameters()])
+                    opt.step()
+            collectives.settle(member)
+            out[rank] = (grads, [p.detach().clone() for net in nets for p in net.parameters()])
+        except BaseException as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+            meeting.abort()
+
+    threads = [threading.Thread(target=replica, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    (g0, params0), (g1, params1) = out[0], out[1]
+    assert all(torch.equal(a, b) for a, b in zip(params0, params1))  # equal networks, shadowed step included
+    nets = networks()  # by hand: plain SGD on the mean, and replica 0's lone last steps on its own gradients
+    opts = [torch.optim.SGD(net.parameters(), lr=0.5) for net in nets]
+    for k, mine in enumerate(g0):
+        theirs = g1[k] if k < len(g1) else mine
+        for p, a, b in zip(nets[k % optimisers].parameters(), mine, theirs):
+            p.grad = (a + b) / 2 if k < len(g1) else a
+        opts[k % optimisers].step()
+    assert all(torch.equal(a, b.detach()) for a, b in zip(params0, [p for net in nets for p in net.parameters()]))

@@ -248,37 +248,42 @@ def _round(member: Member, which: int | None, moved: bool = False, verdict: tupl
     an iteration), whether any replica's followers moved (``moved``: this one's; the sum lands in
     ``member.changed``) and the leader's ``verdict`` (:func:`settle`; in ``member.verdict``); then that
     optimiser's gradients, summed with a count per parameter of the replicas that have one, and each divided
-    by its count. Returns how many replicas stepped."""
+    by its count. Returns how many replicas stepped.
+
+    Where the cell steps one optimiser (most loops), its gradients ride in the header's all-reduce: one
+    meeting of the replicas a step, not two. A loop that steps after every environment step (the DQN
+    tutorial) waits at each meeting for the slower replica, which on a machine whose cores are all busy is
+    most of what it pays."""
     steppers = member.steppers
     device = next(p.device for opt in steppers for g in opt.param_groups for p in g["params"])
     mine = which is not None
-    header = torch.tensor(
-        [float(mine), which or 0, (which or 0) ** 2, float(moved), *map(float, verdict)],
-        dtype=torch.float64,
-        device=device,
-    )
-    member.group.all_reduce(header)
-    member.changed = bool(header[3])
-    member.verdict = (bool(header[4]), bool(header[5]))
-    active = int(header[0])
+    header = [float(mine), which or 0, (which or 0) ** 2, float(moved), *map(float, verdict)]
+    single = len(steppers) == 1
+    if single:  # small integers in the gradients' dtype: summed exactly, and the gradients as before
+        params, dtype = _stepped(steppers[0])
+        flat = torch.cat([torch.tensor(header, dtype=dtype, device=device), _gradients(params, mine, dtype, device)])
+        member.group.all_reduce(flat)
+        head, flat = flat[: len(header)], flat[len(header) :]
+    else:
+        head = torch.tensor(header, dtype=torch.float64, device=device)
+        member.group.all_reduce(head)
+    member.changed = bool(head[3])
+    member.verdict = (bool(head[4]), bool(head[5]))
+    active = int(head[0])
     if not active:
         return 0
-    index = header[1].item() / active
-    if header[2].item() / active - index**2 > 1e-6:
+    index = head[1].item() / active
+    if head[2].item() / active - index**2 > 1e-6:
         raise RuntimeError(
             "the replicas stepped different optimisers at the same moment: data_parallel pairs every replica's "
             "k-th optimizer.step() in an iteration, so each iteration must step the optimisers in the same order "
             "on every replica (steps that depend on a replica's own episodes, such as `if done: actor_opt.step()`, "
             "break that)"
         )
-    params = [p for group in steppers[round(index)].param_groups for p in group["params"]]
-    dtype = torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32
-    has = [mine and p.grad is not None for p in params]
-    flat = torch.cat(
-        [(p.grad if h else torch.zeros_like(p)).reshape(-1).to(dtype) for p, h in zip(params, has)]
-        + [torch.tensor(has, dtype=dtype, device=device)]
-    )
-    member.group.all_reduce(flat)
+    if not single:
+        params, dtype = _stepped(steppers[round(index)])
+        flat = _gradients(params, mine, dtype, device)
+        member.group.all_reduce(flat)
     counts, offset = flat[-len(params) :].tolist(), 0
     for p, n in zip(params, counts):
         mean = (flat[offset : offset + p.numel()] / n).view_as(p).to(p.dtype) if n else None
@@ -296,6 +301,22 @@ def _round(member: Member, which: int | None, moved: bool = False, verdict: tupl
         finally:
             member.shadow = False
     return active
+
+
+def _stepped(optimizer: torch.optim.Optimizer) -> tuple[list[torch.Tensor], torch.dtype]:
+    """The parameters ``optimizer`` steps, and the dtype their gradients are summed in."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    return params, torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32
+
+
+def _gradients(params: list[torch.Tensor], mine: bool, dtype: torch.dtype, device) -> torch.Tensor:
+    """This replica's gradients of ``params`` in one flat tensor (zeros where it has none, or steps none now:
+    ``mine``), then whether it has each, as the all-reduce sums them."""
+    has = [mine and p.grad is not None for p in params]
+    return torch.cat(
+        [(p.grad if h else torch.zeros_like(p)).reshape(-1).to(dtype) for p, h in zip(params, has)]
+        + [torch.tensor(has, dtype=dtype, device=device)]
+    )
 
 
 def average(grads: list[torch.Tensor], sync: AllReduce, version: int = 0) -> None:
