@@ -113,6 +113,7 @@ def test_the_profile_measures_a_copy_and_leaves_the_notebook_as_it_was(graph):
     state = torch.get_rng_state()
     prof = profile(graph, iterations=2)
     assert prof.vector_steps == 32 and prof.env_steps == 1024 and prof.updates > 0 and prof.weight_bytes > 0
+    assert prof.optimizers == 1  # PPO's one Adam
     assert prof.seconds.keys() >= {"actor@step", "env@step", "learner"} and prof.half is not None
     assert all(torch.equal(before[k], v) for k, v in graph.namespace["policy"].state_dict().items())
     assert torch.equal(torch.get_rng_state(), state)
@@ -385,8 +386,12 @@ def test_replicas_that_average_gradients_pay_a_measured_all_reduce_per_optimizer
     two, four = (predict(graph.place("multi_learner", learners=n), _profile(), c) for n in (2, 4))
     assert two.terms["passing values"] == pytest.approx(12 * 2e-3)  # 12 updates, one all-reduce each
     assert four.terms["passing values"] == pytest.approx(12 * 3 * 2e-3)  # a ring of 4: three steps more each way
+    from dataclasses import replace
+
     whole = predict(graph.place("data_parallel", replicas=2), _profile(), c)
-    assert whole.terms["passing values"] == pytest.approx(2 * 12 * 2e-3)  # how many step, then the gradients
+    assert whole.terms["passing values"] == pytest.approx(12 * 2e-3)  # one optimiser: its gradients with the header
+    two_optimisers = predict(graph.place("data_parallel", replicas=2), replace(_profile(), optimizers=2), c)
+    assert two_optimisers.terms["passing values"] == pytest.approx(2 * 12 * 2e-3)  # which one steps, then its gradients
     unmeasured = Cluster("c", 1, 8, latency_s=1e-4, message_s=0.0, bandwidth=1e30)
     assert predict(graph.place("multi_learner", learners=2), _profile(), unmeasured).terms[
         "passing values"

@@ -233,12 +233,12 @@ class _Model:
 
     def allreduce(self) -> float:
         """Seconds per iteration the replicas' all-reduces take: one per optimizer step (a whole-cell
-        replica's two: how many step, then the gradients)."""
+        replica's, with the header; two where the cell steps several optimizers: the header says which)."""
         n = max(self.count.values())
         if n < 2 or not self.placement.averaged:
             return 0.0
         c = self.cluster
-        rounds = self.profile.updates * (1 if self.placement.policy.mode.splits else 2)
+        rounds = self.profile.updates * (1 if self.placement.policy.mode.splits or self.profile.optimizers < 2 else 2)
         if c.collective_s is not None:  # measured for two at COLLECTIVE_BYTES; each added replica adds a step each way
             beyond = max(0, self.profile.weight_bytes - COLLECTIVE_BYTES)
             return rounds * (c.collective_s * (n - 1) + 2 * (n - 1) * beyond / n / c.bandwidth)

@@ -74,6 +74,8 @@ class Profile:
     half: dict[str, float] | None = None
     #: how far its iterations' seconds strayed from their median, as a fraction: a prediction's range
     spread: float = 0.0
+    #: how many optimizers the cell steps (a whole-cell replica meets the others once a step with one, twice with more)
+    optimizers: int = 1
 
     def scaled(self, factor: float) -> Profile:
         """This profile with every fragment ``factor`` times as long: a prediction's slow or fast end."""
@@ -171,6 +173,7 @@ def profile(graph, iterations: int = 3, threads: int | None = 1) -> Profile:
         edge_bytes,
         half,
         spread(result.iteration_seconds[1:] or result.iteration_seconds),
+        max(1, len(stepped)),
     )
 
 
