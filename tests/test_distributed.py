@@ -33,6 +33,20 @@ def _weights(ns):
     return ns["learner"].policy.state_dict()
 
 
+@pytest.mark.parametrize("policy", ["multi_learner", "gpu_only"])
+def test_an_averaging_policy_with_one_replica_is_checked_and_exact_not_announced_statistical(
+    canonical, ppo_ns, policy, capsys
+):
+    """One learner averages nothing: its run is plain Python's, value for value, so the safety net compares it
+    and its guarantee is 'exact'; it used to say its weights equal plain Python's only statistically."""
+    single, _ = _run(canonical, ppo_ns, "single")
+    ns, result = _run(canonical, ppo_ns, policy, learners=1)
+    assert result.guarantee == "exact" and result.check_seconds > 0
+    assert "only statistically" not in capsys.readouterr().err
+    for key, value in _weights(single).items():
+        torch.testing.assert_close(_weights(ns)[key], value, atol=1e-5, rtol=0, msg=f"{policy}: {key}")
+
+
 def test_coarse_two_actors_and_fine_two_env_workers_match_single_weights(canonical, ppo_ns):
     single, _ = _run(canonical, ppo_ns, "single")
     for policy in ("coarse", "fine"):

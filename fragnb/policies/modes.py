@@ -170,11 +170,11 @@ class Lockstep(Mode):
 
 class Averaged(Lockstep):
     """Lockstep with every group replicated: each replica a whole loop on its share, gradients
-    all-reduced at every update (DD-PPO)."""
+    all-reduced at every update (DD-PPO). With one replica it averages nothing: its placement is exact,
+    and the safety net compares it as any other."""
 
     name = "averaged"
     averages = True
-    compares = False
 
 
 class Fused(Averaged):
