@@ -38,7 +38,8 @@ class DQNConfig:
 
     Steps are *vector* steps: one call of ``env.step`` for all ``num_envs`` environments. With one
     update per vector step, seeds 0-4 reach a mean return of 475 over 20 episodes within 11k-19k
-    vector steps (176k-300k environment steps; seed 0: 210k, about 22 s on one 2-core CPU thread).
+    vector steps (176k-300k environment steps; seed 0: 265,600, about 32 s on one CPU thread of the 2-core
+    development machine, as ``tests/test_dqn.py::test_dqn_solves_cartpole_seed_0`` printed on 2026-12-05).
 
     Each field is a keyword argument.
 
