@@ -84,10 +84,10 @@ class Walker(Loads):
         self.resume = (0, 0)  # where a run restored from a checkpoint starts again
         self.checkpoint_seconds = 0.0
         self.syncs: dict[tuple[str, int], WeightSync] = {}  # (owner group, segment) -> how its weights move
+        self.moved_by: dict[tuple[str, int], Transfer] = {}  # the same -> its transfer
         # Progress not yet told to the notebook: the episodes, and each iteration's staleness (report())
         self.unreported: tuple[list, list[list[int]]] = ([], [])
         self.reported_at, self.steps_now = -float("inf"), 0  # the first iteration is told at once
-        self.moved_by: dict[tuple[str, int], Transfer] = {}  # the same -> its transfer
         if script.recording is not None and script.recording.fragments:  # fragnb.run(..., record=[...])
             rep.recorder = Recorder(
                 script.recording,
@@ -446,6 +446,8 @@ class Walker(Loads):
         :data:`REPORT_EVERY_S` (:meth:`report`)."""
         new, steps = self.collect()
         self.ticks.append(time.perf_counter() + self.clock)
+        if self.events is None:  # no notebook listens (a replay): nothing to gather
+            return new, steps
         self.unreported[0].extend(new)
         self.unreported[1].append(self.staleness_now())
         self.steps_now = steps
