@@ -211,3 +211,31 @@ def test_a_replica_tells_the_notebook_its_progress_at_most_every_tenth_of_a_seco
     assert tally.done == {"replicas[0]": 1000} and len(shown) == 1000  # the bar counts every iteration
     assert shown[-1] == (1000 // 7, 10_000) and len(tally.episodes) == 1000 // 7  # no episode lost
     assert tally.staleness == [i % 3 for i in range(1, 1001)]  # each iteration's, as before
+
+
+def test_a_view_slow_to_show_loses_none_of_the_runs_first_events_nor_its_checkpoints(canonical, ppo_ns):
+    """Dask keeps no event logged before the notebook subscribes to the run's topic. The notebook used to
+    subscribe once the view was showing, after the replicas had started: on a busy machine (CI with two
+    busy processes beside it) a run lost its first iterations' progress and checkpoint events, so the bar
+    jumped, the curve lacked its first episodes, and a run that then lost its worker had no checkpoint to
+    resume from. Here the view takes longer to show than the whole run takes."""
+    import time
+
+    import fragnb
+
+    class SlowView(live.LiveProgress):
+        def started(self, total, title):
+            time.sleep(6.0)  # a kernel busy drawing, on a busy machine
+            return super().started(total, title)
+
+        def close(self, curve):
+            self.curve = list(curve)
+            super().close(curve)
+
+    ns = ppo_ns(4)
+    view = SlowView(progress=False, plot=False)
+    result = fragnb.run(
+        fragnb.capture(canonical.body, ns, name="ppo"), "coarse", actors=2, checkpoint_every=2, progress=view
+    )
+    assert view.iterations == 4 and len(view.curve) == len(ns["returns"]) > 0  # every iteration, every episode
+    assert result.checkpoint_bytes > 0  # the notebook fetched the replicas' checkpoints

@@ -1,5 +1,5 @@
 """Dask's profile sampler paused on a worker while replica programs run there; a cluster that grows slowly says so;
-a dropped run leaves a playing replica's sockets to its own thread."""
+a dropped run leaves a playing replica's sockets to its own thread; a notebook that reads a checkpoint event late takes the newest checkpoint."""
 
 from fragnb.runtime.cluster import dask_profiler as profiler
 
@@ -106,3 +106,45 @@ def test_dropping_a_run_leaves_a_playing_replicas_sockets_to_its_own_thread():
     )  # its own thread closes them as its waits end
     assert waiting.channels.closed  # no thread of its own yet: closed here
     assert not registry.of_run("dropped-run")
+
+
+def test_a_notebook_that_reads_a_checkpoint_event_late_takes_the_replicas_newest_checkpoint_once():
+    """A replica holds its two newest checkpoints. A notebook that read 'kept after iteration 2' only once the
+    replicas had kept 4 and 6 (a busy machine) asked for 2, found it dropped on every replica, and kept none: a
+    worker lost then had the run start again from its beginning, and notebook 05's drill found no checkpoint in
+    the notebook. It takes the newest one every replica holds, and reads no older one after it."""
+    from fragnb.runtime.attempt import Attempt
+    from fragnb.runtime.worker import registry
+    from fragnb.runtime.worker.replica import Replica
+
+    replicas = [Replica("actors", i, 2, "cpu", {}, {}) for i in range(2)]
+    for rep in replicas:
+        registry.add("late-run", rep)
+        for it in (2, 4, 6):
+            rep.keep(it, f"{rep.index}@{it}".encode())
+    calls = []
+
+    class Client:  # client.run on one worker, here
+        def run(self, fn, *args, workers, on_error):
+            calls.append(args)
+            return {"tcp://w": fn(*args)}
+
+    run = Attempt.__new__(Attempt)
+    run.client, run.run_id, run.slots = Client(), "late-run", {"actors[0]": "tcp://w", "actors[1]": "tcp://w"}
+    run.reported, run.saved, run.fetch_seconds = {}, None, 0.0
+    try:
+        for name in run.slots:  # the first event, read after the replicas kept all three (their worker may die next)
+            run.kept(name, 2)
+        assert run.saved == (6, {"actors[0]": b"0@6", "actors[1]": b"1@6"}) and len(calls) == 1
+        for it in (4, 6):  # the others: nothing newer to read
+            for name in run.slots:
+                run.kept(name, it)
+        assert run.saved[0] == 6 and len(calls) == 1
+        for rep in replicas:
+            rep.keep(8, f"{rep.index}@8".encode())
+            assert sorted(rep.checkpoints) == [6, 8]  # the one the notebook read stays until a newer is kept
+        for name in run.slots:
+            run.kept(name, 8)
+        assert run.saved == (8, {"actors[0]": b"0@8", "actors[1]": b"1@8"}) and len(calls) == 2
+    finally:
+        registry.drop_run("late-run")

@@ -104,6 +104,9 @@ class Attempt:
         components = script.components()
         self.start_wall = time.time()
         hosts = list(self.slots.values())
+        # Dask keeps no event logged before the notebook subscribes: subscribed only in watch(), a run whose view
+        # took a while to show lost its first iterations' progress and checkpoints (a busy machine's CI, 2026-12-05)
+        self.stream.open()
         self.futures = {
             task[0]: self.submit(
                 task[0],
@@ -186,14 +189,12 @@ class Attempt:
         KeyboardInterrupt aborts."""
         progress = Tally(live, self.script.replicas(), plain_order if self.script.mode.in_step else arrival_order)
         try:
-            with self.stream:
-                self.stream.watch(lambda: self.poll(progress), self.request_stop, stop)
-                finals = {
-                    name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()
-                }
-                finals.update({name: self.stand_in(name, progress) for name in self.forsaken})
-                self.drain(progress, {name: f.iterations for name, f in finals.items()})
+            self.stream.watch(lambda: self.poll(progress), self.request_stop, stop)
+            finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}
+            finals.update({name: self.stand_in(name, progress) for name in self.forsaken})
+            self.drain(progress, {name: f.iterations for name, f in finals.items()})
         finally:
+            self.stream.close()
             progress.close()
         return finals
 
@@ -237,13 +238,18 @@ class Attempt:
         if len(self.reported[iteration]) < len(self.slots):
             return
         del self.reported[iteration]
+        if self.saved and self.saved[0] >= iteration:
+            return  # read late: the notebook already holds a newer one
         start = time.perf_counter()
         per_worker = self.client.run(
             registry.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore"
         )
-        blobs = {name: blob for got in per_worker.values() if isinstance(got, dict) for name, blob in got.items()}
-        if blobs.keys() == self.slots.keys():  # else a worker died meanwhile: the last whole checkpoint stays
-            self.saved = (iteration, blobs)
+        got = {name: kept for reply in per_worker.values() if isinstance(reply, dict) for name, kept in reply.items()}
+        at = {it for it, _ in got.values()}
+        # Every replica's, after the same iteration: else a worker died meanwhile, or (read late) its replicas
+        # had moved one checkpoint further than another's; the last whole checkpoint stays, a later event's comes
+        if got.keys() == self.slots.keys() and len(at) == 1:
+            self.saved = (at.pop(), {name: blob for name, (_, blob) in got.items()})
         self.fetch_seconds += time.perf_counter() - start
 
     def drain(self, progress: Tally, iterations: dict[str, int], timeout: float = 2.0) -> None:
@@ -316,6 +322,7 @@ class Attempt:
 
     def abort(self, reason: str) -> None:
         """End every replica's waits (they raise ChannelError with ``reason``)."""
+        self.close_stream()
         alive = set(workers(self.client)) & set(self.slots.values())
         if alive:
             try:
@@ -330,7 +337,14 @@ class Attempt:
         for g in averaged(self.script.transfers):
             shm.remove(self.shared(g))
 
+    def close_stream(self) -> None:
+        try:
+            self.stream.close()
+        except Exception:  # the client may be closing; its subscriptions go with it
+            pass
+
     def forget(self) -> None:
+        self.close_stream()
         try:
             self.client.cancel(list(self.futures.values()))
             self.client.run(registry.drop_run, self.run_id, on_error="ignore")

@@ -26,8 +26,9 @@ __all__ = ["EventStream"]
 class EventStream:
     """Tasks submitted through ``client`` and the events they log on ``topic``, watched until they end.
 
-    Entering it (``with stream:``) subscribes to the topic, leaving it unsubscribes; events logged
-    while no one is subscribed are not kept by Dask, so enter it before the work starts sending.
+    Entering it (``with stream:``, or :meth:`open`) subscribes to the topic, leaving it (:meth:`close`)
+    unsubscribes; events logged while no one is subscribed are not kept by Dask, so open it before the
+    work that sends them is submitted.
 
     Parameters
     ----------
@@ -47,14 +48,28 @@ class EventStream:
         self.client, self.topic = client, topic
         self.events: queue.Queue = queue.Queue()
         self.interrupted = False
+        self.subscribed = False
 
-    def __enter__(self) -> EventStream:
-        # Dask's event log hands each event as (time, message): only the message is the work's
-        self.client.subscribe_topic(self.topic, lambda event: self.events.put(event[1]))
+    def open(self) -> EventStream:
+        """Subscribe to the topic. The client sends this to the scheduler ahead of any task it submits
+        after, so the events of work submitted after it all come."""
+        if not self.subscribed:
+            # Dask's event log hands each event as (time, message): only the message is the work's
+            self.client.subscribe_topic(self.topic, lambda event: self.events.put(event[1]))
+            self.subscribed = True
         return self
 
+    def close(self) -> None:
+        """Unsubscribe, if subscribed (a run that failed before it was watched closes it too)."""
+        if self.subscribed:
+            self.subscribed = False
+            self.client.unsubscribe_topic(self.topic)
+
+    def __enter__(self) -> EventStream:
+        return self.open()
+
     def __exit__(self, *exc) -> None:
-        self.client.unsubscribe_topic(self.topic)
+        self.close()
 
     def submit(self, fn: Callable, *args, where: list[str] | None = None, **kwargs):
         """``fn(*args, **kwargs)`` as a task; its future.

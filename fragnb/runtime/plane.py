@@ -51,13 +51,16 @@ class OnDask:
             run = owned = None
             try:
                 client, owned = connect(self.cluster, wanted(placement, self.cluster), self.dashboard)
+                # asked before the replicas start: a remote dashboard's page took half a second on a busy
+                # machine, while the replicas ran and the notebook did not yet show their progress
+                link = dashboard_link(client)
                 run = Attempt(
                     placement, script, job.namespace, client, job.payloads, saved, wait_s=30.0 if lost else 0.0
                 )
                 run.start()
                 began = began or run.start_wall
                 view = job.live(_length(graph), f"{graph.name} ({placement.policy.name})")
-                if link := dashboard_link(client):
+                if link:
                     view.show_link(link)
                 finals = run.watch(view, job.stop)
                 break

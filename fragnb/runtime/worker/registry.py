@@ -38,14 +38,18 @@ def of_run(run_id: str) -> list[Replica]:
     return [rep for (rid, _, _), rep in list(_REPLICAS.items()) if rid == run_id]
 
 
-def checkpoint_of(run_id: str, iteration: int) -> dict[str, bytes]:
-    """The checkpoints this worker's replicas of ``run_id`` kept after ``iteration``, by replica
-    (read by the notebook, which then holds them); older ones are dropped."""
+def checkpoint_of(run_id: str, iteration: int) -> dict[str, tuple[int, bytes]]:
+    """The checkpoint each of this worker's replicas of ``run_id`` kept after ``iteration``, by replica, as
+    (its iteration, its bytes); a replica that has kept a newer one since, and dropped that one (it holds two:
+    :meth:`~fragnb.runtime.worker.replica.Replica.keep`), gives its newest instead (a notebook slow to read the
+    run's events asks after the run has moved on). Older ones are dropped: the notebook holds what it read."""
     out = {}
     for rep in of_run(run_id):
-        if iteration in rep.checkpoints:
-            out[str(ReplicaId(rep.group, rep.index))] = rep.checkpoints[iteration]
-            for old in [k for k in rep.checkpoints if k <= iteration]:
+        held = [k for k in rep.checkpoints if k >= iteration]
+        if held:
+            at = iteration if iteration in held else max(held)
+            out[str(ReplicaId(rep.group, rep.index))] = (at, rep.checkpoints[at])
+            for old in [k for k in rep.checkpoints if k < at]:
                 rep.checkpoints.pop(old, None)
     return out
 
