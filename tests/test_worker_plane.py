@@ -1,6 +1,8 @@
 """Dask's profile sampler paused on a worker while replica programs run there; a cluster that grows slowly says so;
 a dropped run leaves a playing replica's sockets to its own thread; a notebook that reads a checkpoint event late takes the newest checkpoint."""
 
+import pytest
+
 from fragnb.runtime.cluster import dask_profiler as profiler
 
 
@@ -108,15 +110,17 @@ def test_dropping_a_run_leaves_a_playing_replicas_sockets_to_its_own_thread():
     assert not registry.of_run("dropped-run")
 
 
-def test_a_notebook_that_reads_a_checkpoint_event_late_takes_the_replicas_newest_checkpoint_once():
+def test_a_notebook_that_reads_a_checkpoint_event_late_takes_the_replicas_newest_checkpoint_once(monkeypatch):
     """A replica holds its two newest checkpoints. A notebook that read 'kept after iteration 2' only once the
     replicas had kept 4 and 6 (a busy machine) asked for 2, found it dropped on every replica, and kept none: a
     worker lost then had the run start again from its beginning, and notebook 05's drill found no checkpoint in
     the notebook. It takes the newest one every replica holds, and reads no older one after it."""
+    from fragnb.runtime import attempt
     from fragnb.runtime.attempt import Attempt
     from fragnb.runtime.worker import registry
     from fragnb.runtime.worker.replica import Replica
 
+    monkeypatch.setattr(attempt, "workers", lambda client: {"tcp://w": {}})  # the scheduler lists the worker
     replicas = [Replica("actors", i, 2, "cpu", {}, {}) for i in range(2)]
     for rep in replicas:
         registry.add("late-run", rep)
@@ -131,7 +135,7 @@ def test_a_notebook_that_reads_a_checkpoint_event_late_takes_the_replicas_newest
 
     run = Attempt.__new__(Attempt)
     run.client, run.run_id, run.slots = Client(), "late-run", {"actors[0]": "tcp://w", "actors[1]": "tcp://w"}
-    run.reported, run.saved, run.fetch_seconds = {}, None, 0.0
+    run.reported, run.saved, run.fetch_seconds, run.forsaken, run.script = {}, None, 0.0, [], None
     try:
         for name in run.slots:  # the first event, read after the replicas kept all three (their worker may die next)
             run.kept(name, 2)
@@ -148,3 +152,27 @@ def test_a_notebook_that_reads_a_checkpoint_event_late_takes_the_replicas_newest
         assert run.saved == (8, {"actors[0]": b"0@8", "actors[1]": b"1@8"}) and len(calls) == 2
     finally:
         registry.drop_run("late-run")
+
+
+def test_a_checkpoint_is_not_asked_of_a_worker_the_scheduler_has_dropped(monkeypatch):
+    """Events a dead worker's replicas sent before they died still arrive; asked for a checkpoint, a worker the
+    scheduler had already dropped made the notebook wait out Dask's 30 s connect before the run said it lost it."""
+    from types import SimpleNamespace
+
+    from fragnb.runtime import attempt
+    from fragnb.runtime.attempt import Attempt, LostWorker
+    from fragnb.runtime.events import EventStream
+
+    class Client:
+        def run(self, fn, *args, workers, on_error):
+            raise AssertionError(f"asked {workers} for {fn.__name__}, though no worker is alive")
+
+    monkeypatch.setattr(attempt, "workers", lambda client: {})  # the scheduler lists none: the worker died
+    run = Attempt.__new__(Attempt)
+    run.client, run.run_id, run.slots = Client(), "dead-run", {"actors[0]": "tcp://w", "learner[0]": "tcp://w"}
+    run.reported, run.saved, run.fetch_seconds, run.forsaken, run.lost = {}, None, 0.0, [], []
+    run.futures, run.stream = {}, EventStream(Client(), "dead-run")
+    run.script = SimpleNamespace(transfers=[], mode=SimpleNamespace(goes_on_without=lambda *a: False))
+    run.kept("actors[0]", 2)
+    with pytest.raises(LostWorker, match="actors\\[0\\], learner\\[0\\] on tcp://w"):
+        run.kept("learner[0]", 2)

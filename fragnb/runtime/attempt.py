@@ -240,6 +240,9 @@ class Attempt:
         del self.reported[iteration]
         if self.saved and self.saved[0] >= iteration:
             return  # read late: the notebook already holds a newer one
+        # a worker the scheduler has dropped (it knows within 12 ms of a SIGKILL) ends the run here: asked for
+        # its checkpoint, it made the notebook wait out a 30 s connect (measured 2026-12-05)
+        self.check_alive()
         start = time.perf_counter()
         per_worker = self.client.run(
             registry.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore"
