@@ -175,7 +175,9 @@ def test_a_run_whose_worker_dies_runs_again_from_its_start_and_the_others_go_on(
 ):
     from fragnb.ui.seeds import SweepView
 
-    setup = Setup("s", source=notebook_setup.source.replace("iterations = 2", "iterations = 30"))
+    # 100 iterations: with 30, a fresh clone's CI once showed the first progress only after both runs had ended,
+    # the kill then took finished results, which Dask computed again without the sweep seeing a failure
+    setup = Setup("s", source=notebook_setup.source.replace("iterations = 2", "iterations = 100"))
     killed, update = [], SweepView.update
 
     def kill(self):
