@@ -194,7 +194,7 @@ class Attempt:
             finals.update({name: self.stand_in(name, progress) for name in self.forsaken})
             self.drain(progress, {name: f.iterations for name, f in finals.items()})
         finally:
-            self.stream.close()
+            self.close_stream()  # never masks the error that ends the watch
             progress.close()
         return finals
 
