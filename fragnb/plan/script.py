@@ -180,6 +180,10 @@ class Script:
     #: The cell's statements by what they read and write, and the fragments this run records
     #: (:mod:`fragnb.plan.recording`; the safety net's Script records none).
     recording: Recording | None = None
+    #: A replica holding a share of the environments computes its row-wise torch ops on the whole
+    #: batch's shape (:mod:`fragnb.rows`), so that its rows round as plain Python's did: every run whose
+    #: values the safety net compares with plain Python's.
+    whole_rows: bool = False
 
     @classmethod
     def of(
@@ -253,6 +257,7 @@ class Script:
             shapes=Table(preflight.shapes),
             function_globals=() if mode.splits else function_globals(graph),
             recording=recording,
+            whole_rows=mode.checked(placement.exact),
         )
 
     @property

@@ -27,6 +27,7 @@ from ...components import Component, Env, Learner, modules_of
 from ...plan.instrument import remember_source
 from ...plan.script import ReplicaId
 from ...shards import faithful_copies, reseed, shard
+from ...rows import whole_rows
 from ...streams import serving
 from ..cluster import dask_profiler
 from ..net import collectives
@@ -195,7 +196,11 @@ def play(rep: Replica, script: Script, channels: Channels, components: list[str]
     the notebook merges. A failure tells every peer, so that none waits for this replica."""
     walker = WALKERS[script.mode.walker](rep, script, channels, events)
     size = script.num_envs // rep.count if script.num_envs else 0
-    with serving(rep.index * size, size, script.num_envs) if size else contextlib.nullcontext():
+    share = (rep.index * size, size, script.num_envs)
+    with (
+        serving(*share) if size else contextlib.nullcontext(),
+        whole_rows(*share) if size and script.whole_rows else contextlib.nullcontext(),
+    ):
         if rep.resumed is not None:
             walker.set_state(rep.resumed)
         try:
