@@ -112,7 +112,7 @@ class Preflight:
     seconds : float
         What the safety net took (``RunResult.check_seconds``).
     guarantee : str
-        ``"exact"``, ``"statistical"``, ``"unchecked"`` or ``"data-parallel"`` (``RunResult.guarantee``).
+        ``"exact"``, ``"rounding"``, ``"statistical"``, ``"unchecked"`` or ``"data-parallel"`` (``RunResult.guarantee``).
     draws : tuple of str
         A statistical run's global draws, by cell line (``RunResult.draws``).
     """

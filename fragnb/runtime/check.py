@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["check", "smaller", "difference", "structure", "CHECKED_REPLICAS"]
 
 
-def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple]]:
+def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple], str]:
     """Run the first iterations both ways on copies and raise FragmentError on the first difference.
     The net plans a short Script of its own (the run's is planned from what it finds). The most of the
     mode's iterations (:attr:`~fragnb.policies.modes.Mode.net_iterations`) runs first (the second iteration
@@ -48,8 +48,13 @@ def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple
     The first plain run also finds the statements that draw from a global generator
     (:mod:`fragnb.runtime.draws`). Where the run is statistical, values that depend on those draws
     are compared by their structure only (type, shape, dtype); ``exact`` refuses such a run instead.
-    Returns the seconds it took, the draws, and the shapes of the cell's tensor variables in plain
-    Python after the last count's iterations (the run joins replicas' tensors as they say)."""
+    Values that agree within 1e-5 are then compared bit for bit: replicas compute their rows on the whole
+    batch's shape (:mod:`fragnb.rows`), so an exact run leaves plain Python's very bits; where some
+    statement still rounds otherwise (an op fragnb does not widen), the last value returned says which,
+    and the run is labelled as reproducing plain Python within rounding (``exact`` refuses it).
+    Returns the seconds it took, the draws, the shapes of the cell's tensor variables in plain Python
+    after the last count's iterations (the run joins replicas' tensors as they say), and that rounding
+    ("" where every compared value is plain Python's to the bit)."""
     start = time.perf_counter()
     iterations = placement.policy.mode.net_iterations
     small, fewer = smaller(placement)
@@ -68,7 +73,7 @@ def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple
     try:
         failure = None
         try:
-            draws, shapes = compared(counts[-1])
+            draws, shapes, rounded = compared(counts[-1])
         except FragmentError as e:
             failure = e
         if failure is not None:
@@ -79,7 +84,7 @@ def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple
         if fewer:
             e.add_note(f"The safety net checked {fewer}.")
         raise
-    return time.perf_counter() - start, draws, shapes
+    return time.perf_counter() - start, draws, shapes, rounding(placement, rounded)
 
 
 #: The safety net checks a group of more replicas with this many at most (every replica is a thread of
@@ -108,7 +113,7 @@ def smaller(placement: Placement) -> tuple[Placement, str]:
     return placement.graph.place(policy, **params), ", ".join(cut)
 
 
-def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws, dict[str, tuple]]:
+def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws, dict[str, tuple], dict[str, str]]:
     graph, iterations = placement.graph, script.limit
     plain, simulated = copies(graph), copies(graph)
     job = Job(placement, script, simulated, live=None)
@@ -164,7 +169,43 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
             and (diff := (structure if name in loose else difference)(plain[name], simulated[name], name))
         ):
             raise _differs(placement, iterations, name, diff)
-    return draws, shapes
+    rounded = {  # within 1e-5, yet not the same bits
+        name: diff
+        for name in compared
+        if name not in loose
+        and name in plain
+        and name in simulated
+        and (diff := difference(plain[name], simulated[name], name, bits=True))
+    }
+    return draws, shapes, rounded
+
+
+def rounding(placement, rounded: dict[str, str]) -> str:
+    """What a run whose values agree with plain Python's only within rounding says before it starts
+    ("" where they are the same bits): the first replicated statement that assigns or uses one of them."""
+    if not rounded:
+        return ""
+    graph = placement.graph
+    touching = [
+        s
+        for s in graph.statements
+        if (set(s.writes) | set(s.components)) & rounded.keys()
+        and placement.fragments[graph.fragment_of(s).name].replicas > 1
+    ]
+    first = touching[0] if touching else None
+    name = next((n for n in (first.writes if first else ()) if n in rounded), next(iter(rounded)))
+    where = (
+        f"line {first.lineno} (`{first.source.splitlines()[0].strip()}`), run by each of the "
+        f"{placement.fragments[graph.fragment_of(first).name].replicas} replicas of "
+        f"{placement.fragments[graph.fragment_of(first).name].group!r} on its share, leaves "
+        if first
+        else "the replicas leave "
+    )
+    return (
+        f"{where}{rounded[name]}: it reproduces plain Python within float rounding, not to the bit, and over a long "
+        "run the trajectory diverges as another seed's would. 'single' reproduces plain Python bit for bit; --exact "
+        "(run(exact=True)) refuses such a run"
+    )
 
 
 #: Values the cell reads that are code, not state: never compared.
@@ -191,6 +232,10 @@ def structure(a, b, path: str) -> str | None:
     if isinstance(a, Component):
         return structure(vars(a), vars(b), path)
     return None
+
+
+def _largest(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.double() - b.double()).abs().nan_to_num().max().item() if a.numel() else 0.0
 
 
 def _differs(placement: Placement, iterations: int, name: str, diff: str) -> FragmentError:
@@ -255,9 +300,10 @@ def _wall_clock(info: dict, key) -> bool:
     return key in ("t", "_t") and "r" in info and "l" in info
 
 
-def difference(a, b, path: str) -> str | None:
+def difference(a, b, path: str, bits: bool = False) -> str | None:
     """A description of the first place where ``a`` (plain Python's) and ``b`` differ, or ``None``:
-    tensors within 1e-5, floats within 1e-5 relative, containers item by item, components by their state."""
+    tensors within 1e-5, floats within 1e-5 relative (with ``bits``, to the last bit), containers item by
+    item, components by their state."""
     if isinstance(a, Episode) and isinstance(b, Episode):  # when an episode ended is wall-clock time
         a, b = a._replace(time=0.0), b._replace(time=0.0)
     if type(a) is not type(b) and not (
@@ -269,38 +315,40 @@ def difference(a, b, path: str) -> str | None:
             return f"{path} has shape {tuple(a.shape)} in plain Python, {tuple(b.shape)} here"
         if not a.is_floating_point():
             return None if torch.equal(a, b) else f"{path} holds other values"
+        if bits:
+            same = torch.equal(a, b) or bool(((a == b) | (a.isnan() & b.isnan())).all())
+            return None if same else f"`{path}` with other last bits (largest difference {_largest(a, b):.2g})"
         a, b = a.double(), b.double()
         if torch.allclose(a, b, atol=1e-5, rtol=1e-5):
             return None
         return f"{path} holds other values (largest difference {(a - b).abs().nan_to_num().max().item():.2g}, of values up to {a.abs().nan_to_num().max().item():.2g})"
     if isinstance(a, np.ndarray) and a.dtype != object:
         return difference(
-            torch.from_numpy(np.array(a)), torch.from_numpy(np.array(b)), path
+            torch.from_numpy(np.array(a)), torch.from_numpy(np.array(b)), path, bits
         )  # copies: arrays may be read-only
     if isinstance(a, (torch.nn.Module, torch.optim.Optimizer, EnvStreams)):
-        return difference(a.state_dict(), b.state_dict(), path)
+        return difference(a.state_dict(), b.state_dict(), path, bits)
     if isinstance(a, torch.Generator):
         return None if torch.equal(a.get_state(), b.get_state()) else f"{path} is in another state"
     if isinstance(a, dict):
         if a.keys() != b.keys():
             return f"{path} has keys {sorted(map(str, a))} in plain Python, {sorted(map(str, b))} here"
-        return next((d for k in a if not _wall_clock(a, k) and (d := difference(a[k], b[k], f"{path}[{k!r}]"))), None)
+        return next(
+            (d for k in a if not _wall_clock(a, k) and (d := difference(a[k], b[k], f"{path}[{k!r}]", bits))), None
+        )
     if isinstance(a, (list, tuple)):
         if len(a) != len(b):
             return f"{path} has {len(a)} items in plain Python, {len(b)} here"
-        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := difference(x, y, f"{path}[{i}]"))), None)
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := difference(x, y, f"{path}[{i}]", bits))), None)
     if isinstance(
         a, (float, np.floating)
     ):  # numpy's float32 scalars too (CleanRL's explained_var), not only float's subclasses
-        return (
-            None
-            if math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) or (math.isnan(a) and math.isnan(b))
-            else f"{path} is {a!r} in plain Python, {b!r} here"
-        )
+        close = a == b if bits else math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+        return None if close or (math.isnan(a) and math.isnan(b)) else f"{path} is {a!r} in plain Python, {b!r} here"
     if isinstance(a, Component):
-        return difference(vars(a), vars(b), path)
+        return difference(vars(a), vars(b), path, bits)
     if type(a).__name__ == "TensorDict":  # TensorDict rollouts (LeanRL, TorchRL): no truth value, its tensors by key
-        return difference(a.to_dict(), b.to_dict(), path)
+        return difference(a.to_dict(), b.to_dict(), path, bits)
     if type(a).__eq__ is object.__eq__:
         return None  # no value equality (e.g. a Gymnasium env object): its state shows elsewhere
     try:

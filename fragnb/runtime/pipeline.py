@@ -104,6 +104,11 @@ def run(
         and the safety net checks only the structure of the values those draws reach. With
         ``check=False`` the draws are looked for only if ``exact`` (``RunResult.guarantee`` is then
         ``"unchecked"``), and the driver's group starts from the notebook's generator states.
+        Exact means the same bits at any replica count: each replica computes its rows on the whole
+        batch's shape (:mod:`fragnb.rows`), and the safety net compares its values bit for bit. Where a
+        statement still rounds otherwise on a share, the run says so before it starts, naming the line,
+        and its guarantee is ``"rounding"`` (plain Python's values within float rounding; a long run
+        drifts as another seed's would); ``exact`` refuses it.
     dashboard : bool
         Whether fragnb's own cluster serves Dask's dashboard (bokeh: task stream, workers' CPU and
         memory) on a free 127.0.0.1 port. Without it the scheduler still answers Dask's health checks
@@ -279,12 +284,12 @@ def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
             f"the exact guarantee was asked for, but under {placement.policy.name!r} {stale}. Leave out --exact "
             "(exact=False) for a statistical run, or keep the bound at 0"
         )
-    seconds, draws, shapes = 0.0, None, {}  # draws None: not looked for (--no-check)
+    seconds, draws, shapes, rounding = 0.0, None, {}, ""  # draws None: not looked for (--no-check)
     if mode.checked(placement.exact):
         if check:
             from .check import check as safety_net
 
-            seconds, draws, shapes = safety_net(placement, exact=exact)
+            seconds, draws, shapes, rounding = safety_net(placement, exact=exact)
         elif exact:
             draws = find_draws(placement.graph)
             refuse_inexact(placement, draws, exact)
@@ -298,6 +303,15 @@ def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
         guarantee, lines = mode.unchecked(placement.exact), ()
     else:
         guarantee, lines = ("exact", ()) if draws.exact(placement) else ("statistical", tuple(draws.lines(placement)))
+    if rounding and guarantee == "exact":  # the same algorithm and numbers, other last bits
+        if exact:
+            raise FragmentError(
+                f"the exact guarantee was asked for, but {rounding.split(': it reproduces')[0]}: this placement "
+                "reproduces plain Python only within float rounding. 'single' runs the loop bit for bit; leave out "
+                "--exact (exact=False) to run it labelled 'rounding'"
+            )
+        print(f"fragnb: within rounding: {rounding}", file=sys.stderr)
+        guarantee, lines = "rounding", (rounding,)
     if stale:  # older weights: statistical, whatever the run draws
         print(f"fragnb: statistical run: {stale}", file=sys.stderr)
         guarantee, lines = "statistical", (*lines, stale)

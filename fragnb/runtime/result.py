@@ -124,6 +124,9 @@ class RunResult:
     lost_trajectories: int = 0
     #: ``"exact"`` (plain Python's values) or ``"statistical"`` (global random draws in replicated
     #: statements: plain Python's algorithm with other random numbers); ``draws`` names their lines.
+    #: ``"rounding"``: plain Python's values within float rounding, not to the bit (a statement computes
+    #: its rows otherwise on a share; the run named it before it started): a long run drifts from plain
+    #: Python's trajectory as another seed's would.
     #: ``"unchecked"``: the safety net was skipped (``check=False``), so the draws were not looked for;
     #: ``"data-parallel"``: every replica runs the whole loop on its own numbers (``multi_learner``).
     guarantee: str = "exact"

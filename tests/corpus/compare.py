@@ -155,13 +155,24 @@ def cell_names(cell: str) -> list[str]:
     return names
 
 
-def compare_namespaces(plain_ns: dict, run_ns: dict, cell: str | None = None) -> None:
+def compare_namespaces(plain_ns: dict, run_ns: dict, cell: str | None = None, bits: bool = False) -> None:
     """Assert that ``run_ns`` holds what ``plain_ns`` holds after plain execution of the cell.
 
     The same names must exist (so a ``del`` in the cell is honoured), and every value must be the
     same: first the names the cell binds (if ``cell`` is given), then everything else, components
-    and their networks included.
+    and their networks included; within 1e-4, or with ``bits`` to the last bit (an exact run's promise).
     """
+    global ATOL, RTOL
+    saved = ATOL, RTOL
+    if bits:
+        ATOL = RTOL = 0.0
+    try:
+        _compare_namespaces(plain_ns, run_ns, cell)
+    finally:
+        ATOL, RTOL = saved
+
+
+def _compare_namespaces(plain_ns: dict, run_ns: dict, cell: str | None) -> None:
     plain_names = set(plain_ns) - {"__builtins__"}
     run_names = set(run_ns) - {"__builtins__"}
     if plain_names != run_names:

@@ -26,8 +26,8 @@ import distributed
 from ...components import Component, Env, Learner, modules_of
 from ...plan.instrument import remember_source
 from ...plan.script import ReplicaId
-from ...shards import faithful_copies, reseed, shard
 from ...rows import whole_rows
+from ...shards import faithful_copies, reseed, shard
 from ...streams import serving
 from ..cluster import dask_profiler
 from ..net import collectives
