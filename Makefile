@@ -101,6 +101,7 @@ bench: setup
 	$(PY) benchmarks/explorer.py
 	$(PY) benchmarks/algorithms.py
 	$(PY) benchmarks/checkpoints.py
+	$(PY) benchmarks/exactness.py
 	$(PY) benchmarks/field_loops.py
 	$(PY) benchmarks/seeds.py
 	$(PY) benchmarks/field_mujoco.py
