@@ -262,11 +262,9 @@ def _install() -> None:
             return
         for owner in _OWNERS:
             for name in (*POINTWISE, *ROWWISE):
-                fn = owner.__dict__.get(name) if owner is torch.Tensor else getattr(owner, name, None)
-                if fn is None and owner is torch.Tensor:
-                    fn = getattr(owner, name, None)
+                fn = getattr(owner, name, None)
                 if callable(fn) and not isinstance(fn, type):
-                    _INSTALLED[owner, name] = fn
+                    _INSTALLED[owner, name] = owner.__dict__.get(name)  # None: inherited (TensorBase's method)
                     setattr(owner, name, _widened(fn, name))
         _INSTALLED[torch.nn.Sequential, "forward"] = torch.nn.Sequential.forward
         torch.nn.Sequential.forward = _sequential(torch.nn.Sequential.forward)
@@ -279,7 +277,10 @@ def _uninstall() -> None:
         if _USERS:
             return
         for (owner, name), fn in _INSTALLED.items():
-            setattr(owner, name, fn)
+            if fn is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, fn)
         _INSTALLED.clear()
 
 

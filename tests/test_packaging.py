@@ -115,7 +115,18 @@ def test_capture_and_policies_import_no_cluster_or_plotting_library():
 #: under its parent's entry alone it would fall silently into the parent's layer.
 ROOT_PACKAGE = "fragnb"
 LAYERS = [
-    ("base", ["fragnb.errors", "fragnb.text", "fragnb.streams", "fragnb.components", "fragnb.shards", "fragnb.rows", "fragnb.stats"]),
+    (
+        "base",
+        [
+            "fragnb.errors",
+            "fragnb.text",
+            "fragnb.streams",
+            "fragnb.components",
+            "fragnb.shards",
+            "fragnb.rows",
+            "fragnb.stats",
+        ],
+    ),
     ("reference components", ["fragnb.envs", "fragnb.algos"]),
     ("capture", ["fragnb.graph"]),
     ("placement", ["fragnb.policies"]),

@@ -126,6 +126,7 @@ def test_widening_never_changes_what_a_function_computes():
 
 def test_only_the_thread_that_computes_a_share_widens_and_torch_is_as_it_was_after():
     tanh, linear, forward = torch.tanh, F.linear, torch.nn.Sequential.forward
+    methods = dict(torch.Tensor.__dict__)
     seen, inside, done = [], threading.Event(), threading.Event()
 
     def share():
@@ -143,6 +144,7 @@ def test_only_the_thread_that_computes_a_share_widens_and_torch_is_as_it_was_aft
     t.join()
     assert torch.equal(seen[0], tanh(x))
     assert (torch.tanh, F.linear, torch.nn.Sequential.forward) == (tanh, linear, forward)
+    assert dict(torch.Tensor.__dict__) == methods  # TensorBase's methods are inherited again, not copied in
 
 
 # -- the safety net labels what it cannot make exact ------------------------------------------------
