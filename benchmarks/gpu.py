@@ -6,8 +6,9 @@ a time limit (a step that hangs costs its limit, not the rest), and a summary ta
 1. `gpu_only` on CartPole at 4,096 and 65,536 environments on the device: env steps/s, time to solve
    (mean return of the last 20 episodes >= 475, start-up included), and the weights after two
    iterations against `single` on the same device;
-2. `cluster="cuda"` (a LocalCUDACluster): its start-up time, and `coarse` with the learner on the GPU
-   against `single` on that device;
+2. `cluster="cuda"` (a LocalCUDACluster): its start-up time, `coarse` with the learner on the GPU
+   against `single` on that device, and `coarse` x4 against x2 to the bit (each replica's rows computed on
+   the whole batch's shape, on the device too);
 3. `multi_learner` over NCCL, with two GPUs or more (with one it says so and skips);
 4. `srl` with its policy workers on the GPU: inference batch and env steps/s;
 5. a checkpoint resume with device tensors: a worker killed mid-run under `coarse` with a GPU
@@ -131,8 +132,8 @@ def step_cuda_cluster(args) -> list[dict]:
     cluster = "cuda" if args.device == "cuda" else "local"
     reference = namespace(cell, 2, device=args.device)
     run(capture(cell.body, reference, name="ppo"), "single", progress=False, plot=False)
-    timings = []
-    for _ in range(2):  # the first run starts the cluster, the second finds it warm
+    timings, runs = [], {}
+    for actors in (2, 2, 4):  # the first run starts the cluster, the second finds it warm; x4 against x2
         ns = namespace(cell, 2)
         start = time.perf_counter()
         run(
@@ -140,12 +141,13 @@ def step_cuda_cluster(args) -> list[dict]:
             "coarse",
             cluster=cluster,
             device=args.device,
-            actors=2,
+            actors=actors,
             progress=False,
             plot=False,
         )
         timings.append(time.perf_counter() - start)
-    diff = _diff(ns, reference)
+        runs[actors] = ns
+    diff, counts = _diff(runs[2], reference), _diff(runs[4], runs[2])
     return [
         _row(
             "cuda cluster",
@@ -153,6 +155,12 @@ def step_cuda_cluster(args) -> list[dict]:
             f"{timings[0] - timings[1]:.1f} s",
         ),
         _row("cuda cluster", "coarse, learner on the GPU: weights vs single on the device", f"{diff:.1e}", diff < 1e-3),
+        _row(
+            "cuda cluster",
+            "coarse x4 vs x2 on the device: weights to the bit (fragnb.rows)",
+            f"{counts:.1e}",
+            counts == 0,
+        ),
     ]
 
 
