@@ -71,6 +71,8 @@ ROWWISE: dict[str, int | None] = {
 }
 
 _BATCHED = ("matmul", "bmm", "baddbmm", "__matmul__")  # both operands may carry the rows
+#: Convolutions widen a batched input only (an unbatched one's first dimension is its channels).
+_CONV_RANK = {f"conv{k}{d}d": d + 2 for d in (1, 2, 3) for k in ("", "_transpose")}
 _OWNERS = (torch, torch.Tensor, F)
 _SHARE = threading.local()  # .blocks: (the share's index, how many shares), on a thread that computes one
 _LOCK = threading.Lock()
@@ -94,8 +96,12 @@ def _tiled(name: str, args: tuple, kwargs: dict, blocks: int):
             isinstance(a, torch.Tensor) for a in kwargs.values()
         ):
             return _operands(args, kwargs, blocks, None, None)  # x * y, lerp(a, b, w): every operand with the rows
-    elif data.dim() < 2 or not _over_inner(name, args, kwargs, data):
+    elif data.dim() < 2 or not _over_inner(name, args, kwargs, data) or _CONV_RANK.get(name, data.dim()) != data.dim():
         return None
+    elif name in _BATCHED and any(
+        isinstance(a, torch.Tensor) and a.dim() > data.dim() for a in (*args[1:], *kwargs.values())
+    ):
+        return None  # matrix @ batch of matrices: the answer's first dimension is the other operand's
     elif name in _BATCHED and data.dim() >= 3:
         rows, rank = data.shape[0], data.dim()
         return _operands(
@@ -174,19 +180,29 @@ def _widened(fn, name: str):
         tiled = _tiled(name, args, kwargs, share[1])
         if tiled is None:
             return fn(*args, **kwargs)
-        return _wide(fn, share, *tiled)
+        return _wide(fn, share, *tiled, plain=(args, kwargs))
 
     return widened
 
 
-def _wide(fn, share: tuple[int, int], args, kwargs: dict, rows: int):
-    """``fn`` on arguments tiled to the whole batch's shape, and the share's block of what it answers."""
+def _wide(fn, share: tuple[int, int], args, kwargs: dict, rows: int, plain=None):
+    """``fn`` on arguments tiled to the whole batch's shape, and the share's block of what it answers;
+    ``fn`` on the share's own ``plain`` arguments (args, kwargs) where its answer has no such block (a
+    shape this module did not foresee: the share's rows as they are, which the safety net compares)."""
     _SHARE.blocks = None  # what ``fn`` calls in turn sees the whole shape already
     try:
         out = fn(*args, **kwargs)
+        if plain is not None and not _has_block(out, rows * share[1]):
+            return fn(*plain[0], **plain[1])
     finally:
         _SHARE.blocks = share
     return _block(out, share[0] * rows, rows, rows * share[1])
+
+
+def _has_block(out, whole: int) -> bool:
+    if isinstance(out, torch.Tensor):
+        return out.dim() >= 1 and out.shape[0] == whole
+    return isinstance(out, tuple) and any(_has_block(o, whole) for o in out)
 
 
 #: Modules that compute each row of their input from that row alone, whatever their settings (and
@@ -249,7 +265,7 @@ def _sequential(forward):
             or not _rowwise_module(self)
         ):
             return forward(self, input)
-        return _wide(forward, share, (self, torch.cat([input] * share[1])), {}, input.shape[0])
+        return _wide(forward, share, (self, torch.cat([input] * share[1])), {}, input.shape[0], ((self, input), {}))
 
     return widened
 

@@ -98,6 +98,8 @@ def test_widening_never_changes_what_a_function_computes():
         "keywords": lambda: F.linear(input=x, weight=w) + torch.softmax(x, dim=1),
         "addmm": lambda: torch.addmm(torch.zeros(4), x, w),
         "batched matmul": lambda: torch.matmul(*batched),
+        "matrix @ batch of matrices": lambda: torch.tanh(x) @ torch.randn(3, 4, 2, generator=gen.manual_seed(1)),
+        "unbatched convolution": lambda: F.conv1d(torch.sigmoid(x), torch.ones(2, 4, 1)),
         "max over a dimension": lambda: torch.max(torch.tanh(x), dim=1),
         "over every row": lambda: (torch.sigmoid(x).sum(), torch.softmax(x, 0), torch.logsumexp(x, dim=(0, 1))),
         "integers": lambda: ints.pow(2),
