@@ -250,7 +250,7 @@ def test_mappo_and_dqn_leave_single_s_bits_after_100_iterations_at_8_replicas(on
     dqn = DQNConfig(num_envs=16, buffer_size=256, batch_size=16, learning_starts=8, target_every=10, hidden=32)
     for cell, make in (
         (NOTEBOOK_01_LOOP, lambda: mappo_namespace(mappo, iterations=100)),
-        (DQN_CELL, lambda: dqn_namespace(dqn, iterations=25, steps_per_iteration=4)),
+        (DQN_CELL, lambda: dqn_namespace(dqn, iterations=100, steps_per_iteration=1)),
     ):
         plain = _plain(make, cell)
         ns = make()
