@@ -252,10 +252,10 @@ def _differs(placement: Placement, iterations: int, name: str, diff: str) -> Fra
     rounding = ""
     if "largest difference" in diff:
         rounding = (
-            ". If values differ only slightly, this can also be floating-point rounding: replicas run networks on "
-            "fewer environments at a time, torch's kernels may round a batch of another size differently in the last "
-            "bit, and chaotic dynamics (MuJoCo) amplify that over a rollout; such a run learns alike, not to the same "
-            "weights"
+            ". If values differ only slightly, this can also be floating-point rounding: a function fragnb does not "
+            "compute on the whole batch's shape (fragnb.rows: an in-place one, one a module kept a reference to) may "
+            "round a share's rows otherwise in the last bit, and chaotic dynamics (MuJoCo) amplify that over a "
+            "rollout; such a run learns alike, not to the same weights"
         )
     return FragmentError(
         f"under this policy the cell would not leave what plain Python leaves: after {iterations} iteration(s) "
