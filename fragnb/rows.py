@@ -185,14 +185,14 @@ def _widened(fn, name: str):
     return widened
 
 
-def _wide(fn, share: tuple[int, int], args, kwargs: dict, rows: int, plain=None):
+def _wide(fn, share: tuple[int, int], args, kwargs: dict, rows: int, plain: tuple[tuple, dict]):
     """``fn`` on arguments tiled to the whole batch's shape, and the share's block of what it answers;
     ``fn`` on the share's own ``plain`` arguments (args, kwargs) where its answer has no such block (a
     shape this module did not foresee: the share's rows as they are, which the safety net compares)."""
     _SHARE.blocks = None  # what ``fn`` calls in turn sees the whole shape already
     try:
         out = fn(*args, **kwargs)
-        if plain is not None and not _has_block(out, rows * share[1]):
+        if not _has_block(out, rows * share[1]):
             return fn(*plain[0], **plain[1])
     finally:
         _SHARE.blocks = share

@@ -192,20 +192,21 @@ def rounding(placement, rounded: dict[str, str]) -> str:
         if (set(s.writes) | set(s.components)) & rounded.keys()
         and placement.fragments[graph.fragment_of(s).name].replicas > 1
     ]
-    first = touching[0] if touching else None
-    name = next((n for n in (first.writes if first else ()) if n in rounded), next(iter(rounded)))
-    where = (
-        f"line {first.lineno} (`{first.source.splitlines()[0].strip()}`), run by each of the "
-        f"{placement.fragments[graph.fragment_of(first).name].replicas} replicas of "
-        f"{placement.fragments[graph.fragment_of(first).name].group!r} on its share, leaves "
-        if first
-        else "the replicas leave "
-    )
+    if not touching:
+        return f"the replicas leave {next(iter(rounded.values()))}: {_ROUNDING}"
+    first = touching[0]
+    frag = placement.fragments[graph.fragment_of(first).name]
+    name = next((n for n in first.writes if n in rounded), next(iter(rounded)))
     return (
-        f"{where}{rounded[name]}: it reproduces plain Python within float rounding, not to the bit, and over a long "
-        "run the trajectory diverges as another seed's would. 'single' reproduces plain Python bit for bit; --exact "
-        "(run(exact=True)) refuses such a run"
+        f"line {first.lineno} (`{first.source.splitlines()[0].strip()}`), run by each of the {frag.replicas} "
+        f"replicas of {frag.group!r} on its share, leaves {rounded[name]}: {_ROUNDING}"
     )
+
+
+_ROUNDING = (
+    "it reproduces plain Python within float rounding, not to the bit, and over a long run the trajectory diverges "
+    "as another seed's would. 'single' reproduces plain Python bit for bit; --exact (run(exact=True)) refuses such a run"
+)
 
 
 #: Values the cell reads that are code, not state: never compared.
