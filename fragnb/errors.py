@@ -1,6 +1,6 @@
 """The errors fragnb raises for a user's mistakes."""
 
-__all__ = ["FragmentError", "ClusterError", "RenderingError"]
+__all__ = ["FragmentError", "ArgumentError", "ClusterError", "RenderingError"]
 
 
 class FragmentError(ValueError):
@@ -77,6 +77,12 @@ class FragmentError(ValueError):
     def _render_traceback_(self):
         # IPython shows this instead of a traceback: a user's mistake is one message, not a stack.
         return [f"FragmentError: {self}"]
+
+
+class ArgumentError(FragmentError, TypeError):
+    """An argument of a fragnb function of the wrong type or out of range (:mod:`fragnb.arguments`): the
+    message names the function, the argument and what it accepts. Both a ``ValueError`` and a
+    ``TypeError``, as Python's own functions raise either for a bad argument."""
 
 
 class ClusterError(RuntimeError):

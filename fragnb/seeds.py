@@ -26,11 +26,14 @@ import ast
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .arguments import Accepts, boolean, check, either, event, instance, number, optional, whole
 from .graph import FragmentGraph, capture
+from .runtime.pipeline import ACCEPTS as RUN_ACCEPTS
+from .runtime.pipeline import OPTIONS
 from .runtime.result import RunResult, first_solved
 from .runtime.sweep import run_sweep
 from .stats import LAST_EPISODES, confidence_interval, iqm
@@ -371,6 +374,22 @@ def _reached(result: RunResult, threshold: float) -> tuple[int | None, float | N
     return steps, seconds
 
 
+#: What :func:`sweep` accepts besides the loop, its setup and its policy (``run_options`` as :func:`fragnb.run`).
+ACCEPTS = {
+    "seeds": Accepts(
+        lambda v: isinstance(v, Iterable) and not isinstance(v, (str, bytes)) and all(whole(0).test(s) for s in v),
+        "whole numbers, 0 or more, in a list or range",
+    ),
+    "params": optional(instance(Mapping, 'a dict of name -> values ({"config.lr": [1e-3, 5e-3]})')),
+    "threshold": optional(number()),
+    "progress": either(boolean, Accepts(lambda v: callable(getattr(v, "begin", None)), "a SweepView")),
+    "plot": boolean,
+    "stop": optional(event),
+    "name": optional(instance(str, "a name")),
+    "roles": optional(instance(Mapping, 'a dict of name -> role ({"agent": "learner"})')),
+}
+
+
 def sweep(
     graph: FragmentGraph | str,
     setup,
@@ -471,8 +490,15 @@ def sweep(
 
     ``print(result)`` then shows a line per learning rate (see :class:`SweepResult`).
     """
+    seeds = (
+        list(seeds) if isinstance(seeds, Iterable) and not isinstance(seeds, (str, bytes)) else seeds
+    )  # a generator once
+    check("sweep", ACCEPTS, seeds=seeds, params=params, threshold=threshold, progress=progress, plot=plot, stop=stop)
+    check("sweep", ACCEPTS, name=name, roles=roles)
+    if unknown := sorted(set(run_options) - set(OPTIONS)):
+        raise TypeError(f"sweep() takes fragnb.run's options {sorted(OPTIONS)}, not {unknown}")
+    check("sweep", RUN_ACCEPTS, cluster=cluster, **run_options)
     setup = Setup.of(setup)
-    seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds={seeds!r}: give distinct seeds")
     if isinstance(graph, FragmentGraph):

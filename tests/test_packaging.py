@@ -124,6 +124,7 @@ LAYERS = [
             "fragnb.components",
             "fragnb.shards",
             "fragnb.rows",
+            "fragnb.arguments",
             "fragnb.stats",
         ],
     ),

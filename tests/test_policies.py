@@ -56,7 +56,7 @@ def test_placement_renders_one_cluster_per_group_with_operators(graph):
 @pytest.mark.parametrize(
     "policy, params, error, message",
     [
-        ("coarse", {"actors": 0}, ValueError, "actors=0: policy 'coarse' needs at least 1 replica"),
+        ("coarse", {"actors": 0}, ValueError, "actors=0: policy 'coarse' needs a whole number of replicas, 1 or more"),
         (
             "coarse",
             {"actors": 3},

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FragmentError
+from ..errors import ArgumentError, FragmentError
 from ..shards import num_envs, shardwise
 from ..text import human, workers
 from . import refusals, relaxing
@@ -419,7 +419,9 @@ def _place(graph: FragmentGraph, policy: DistributionPolicy, **params) -> Placem
         n, per_worker = (n, None) if not isinstance(n, tuple) else n
         count = params[n] if isinstance(n, str) else n
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ValueError(f"{n}={count!r}: policy {policy.name!r} needs at least 1 replica in group {group!r}")
+            raise ArgumentError(
+                f"{n}={count!r}: policy {policy.name!r} needs a whole number of replicas, 1 or more, in group {group!r}"
+            )
         counts[group] = count
         if per_worker:
             colocated[group] = params[per_worker]

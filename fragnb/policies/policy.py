@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ArgumentError
 from .modes import Mode, mode_of
 
 __all__ = ["ROLES", "DistributionPolicy", "POLICIES", "register", "resolve"]
@@ -193,6 +194,11 @@ def resolve(policy: str | DistributionPolicy) -> DistributionPolicy:
     """
     if isinstance(policy, DistributionPolicy):
         return policy
+    if not isinstance(policy, str):
+        raise ArgumentError(
+            f"policy={policy!r:.60} is not accepted: give a policy's name (one of {sorted(POLICIES)}) or a "
+            "DistributionPolicy (parameters go beside it: policy='coarse', actors=2)"
+        )
     try:
         return POLICIES[policy]
     except KeyError:

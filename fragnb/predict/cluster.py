@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from ..arguments import Accepts, check, instance, number, optional, whole
+
 if TYPE_CHECKING:
     from .prediction import Prediction
 
@@ -85,6 +87,9 @@ class Cluster:
     collective_s: float | None = None
     spread: float = 0.0
 
+    def __post_init__(self):
+        check("Cluster", _ACCEPTS, **{name: getattr(self, name) for name in _ACCEPTS})
+
     @property
     def total_cores(self) -> int:
         return self.workers * self.cores
@@ -119,6 +124,24 @@ class Cluster:
             step_s=self.step_s * factor,
         )
 
+
+_SECONDS = number(least=0)
+#: What a :class:`Cluster` accepts: a description the model cannot use is refused as it is made.
+_ACCEPTS = {
+    "name": instance(str, "a name (a string)"),
+    "workers": whole(1),
+    "cores": number(above=0),
+    "gpus": whole(0),
+    "latency_s": _SECONDS,
+    "message_s": _SECONDS,
+    "bandwidth": number(above=0),
+    "gpu_speed": number(above=0),
+    "iteration_s": _SECONDS,
+    "step_s": _SECONDS,
+    "loaded_latency_s": optional(_SECONDS),
+    "collective_s": optional(_SECONDS),
+    "spread": Accepts(lambda v: number(least=0).test(v) and v < 1, "a fraction, at least 0 and below 1"),
+}
 
 #: Cluster descriptions to predict for. ``"here"`` is this 2-core machine as its runs showed it: a step's
 #: wait under ``fine`` costs more than two idle workers' round trip (:func:`fragnb.predict.calibrate.calibrate`

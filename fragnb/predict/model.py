@@ -21,11 +21,23 @@ The arithmetic is here; what it reads and returns is data of its own, re-exporte
 
 from __future__ import annotations
 
+from ..arguments import Accepts, check, either, instance, optional, whole
 from ..plan.program import DrivenLoop, Segment, plan
 from .cluster import COLLECTIVE_BYTES, PRESETS, Cluster, cluster_named
 from .prediction import Comparison, Prediction, Scaling
 
 __all__ = ["Cluster", "Comparison", "PRESETS", "Prediction", "Scaling", "predict", "scaling"]
+
+
+#: What :func:`predict` accepts besides the placement.
+ACCEPTS = {
+    # what the model asks of a Profile (profile.py imports the runtime, which places: a circle from here)
+    "profile": Accepts(
+        lambda v: callable(getattr(v, "per_call_and_batch", None)), "a Profile, from fragnb.profile(graph)"
+    ),
+    "cluster": either(instance(Cluster, "a Cluster"), instance(str, f"a preset's name ({', '.join(PRESETS)})")),
+    "replicas": optional(whole(1)),
+}
 
 
 def predict(placement, profile, cluster: Cluster | str = "here", replicas: int | None = None) -> Prediction:
@@ -79,6 +91,7 @@ def predict(placement, profile, cluster: Cluster | str = "here", replicas: int |
     >>> predict(graph.place("coarse", actors=2), p, "laptop", replicas=8).replicas
     {'actors': 8, 'learner': 1}
     """
+    check("predict", ACCEPTS, profile=profile, cluster=cluster, replicas=replicas)
     cluster = cluster_named(cluster)
     model = _Model(placement, profile, cluster, replicas)
     seconds, busy, passing = model.iteration()

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from ..arguments import check, optional, whole
 from ..runtime.job import Job, Silent
 from ..runtime.local import InNotebook, aside, copies, torch_threads
 from ..runtime.measure import measure
@@ -96,6 +97,10 @@ class Profile:
         return sum(self.seconds.values())
 
 
+#: What :func:`profile` accepts besides the graph.
+ACCEPTS = {"iterations": whole(1), "threads": optional(whole(1))}
+
+
 def profile(graph, iterations: int = 3, threads: int | None = 1) -> Profile:
     """Run ``iterations`` of the cell under ``single`` on copies of its objects and measure it; the
     first iteration (imports, allocation) is left out where there are more. Hand it to the predictions:
@@ -137,6 +142,7 @@ def profile(graph, iterations: int = 3, threads: int | None = 1) -> Profile:
     """
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    check("profile", ACCEPTS, iterations=iterations, threads=threads)
     edge_bytes = measure(graph)
     stepped: dict[int, int] = {}  # id(optimizer) -> steps
     sizes: dict[int, int] = {}

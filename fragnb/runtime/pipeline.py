@@ -7,12 +7,15 @@ thread here (:mod:`fragnb.runtime.check`), and then a Dask cluster's workers (:c
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 from collections.abc import Callable
 
 import torch
 
+from ..arguments import Accepts, boolean, either, event, function, instance, optional, whole
+from ..arguments import check as check_arguments
 from ..errors import FragmentError
 from ..graph import FragmentGraph
 from ..plan.recording import recorded, recording_of
@@ -25,7 +28,31 @@ from .result import RunResult
 from .worker.generators import states
 from .worker.travel import classes_kept
 
-__all__ = ["run", "run_placement", "preflight", "CHECKPOINT_EVERY", "CHECKPOINT_SHARE"]
+__all__ = ["run", "run_placement", "preflight", "ACCEPTS", "CHECKPOINT_EVERY", "CHECKPOINT_SHARE"]
+
+#: What :func:`run` and :func:`run_placement` accept besides the graph, the policy and its parameters
+#: (:func:`~fragnb.policies.place` checks those): refused before the loop's first statement runs.
+ACCEPTS = {
+    "cluster": optional(
+        either(
+            instance(str, "'local', 'cuda', a 'tcp://host:port' or 'tls://host:port' scheduler address"),
+            Accepts(lambda v: callable(getattr(v, "scheduler_info", None)), "a distributed.Client"),
+        )
+    ),
+    "progress": either(boolean, Accepts(lambda v: callable(getattr(v, "started", None)), "a LiveProgress")),
+    "plot": boolean,
+    "check": boolean,
+    "until": optional(function("a function of the run so far that returns True to stop it (lambda r: ...)")),
+    "stop": optional(event),
+    "threads": optional(whole(1)),
+    "dashboard": boolean,
+    "restarts": whole(0),
+    "checkpoint_every": optional(whole(0)),
+    "exact": boolean,
+    "record": optional(
+        instance((str, list, tuple, dict), "a fragment's name, a list of them, or a dict of name -> iterations")
+    ),
+}
 
 
 def run(
@@ -164,55 +191,35 @@ def run(
     fragnb.errors.FragmentError: line 2: `env` has num_envs=4, which 3 replicas of 'env@cell' under 'coarse'
     cannot split evenly: ...
     """
+    options = {name: value for name, value in locals().items() if name in OPTIONS}
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
-    graph.last_run = run_placement(  # the user's record of the latest run (``NAME.last_run``)
-        placement,
-        cluster,
-        progress=progress,
-        plot=plot,
-        check=check,
-        until=until,
-        stop=stop,
-        threads=threads,
-        dashboard=dashboard,
-        restarts=restarts,
-        checkpoint_every=checkpoint_every,
-        exact=exact,
-        record=record,
-    )
+    graph.last_run = run_placement(placement, cluster, **options)  # the user's record of the latest run
     return graph.last_run
 
 
-def run_placement(
-    placement: Placement,
-    cluster=None,
-    *,
-    progress=True,
-    plot: bool = True,
-    check: bool = True,
-    until: Callable[[RunResult], bool] | None = None,
-    stop: threading.Event | None = None,
-    threads: int | None = 1,
-    dashboard: bool = True,
-    restarts: int = 2,
-    checkpoint_every: int | None = None,
-    exact: bool = False,
-    record=None,
-) -> RunResult:
-    """:func:`run` for a graph already placed (the magic places it to draw it first); the caller keeps
-    the result (``graph.last_run``)."""
-    if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 0):
-        raise ValueError(f"checkpoint_every={checkpoint_every!r}: give a number of iterations (0: never), or None")
-    graph, policy = placement.graph, placement.policy
-    on_curve = _on_curve(until, graph.name, policy.name)
-    recording = recording_of(graph, record)  # a fragment it does not have is refused before anything starts
+#: :func:`run`'s keyword options and their defaults, from its signature (stated once, there).
+OPTIONS = {
+    name: p.default for name, p in inspect.signature(run).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
+}
+
+
+def run_placement(placement: Placement, cluster=None, **options) -> RunResult:
+    """:func:`run` for a graph already placed (the magic places it to draw it first), with :func:`run`'s
+    keyword options; the caller keeps the result (``graph.last_run``)."""
+    if unknown := sorted(set(options) - set(OPTIONS)):
+        raise TypeError(f"run() takes the options {sorted(OPTIONS)}, not {unknown}")
+    check_arguments("run", ACCEPTS, cluster=cluster, **options)
+    o = {**OPTIONS, **options}
+    graph, policy, stop = placement.graph, placement.policy, o["stop"]
+    on_curve = _on_curve(o["until"], graph.name, policy.name)
+    recording = recording_of(graph, o["record"])  # a fragment it does not have is refused before anything starts
     if recording.fragments and not policy.mode.distributed:
         raise ValueError(
             "record= keeps what replicas computed on workers; a 'single' run computes in this kernel, where the "
             "cell's variables and %debug show it: choose a distributed policy to record its fragments"
         )
-    live, views = _remembered(_live(progress, plot))
-    with torch_threads(threads):
+    live, views = _remembered(_live(o["progress"], o["plot"]))
+    with torch_threads(o["threads"]):
         if not policy.mode.distributed:
             if cluster is not None:
                 raise ValueError(
@@ -222,39 +229,16 @@ def run_placement(
                 Job(placement, None, graph.namespace, live, on_curve, stop or threading.Event())
             )
         else:
-            result = _distributed(
-                placement,
-                cluster,
-                live,
-                on_curve,
-                stop,
-                check,
-                dashboard,
-                restarts,
-                checkpoint_every,
-                exact,
-                recording,
-            )
+            result = _distributed(placement, cluster, live, on_curve, stop, recording, o)
     if views:  # the last view that showed the run (a restarted run shows each attempt in one) ends on its result
         views[-1].finished(result)
     return result
 
 
-def _distributed(
-    placement: Placement,
-    cluster,
-    live,
-    until,
-    stop,
-    check: bool,
-    dashboard: bool,
-    restarts: int,
-    checkpoint_every: int,
-    exact: bool,
-    recording,
-) -> RunResult:
+def _distributed(placement: Placement, cluster, live, until, stop, recording, options: dict) -> RunResult:
     from .plane import OnDask  # Dask is imported only when a distributed policy runs
 
+    check, exact, checkpoint_every = options["check"], options["exact"], options["checkpoint_every"]
     mode = placement.policy.mode
     if mode.fused:
         for note in placement.notes:
@@ -270,7 +254,7 @@ def _distributed(
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event(), before)
     job.payloads  # noqa: B018 -- what cannot travel fails here, before any worker
     with classes_kept(job.namespace):  # what comes back is unpickled here
-        return OnDask(cluster, dashboard, restarts).execute(job)
+        return OnDask(cluster, options["dashboard"], options["restarts"]).execute(job)
 
 
 def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:

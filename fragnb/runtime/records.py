@@ -12,6 +12,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..arguments import check, instance, whole
 from ..plan.instrument import compile_cell
 from ..plan.script import ReplicaId
 from .worker.generators import restore, states
@@ -45,6 +46,14 @@ def rerun(graph, call: Call) -> dict[str, Any]:
     return {name: ns[name] for name in (*sorted(stmt.writes), *stmt.components) if name in ns}
 
 
+#: What the look-ups of a record accept (:meth:`Records.of`, and through it ``inputs``, ``outputs``, ``replay``).
+ACCEPTS = {
+    "fragment": instance(str, "a fragment's name, as the drawing shows it"),
+    "iteration": whole(0),
+    "replica": whole(0),
+}
+
+
 @dataclass
 class Records:
     """What a run recorded (``fragnb.run(..., record=[...])``, ``--record``): every run of the recorded
@@ -69,6 +78,7 @@ class Records:
 
     def of(self, fragment: str, iteration: int, replica: int = 0) -> list[Call]:
         """The calls of ``fragment``'s statements in ``iteration`` on replica ``replica`` of its group, in order."""
+        check("replay", ACCEPTS, fragment=fragment, iteration=iteration, replica=replica)
         found = [
             c
             for c in self.calls
