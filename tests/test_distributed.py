@@ -263,6 +263,27 @@ def test_error_in_a_fragment_names_the_cell_line_and_replica_and_leaves_no_proce
     wait_for_no_workers()
 
 
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt", "SystemExit"])
+def test_an_interrupt_the_cells_own_code_raises_on_a_worker_is_its_error_not_a_lost_worker(canonical, ppo_ns, raised):
+    """``raise KeyboardInterrupt`` or ``sys.exit()`` in the loop's code on a worker ends the run as the
+    cell's error, with its line, at once: not a worker lost (two restarts, then "out of memory")."""
+    cell = canonical.body.replace(
+        "env.step(action)", f"env.step(action)\n        if it == 1: raise {raised}('the environment gave up')", 1
+    )
+    ns = ppo_ns(K)
+    start = time.monotonic()
+    with pytest.raises(
+        RuntimeError, match=f"the cell's code raised {raised}: the environment gave up on a worker"
+    ) as info:
+        run(capture(cell, ns, name="quits"), "coarse", progress=False, plot=False, check=False, actors=2)
+    assert time.monotonic() - start < 60
+    assert "lost" not in str(info.value) and "memory" not in str(info.value)
+    lineno = next(i for i, line in enumerate(cell.splitlines(), 1) if "gave up" in line)
+    assert f'File "<fragment quits>", line {lineno}, in replica' in "\n".join(info.value.__notes__)
+    assert "stats" not in ns
+    wait_for_no_workers()
+
+
 @pytest.mark.parametrize("policy", ["coarse", "fine"])
 def test_a_first_keyboard_interrupt_ends_the_run_after_the_current_iteration(canonical, ppo_ns, interrupt_once, policy):
     ns, result = _run(canonical, ppo_ns, policy, iterations=30, actors=2)

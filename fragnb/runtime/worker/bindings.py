@@ -17,7 +17,7 @@ from .edges import to_device
 if TYPE_CHECKING:
     from ...plan.script import Script
 
-__all__ = ["MISSING", "bind", "holdings", "shape_error", "where"]
+__all__ = ["MISSING", "CellExit", "bind", "holdings", "shape_error", "where"]
 
 
 def holdings(script: Script, group: str, ns: dict, components: list[str]) -> tuple[dict, dict]:
@@ -32,6 +32,20 @@ def holdings(script: Script, group: str, ns: dict, components: list[str]) -> tup
         elif not isinstance(value, (type, types.FunctionType, types.ModuleType)):
             variables[name] = value
     return to_device(variables, "cpu"), comps  # the notebook may have no GPU
+
+
+class CellExit(RuntimeError):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` that the cell's own code raised on a replica (``sys.exit()``,
+    ``raise KeyboardInterrupt`` in an environment): the user's error, with its line. Nothing else raises them
+    on a worker (the notebook's Ctrl-C reaches replicas as a stop at an iteration's end), and raised as they
+    are they end the worker's task as no error does: the run would read it as a lost worker and start again."""
+
+    def __init__(self, raised: BaseException):
+        said = f": {raised}" if str(raised) else ""
+        super().__init__(
+            f"the cell's code raised {type(raised).__name__}{said} on a worker. fragnb ends the run with it "
+            "as with any error of the cell's (to end a run early, `break` out of the loop, or give `until=`)"
+        )
 
 
 def where(error: BaseException, replica: str) -> str:

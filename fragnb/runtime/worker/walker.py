@@ -29,7 +29,7 @@ from ...shards import network
 from ..net import collectives
 from ..net.channels import Unsendable, dumps
 from ..net.weights import WeightSync
-from .bindings import MISSING, bind, holdings, shape_error, where
+from .bindings import MISSING, CellExit, bind, holdings, shape_error, where
 from .edges import combine, refuse_autograd, to_device
 from .loads import Loads
 from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_tag, share
@@ -417,7 +417,10 @@ class Walker(Loads):
         ns[DRIVER] = rep
         try:
             with rep.drawing(seg.index, self.script.drawing):
-                exec(rep.codes[seg.index] if code is None else code, ns)
+                try:
+                    exec(rep.codes[seg.index] if code is None else code, ns)
+                except (KeyboardInterrupt, SystemExit) as e:
+                    raise CellExit(e).with_traceback(e.__traceback__) from None
         except Exception as e:
             e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
             if self.script.mode.unreplayable and self.script.recording is not None:  # fragnb.debug()'s closest
