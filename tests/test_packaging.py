@@ -548,18 +548,61 @@ def test_the_guards_find_the_circle_plans_init_made_when_it_imported_the_script(
 KIND_FLAGS = ("whole", "decoupled", "fused")
 
 
+def _is_mode(node: ast.AST) -> bool:
+    """Whether ``node`` spells a mode: ``mode`` or ``<anything>.mode`` (``script.mode``, ``policy.mode``)."""
+    return (isinstance(node, ast.Name) and node.id == "mode") or (
+        isinstance(node, ast.Attribute) and node.attr == "mode"
+    )
+
+
 def kind_branches(source: str, policies: set[str]) -> list[str]:
     """Where ``source`` decides by a policy's kind rather than by asking its mode: a comparison with a
-    policy's name, or a read of a kind flag (``policy.whole``, ``script.decoupled``, ``policy.fused``)."""
+    policy's name, a read of a kind flag (``policy.whole``, ``script.decoupled``, ``policy.fused``), a read of
+    a mode's own declarations (``mode._splits``) or of a method without asking it (``script.mode.walker ==
+    "free"``), a comparison of what a mode answers or of its name (``mode.walker() == "free"``), or a test of
+    a mode's class (``isinstance(mode, Decoupled)``): the mode's methods answer, and the answer is used, not
+    branched on by kind."""
+    from fragnb.policies.modes import MODES, Mode
+
+    methods = {n for n in dir(Mode) if not n.startswith("_") and callable(getattr(Mode, n))}
+    classes = {cls.__name__ for cls in MODES.values()} | {"Mode"}
+    tree = ast.parse(source)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops):
-            named = [c.value for c in (node.left, *node.comparators) if isinstance(c, ast.Constant)]
-            found += [f"line {node.lineno}: compares with the policy name {n!r}" for n in named if n in policies]
-        elif isinstance(node, ast.Attribute) and node.attr in KIND_FLAGS:
-            owner = node.value
-            if getattr(owner, "attr", getattr(owner, "id", None)) != "mode":  # mode.fused: asking the mode
-                found.append(f"line {node.lineno}: reads the kind flag .{node.attr}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and all(
+            isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)) for op in node.ops
+        ):
+            sides = (node.left, *node.comparators)
+            named = [c.value for c in sides if isinstance(c, ast.Constant)]
+            if all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops):  # `"fine" in curves` looks up a key
+                found += [f"line {node.lineno}: compares with the policy name {n!r}" for n in named if n in policies]
+            asked = [
+                c
+                for c in sides
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and _is_mode(c.func.value)
+            ]
+            asked += [c for c in sides if isinstance(c, ast.Attribute) and _is_mode(c.value)]
+            found += [f"line {node.lineno}: compares what the mode answers ({ast.unparse(c)})" for c in asked]
+            found += [
+                f"line {node.lineno}: compares a mode's class"
+                for c in sides
+                if isinstance(c, ast.Name) and c.id in classes
+            ]
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("isinstance", "issubclass")
+            and len(node.args) == 2
+        ):
+            kinds = [n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name) and n.id in classes]
+            found += [f"line {node.lineno}: tests a mode's class ({k})" for k in kinds]
+        elif isinstance(node, ast.Attribute) and node.attr in KIND_FLAGS and not _is_mode(node.value):
+            found.append(f"line {node.lineno}: reads the kind flag .{node.attr}")
+        elif isinstance(node, ast.Attribute) and _is_mode(node.value):
+            if node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"line {node.lineno}: reads the mode's own declaration .{node.attr}")
+            elif node.attr in methods and id(node) not in called:
+                found.append(f"line {node.lineno}: reads .{node.attr} of a mode without asking it (call the method)")
     return found
 
 
@@ -578,12 +621,30 @@ def test_no_module_outside_the_policies_branches_on_a_policy_kind():
 def test_the_kind_guard_finds_a_planted_name_comparison_and_a_flag():
     from fragnb.policies import POLICIES
 
-    planted = "if policy.name == 'async':\n    pass\nif script.decoupled or policy.whole:\n    pass\nx = mode.fused\n"
+    planted = "if policy.name == 'async':\n    pass\nif script.decoupled or policy.whole:\n    pass\nx = mode.fused()\n"
     assert kind_branches(planted, set(POLICIES)) == [
         "line 1: compares with the policy name 'async'",
         "line 3: reads the kind flag .decoupled",
         "line 3: reads the kind flag .whole",
     ]
+
+
+@pytest.mark.parametrize(
+    "planted, found",
+    [
+        ('if script.mode.walker == "free":\n    pass\n', "compares what the mode answers"),
+        ('if script.mode.walker == "free":\n    pass\n', "reads .walker of a mode without asking it"),
+        ('if script.mode.walker() == "free":\n    pass\n', "compares what the mode answers (script.mode.walker())"),
+        ("if isinstance(placement.policy.mode, Decoupled):\n    pass\n", "tests a mode's class (Decoupled)"),
+        ("if type(mode) is Whole:\n    pass\n", "compares a mode's class"),
+        ("n = 1 if mode._splits else 2\n", "reads the mode's own declaration ._splits"),
+        ('if policy.mode.name == "decoupled":\n    pass\n', "compares what the mode answers (policy.mode.name)"),
+    ],
+)
+def test_the_kind_guard_finds_a_branch_on_a_modes_flag_or_class(planted, found):
+    from fragnb.policies import POLICIES
+
+    assert any(found in b for b in kind_branches(planted, set(POLICIES))), kind_branches(planted, set(POLICIES))
 
 
 def test_every_test_file_has_a_row_in_the_tests_readme():

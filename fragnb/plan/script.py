@@ -216,7 +216,9 @@ class Script:
         recording = record if isinstance(record, Recording) else recording_of(graph, record)
         program = plan(placement, recording.recorded)
         envs = [shards.num_envs(graph.namespace[c]) for c, r in graph.components.items() if r == "env"]
-        num_envs = next((n for n in envs if n is not None), None) if mode.splits else None  # whole copies: none split
+        num_envs = (
+            next((n for n in envs if n is not None), None) if not mode.whole_copies() else None
+        )  # whole copies: none split
         loop = next((i for i in program.items if isinstance(i, DrivenLoop)), None)
         last = segments_of(loop.body)[-1].group if loop and segments_of(loop.body) else program.segments[0].group
         replay = None
@@ -234,7 +236,7 @@ class Script:
             weights=tuple(_shared_weights(placement, program.segments)),
             num_envs=num_envs,
             stop_flags=tuple(graph.stop_flags),
-            strict=placement.exact and mode.in_step and not start.statistical,
+            strict=placement.exact and mode.in_step() and not start.statistical,
             limit=limit,
             variables=tuple(sorted(graph_writes(graph))),
             until=until,
@@ -244,18 +246,14 @@ class Script:
             max_staleness=placement.params.get("max_staleness", 0),
             samples_per_insert=placement.params.get("samples_per_insert"),
             replay=replay,
-            checkpoint_every=0
-            if not mode.checkpoints
-            else CHECKPOINT_EVERY
-            if checkpoint_every is None
-            else checkpoint_every,
+            checkpoint_every=mode.checkpoint_every(CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every),
             checkpoint_share=CHECKPOINT_SHARE if checkpoint_every is None else None,
             seed=start.seed,
             rng_group=start.group,
             rng=start.states,
             drawing=drawing,
             shapes=Table(preflight.shapes),
-            function_globals=() if mode.splits else function_globals(graph),
+            function_globals=function_globals(graph) if mode.whole_copies() else (),
             recording=recording,
             whole_rows=mode.checked(placement.exact),
         )

@@ -37,32 +37,32 @@ class Mode:
 
     name: ClassVar[str] = ""
     #: The replicas run on a cluster's workers (every mode but :class:`Local`).
-    distributed: ClassVar[bool] = True
+    _distributed: ClassVar[bool] = True
     #: The walker its replicas run (:mod:`fragnb.runtime.worker.walker`: ``"lockstep"``;
-    #: :mod:`fragnb.runtime.worker.free`: ``"free"``).
-    walker: ClassVar[str] = "lockstep"
+    #: :mod:`fragnb.runtime.worker.free`: ``"free"``). These declarations are read by the methods below alone.
+    _walker: ClassVar[str] = "lockstep"
     #: Replicas hold shares of the environments (False: whole copies of every object, re-seeded).
-    splits: ClassVar[bool] = True
+    _splits: ClassVar[bool] = True
     #: A replicated group's replicas average their gradients at every optimiser step: they join a
     #: process group (torch.distributed), and each holds a worker process of its own.
-    averages: ClassVar[bool] = False
+    _averages: ClassVar[bool] = False
     #: The environments run on the group's device with the networks.
-    fused: ClassVar[bool] = False
+    _fused: ClassVar[bool] = False
     #: Where the placement is exact, the safety net compares the values of a first iteration or two with
     #: plain Python's (:meth:`checked`); averaged gradients are plain Python's only statistically.
-    compares: ClassVar[bool] = True
+    _compares: ClassVar[bool] = True
     #: The iterations the safety net runs (the most first).
-    net_iterations: ClassVar[tuple[int, ...]] = (1, 2)
+    _net_iterations: ClassVar[tuple[int, ...]] = (1, 2)
     #: Replicas keep checkpoints, and a run that loses a worker starts again from the last one.
-    checkpoints: ClassVar[bool] = True
+    _checkpoints: ClassVar[bool] = True
     #: Every group walks the same iteration at once: episodes and stop conditions go in plain Python's
     #: order, and a value the replicas cannot combine is an error (else groups run apart, episodes go by
     #: arrival, and such a value is replica 0's).
-    in_step: ClassVar[bool] = True
+    _in_step: ClassVar[bool] = True
     #: Why a run that raised in the cell's code on a worker cannot be replayed in the kernel to debug it
     #: ("" where it can: every replica walks the same Script again from the same payloads or checkpoint,
     #: as threads of the kernel, value for value: :func:`fragnb.debug`).
-    unreplayable: ClassVar[str] = ""
+    _unreplayable: ClassVar[str] = ""
 
     def __eq__(self, other) -> bool:
         return type(self) is type(other)
@@ -73,14 +73,92 @@ class Mode:
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
+    # -- what the stages ask. The declarations above are the classes' own: every other module asks these
+    # methods (tests/test_packaging.py's guard), so that a kind of policy's behaviour is read here, once.
+
+    def on_workers(self) -> bool:
+        """Its replicas run on a cluster's workers, planned into a Script (else the cell runs in the kernel,
+        as plain Python: ``single``)."""
+        return self._distributed
+
+    def shares(self, replicas: int) -> int:
+        """Into how many shares a group of ``replicas`` splits the environments and what is sized by them:
+        one per replica, or 1 where every replica holds whole copies of every object (``data_parallel``)."""
+        return replicas if self._splits else 1
+
+    def whole_copies(self) -> bool:
+        """Every replica runs the whole cell on whole copies of its objects, re-seeded, and the notebook
+        takes replica 0's values (each replica's are the user's to look at): ``shares`` is always 1."""
+        return not self._splits
+
+    def averages(self) -> bool:
+        """A replicated group's replicas average their gradients at every optimiser step: they join a
+        process group (torch.distributed), and each holds a worker process of its own."""
+        return self._averages
+
+    def fuses(self) -> bool:
+        """The environments run on the group's device beside the networks (Anakin): its replicas are
+        built on the device, its placement's notes say where, and a GPU placement wants ``cluster="cuda"``."""
+        return self._fused
+
+    def announced(self, notes: list[str]) -> list[str]:
+        """The placement's ``notes`` a run says before it starts: a fused placement's (where its environments
+        run, why a group is on the CPU), none otherwise (the drawing shows them)."""
+        return list(notes) if self._fused else []
+
+    def cluster(self, cluster, devices: list[str]):
+        """The cluster a run goes to, given the one asked for and its groups' ``devices``: a fused placement
+        on GPUs takes one worker per GPU (``"cuda"``) unless a cluster was given."""
+        return "cuda" if self._fused and cluster is None and "cuda" in devices else cluster
+
+    def walker(self) -> str:
+        """The name of the walk its replicas run (:data:`fragnb.runtime.worker.entry.WALKERS`)."""
+        return self._walker
+
+    def in_step(self) -> bool:
+        """Every group walks the same iteration at once: episodes and stop conditions go in plain Python's
+        order, a value the replicas cannot combine is an error, and the groups take turns (else groups run
+        apart, episodes go by arrival, and such a value is replica 0's)."""
+        return self._in_step
+
+    def episode_order(self) -> str:
+        """How a run's episodes are ordered: ``"plain"`` (by step, then environment, as plain Python) for a
+        run in step, else ``"arrival"`` (:data:`fragnb.runtime.worker.report.ORDERS`)."""
+        return "plain" if self._in_step else "arrival"
+
+    def checkpoint_every(self, asked: int) -> int:
+        """How often its replicas keep a checkpoint, where ``asked`` is the run's setting: never (0) where a
+        mode keeps none."""
+        return asked if self._checkpoints else 0
+
+    def restarts(self, lost: int, restarts: int) -> bool:
+        """Whether a run that lost a worker, ``lost`` times so far before this one, starts again from its last
+        checkpoint on fresh workers, within ``restarts``."""
+        return self._checkpoints and lost < restarts
+
+    def why_it_stops(self, restarts: int) -> str:
+        """Why a run that lost a worker cannot go on (for the error's note)."""
+        if self._checkpoints:
+            return f"its {restarts} restart(s) are spent."
+        return "a decoupled policy's learner (or any srl worker) cannot be replaced mid-run."
+
+    def net_iterations(self) -> tuple[int, ...]:
+        """The iterations the safety net runs (the most first)."""
+        return self._net_iterations
+
+    def unreplayable(self) -> str:
+        """Why a run that raised in the cell's code on a worker cannot be replayed in the kernel to debug it
+        ("" where it can: :func:`fragnb.debug`)."""
+        return self._unreplayable
+
     def checked(self, exact: bool) -> bool:
         """Whether the safety net compares a run's values with plain Python's, for a placement that is
         ``exact`` (:attr:`~fragnb.policies.Placement.exact`) or not."""
-        return exact and self.compares
+        return exact and self._compares
 
     def limits(self, graph: FragmentGraph) -> list:
         """The graph's constructs this mode cannot run (:attr:`FragmentGraph.limits`)."""
-        return graph.limits if self.splits else graph.whole_limits
+        return graph.limits if self._splits else graph.whole_limits
 
     def home(self, groups: dict[str, str]) -> str | None:
         """The group the others run free of (None: every group walks the iterations in step)."""
@@ -144,9 +222,9 @@ class Local(Mode):
     """``single``: the cell itself, in the notebook; nothing is placed on a worker."""
 
     name = "local"
-    distributed = False
-    checkpoints = False
-    unreplayable = "it ran in the kernel already: `%debug` opens where it failed"
+    _distributed = False
+    _checkpoints = False
+    _unreplayable = "it ran in the kernel already: `%debug` opens where it failed"
 
 
 class Lockstep(Mode):
@@ -156,14 +234,14 @@ class Lockstep(Mode):
     name = "lockstep"
 
     def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[str, ...]:
-        if kind == "data" and operator == "gather" and into_home and not self.averages:
+        if kind == "data" and operator == "gather" and into_home and not self._averages:
             return ("gather", "sample stream")  # the learner may take whichever trajectories arrive first
         return super().operators(kind, operator, into_home)
 
     def relaxed(self, bound: int, stream: bool) -> Mode:
         # weights up to `bound` versions old, or streamed trajectories: the actors run free of the
         # learner, as async's do (a learner that gathers takes one iteration of each actor, in order)
-        if self.averages or (bound == 0 and not stream):
+        if self._averages or (bound == 0 and not stream):
             return super().relaxed(bound, stream)
         return Decoupled()
 
@@ -174,14 +252,14 @@ class Averaged(Lockstep):
     and the safety net compares it as any other."""
 
     name = "averaged"
-    averages = True
+    _averages = True
 
 
 class Fused(Averaged):
     """Averaged, with the environments fused on the device beside the networks (Anakin)."""
 
     name = "fused"
-    fused = True
+    _fused = True
 
 
 class Whole(Mode):
@@ -190,8 +268,8 @@ class Whole(Mode):
     plain Python runs can be replicated; the notebook takes replica 0's values."""
 
     name = "whole"
-    splits = False
-    averages = True
+    _splits = False
+    _averages = True
 
 
 class Decoupled(Mode):
@@ -201,11 +279,11 @@ class Decoupled(Mode):
     and goes on without an actor whose worker died."""
 
     name = "decoupled"
-    walker = "free"
-    net_iterations = (1,)
-    checkpoints = False
-    in_step = False
-    unreplayable = (
+    _walker = "free"
+    _net_iterations = (1,)
+    _checkpoints = False
+    _in_step = False
+    _unreplayable = (
         "what its learner takes depends on when the actors' trajectories arrive, which a replay cannot repeat"
     )
 

@@ -392,7 +392,7 @@ def place(graph: FragmentGraph, policy: str | DistributionPolicy = "single", **p
 def _place(graph: FragmentGraph, policy: DistributionPolicy, **params) -> Placement:
     """:func:`place` before any edge is chosen."""
     limits = policy.mode.limits(graph)
-    if policy.mode.distributed and limits:
+    if policy.mode.on_workers() and limits:
         first = limits[0]
         others = "`single` runs it as plain Python"
         if first not in graph.whole_limits and "data_parallel" not in first.problem:
@@ -443,7 +443,7 @@ def _place(graph: FragmentGraph, policy: DistributionPolicy, **params) -> Placem
     gpu = _gpu(params.get("device", "cpu"))
 
     groups, notes = _groups_of_roles(graph, policy, counts)
-    if policy.mode.fused and not gpu:
+    if policy.mode.fuses() and not gpu:
         notes.append("no CUDA GPU in use: the fused fragments run on the CPU")
     fragments = {}
     for frag in graph.fragments:
@@ -451,7 +451,7 @@ def _place(graph: FragmentGraph, policy: DistributionPolicy, **params) -> Placem
         fragments[frag.name] = FragmentPlacement(
             frag.name, group, counts[group], "cuda" if gpu and group in policy.gpu_groups else "cpu"
         )
-    if policy.mode.splits:  # else nothing is split: every replica holds whole copies
+    if not policy.mode.whole_copies():  # else nothing is split: every replica holds whole copies
         refusals.check_divisible(graph, fragments, policy)
         refusals.check_one_group_per_component(graph, fragments)
         refusals.check_no_bare_parameters_shared(graph, fragments)

@@ -107,12 +107,12 @@ class DistributionPolicy:
         unknown = sorted(set(self.groups) - set(ROLES))
         if unknown:
             raise ValueError(f"policy {self.name!r}: {unknown} are not roles (roles: {list(ROLES)})")
-        if not self.mode.splits and len(set(self.groups.values())) != 1:
+        if self.mode.whole_copies() and len(set(self.groups.values())) != 1:
             raise ValueError(
                 f"policy {self.name!r}: mode {self.mode.name!r} runs the whole cell in each replica: one group for "
                 "every role"
             )
-        if self.collectives and not self.mode.averages:
+        if self.collectives and not self.mode.averages():
             raise ValueError(
                 f"policy {self.name!r}: collectives describe gradients averaged across replicas, which mode "
                 f"{self.mode.name!r} does not do; give mode='averaged' (or 'whole', 'fused'), or no collectives"

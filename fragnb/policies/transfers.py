@@ -84,7 +84,7 @@ def transfers_of(
         carries, _ = found.setdefault((src, dst, e.kind), ([], e.operator))
         carries += [v for v in e.variables if v not in carries]
     out = [Transfer(s, d, k, tuple(carries), op) for (s, d, k), (carries, op) in found.items()]
-    if policy.mode.averages:
+    if policy.mode.averages():
         groups = {p.group: p.replicas for p in fragments.values()}
         out += [Transfer(g, g, GRADIENTS, (GRADIENTS,), "all-reduce") for g, n in groups.items() if n > 1]
     return tuple(out)

@@ -17,7 +17,7 @@ import uuid
 from ..runtime.attempt import host_of as _host
 from ..runtime.cluster import clusters
 from .cluster import COLLECTIVE_BYTES, PRESETS, Cluster
-from .profile import spread
+from .profile import MAX_SPREAD, spread
 
 __all__ = ["calibrate", "side_by_side"]
 
@@ -91,7 +91,7 @@ def calibrate(cluster=None, name: str | None = None, rounds: int = 200) -> Clust
         bandwidth=bandwidth,
         iteration_s=here.iteration_s * speed,
         step_s=here.step_s * speed,
-        spread=max(jitter, spread(runs)),
+        spread=min(MAX_SPREAD, max(jitter, spread(runs))),
     )
 
 

@@ -140,6 +140,7 @@ _ACCEPTS = {
     "step_s": _SECONDS,
     "loaded_latency_s": optional(_SECONDS),
     "collective_s": optional(_SECONDS),
+    # a prediction's fast end takes 1 - spread of every cost (fragnb.predict.profile.MAX_SPREAD)
     "spread": Accepts(lambda v: number(least=0).test(v) and v < 1, "a fraction, at least 0 and below 1"),
 }
 

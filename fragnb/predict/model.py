@@ -193,7 +193,7 @@ class _Model:
         # A decoupled policy bounded at staleness 0 (AReaL's η = 0) waits for the newest weights before
         # every rollout: its sides take turns, as a synchronous policy's groups do.
         self.overlaps = (
-            not placement.policy.mode.in_step
+            not placement.policy.mode.in_step()
             and {**placement.policy.options, **placement.params}.get("max_staleness", 1) != 0
         )
         graph = placement.graph
@@ -205,7 +205,7 @@ class _Model:
         if replicas is not None and replicated:
             self.scale = replicas / max(self.count[g] for g in replicated)
             self.count.update({g: max(1, round(self.count[g] * self.scale)) for g in replicated})
-        if not placement.policy.mode.splits:  # each replica steps a whole batch of its own, none shared
+        if placement.policy.mode.whole_copies():  # each replica steps a whole batch of its own, none shared
             self.scale = max(self.count.values())
         per_fragment: dict[str, int] = {}
         self.fragment = {}
@@ -214,7 +214,7 @@ class _Model:
             self.fragment[s.index] = name
             per_fragment[name] = per_fragment.get(name, 0) + 1
         #: ``single`` runs the cell itself in the notebook, which its profile measured: no runtime around it
-        self.runtime = placement.policy.mode.distributed
+        self.runtime = placement.policy.mode.on_workers()
         #: worker processes the run uses (srl's ring replicas are threads of one); more than the cores, and
         #: a message's receiver may have to wait for one
         self.processes = sum(-(-n // placement.colocated.get(g, 1)) for g, n in self.count.items())
@@ -251,7 +251,9 @@ class _Model:
         if n < 2 or not self.placement.averaged:
             return 0.0
         c = self.cluster
-        rounds = self.profile.updates * (1 if self.placement.policy.mode.splits or self.profile.optimizers < 2 else 2)
+        rounds = self.profile.updates * (
+            2 if self.placement.policy.mode.whole_copies() and self.profile.optimizers > 1 else 1
+        )
         if c.collective_s is not None:  # measured for two at COLLECTIVE_BYTES; each added replica adds a step each way
             beyond = max(0, self.profile.weight_bytes - COLLECTIVE_BYTES)
             return rounds * (c.collective_s * (n - 1) + 2 * (n - 1) * beyond / n / c.bandwidth)
@@ -264,7 +266,7 @@ class _Model:
         body = self.body()
         busy: dict[str, float] = dict.fromkeys(self.count, 0.0)
         self.terms = {}
-        if self.placement.policy.mode.in_step:
+        if self.placement.policy.mode.in_step():
             self.passing = allreduce = self.allreduce()
             self._term("passing values", allreduce)
             seconds = self.walk(body, busy, per_iteration=True) + allreduce + self.iteration_runtime(self.count, busy)
@@ -374,7 +376,7 @@ class _Model:
             fixed * self.count[group_of[i]] + batch for i, (fixed, batch) in self.stmt_seconds.items() if i in inside
         )
         cpu /= cores
-        if self.placement.policy.mode.in_step:
+        if self.placement.policy.mode.in_step():
             return max(sum(lower.values()), cpu)
         home = self.placement.home
         sides = (

@@ -30,7 +30,7 @@ from .net.channels import root_cause
 from .slots import slots
 from .worker import entry, registry
 from .worker.payload import Payload
-from .worker.report import Checkpointed, Finals, Progress, arrival_order, event_of, plain_order
+from .worker.report import ORDERS, Checkpointed, Finals, Progress, event_of
 
 __all__ = ["Attempt", "LostWorker", "Tally"]
 
@@ -94,7 +94,7 @@ class Attempt:
                     source=source,
                     host=host_of(self.slots[name]),
                     secret=key,
-                    fused=script.mode.fused,
+                    fused=script.mode.fuses(),
                     resume=self.resume.get(name),
                 )
         addresses = dict(zip(setup, self.wait_all(list(setup.values()))))
@@ -159,7 +159,7 @@ class Attempt:
                         n,
                         f"tcp://{host}:{port}",
                         backend,
-                        not self.script.mode.splits,
+                        self.script.mode.whole_copies(),
                         shared,
                     )
                     for i in range(n)
@@ -187,7 +187,7 @@ class Attempt:
         lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt, or
         ``stop`` being set, asks the replicas to stop after the current iteration; a second
         KeyboardInterrupt aborts."""
-        progress = Tally(live, self.script.replicas(), plain_order if self.script.mode.in_step else arrival_order)
+        progress = Tally(live, self.script.replicas(), ORDERS[self.script.mode.episode_order()])
         try:
             self.stream.watch(lambda: self.poll(progress), self.request_stop, stop)
             finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}

@@ -40,7 +40,7 @@ __all__ = ["check", "smaller", "difference", "structure", "CHECKED_REPLICAS"]
 def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple], str]:
     """Run the first iterations both ways on copies and raise FragmentError on the first difference.
     The net plans a short Script of its own (the run's is planned from what it finds). The most of the
-    mode's iterations (:attr:`~fragnb.policies.modes.Mode.net_iterations`) runs first (the second iteration
+    mode's iterations (:meth:`~fragnb.policies.modes.Mode.net_iterations`) runs first (the second iteration
     catches weights that did not travel); only when it differs do the fewer run, each in turn, so
     that the error names where the difference starts (after the first iteration alone, say). A
     loop that passes pays for the longest check alone: 2 iterations each way, not 1 + 2.
@@ -56,7 +56,7 @@ def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple
     after the last count's iterations (the run joins replicas' tensors as they say), and that rounding
     ("" where every compared value is plain Python's to the bit)."""
     start = time.perf_counter()
-    iterations = placement.policy.mode.net_iterations
+    iterations = placement.policy.mode.net_iterations()
     small, fewer = smaller(placement)
     if fewer:
         print(
@@ -279,7 +279,7 @@ def _raises(placement: Placement, iterations: int, error: Exception) -> Fragment
     why = [n for n in getattr(error, "__notes__", ()) if not n.lstrip().startswith(("File ", "(raised in"))]
     first = (str(error).splitlines() or [""])[0]
     others = "'single' runs the loop as plain Python does"
-    if placement.policy.mode.splits:
+    if not placement.policy.mode.whole_copies():
         try:
             placement.graph.place("data_parallel", replicas=2)
             others += ", and 'data_parallel' runs the whole cell in each replica, splitting nothing"

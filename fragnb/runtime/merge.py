@@ -24,7 +24,7 @@ def merge(ns: dict, script, finals: dict[str, Finals]) -> None:
     merged from their shards and loaded in place, learners last so their networks win. Under a
     whole-cell policy every replica ran the whole cell on its own copies: the notebook takes replica
     0's, as plain Python would have left them (the networks are every replica's)."""
-    if not script.mode.splits:
+    if script.mode.whole_copies():
         _check_networks_agree(finals)
         script = replace(script, groups=dict.fromkeys(script.groups, 1))
         finals = {script.leader: finals[script.leader]}

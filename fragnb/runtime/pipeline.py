@@ -213,14 +213,14 @@ def run_placement(placement: Placement, cluster=None, **options) -> RunResult:
     graph, policy, stop = placement.graph, placement.policy, o["stop"]
     on_curve = _on_curve(o["until"], graph.name, policy.name)
     recording = recording_of(graph, o["record"])  # a fragment it does not have is refused before anything starts
-    if recording.fragments and not policy.mode.distributed:
+    if recording.fragments and not policy.mode.on_workers():
         raise ValueError(
             "record= keeps what replicas computed on workers; a 'single' run computes in this kernel, where the "
             "cell's variables and %debug show it: choose a distributed policy to record its fragments"
         )
     live, views = _remembered(_live(o["progress"], o["plot"]))
     with torch_threads(o["threads"]):
-        if not policy.mode.distributed:
+        if not policy.mode.on_workers():
             if cluster is not None:
                 raise ValueError(
                     "the 'single' policy runs in this process and takes no cluster; choose a distributed policy"
@@ -240,11 +240,9 @@ def _distributed(placement: Placement, cluster, live, until, stop, recording, op
 
     check, exact, checkpoint_every = options["check"], options["exact"], options["checkpoint_every"]
     mode = placement.policy.mode
-    if mode.fused:
-        for note in placement.notes:
-            print(f"fragnb: {placement.policy.name}: {note}", file=sys.stderr)
-        if cluster is None and any(device == "cuda" for _, device in placement.groups.values()):
-            cluster = "cuda"  # one worker per GPU: each replica on a device of its own
+    for note in mode.announced(placement.notes):
+        print(f"fragnb: {placement.policy.name}: {note}", file=sys.stderr)
+    cluster = mode.cluster(cluster, [device for _, device in placement.groups.values()])
     before = preflight(placement, check, exact)
     script = Script.of(
         placement, until=until, checkpoint_every=checkpoint_every, preflight=before, record=recording
@@ -279,7 +277,7 @@ def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
             refuse_inexact(placement, draws, exact)
     if draws is not None and (note := announcement(placement, draws)) is not None:
         print(f"fragnb: {note}", file=sys.stderr)
-    if not mode.splits and not placement.exact:
+    if mode.whole_copies() and not placement.exact:
         print(f"fragnb: {whole_copies(placement)}", file=sys.stderr)
     elif draws is None:
         print(f"fragnb: {_unchecked(placement, check)}", file=sys.stderr)

@@ -72,7 +72,7 @@ class OnDask:
                         shutdown()  # a replica may be stuck in a collective or the user's own code: end its process
                     else:
                         run.forget()
-                if isinstance(e, LostWorker) and len(lost) < restarts and script.mode.checkpoints:
+                if isinstance(e, LostWorker) and script.mode.restarts(len(lost), restarts):
                     where = f"the checkpoint after iteration {saved[0]}" if saved else "its beginning"
                     lost.append(f"{e}; resumed from {where}")
                     print(
@@ -82,14 +82,7 @@ class OnDask:
                     )
                     continue
                 if isinstance(e, LostWorker):  # what happened, then what the run does next
-                    e.add_note(
-                        "The run stops: "
-                        + (
-                            f"its {restarts} restart(s) are spent."
-                            if script.mode.checkpoints
-                            else "a decoupled policy's learner (or any srl worker) cannot be replaced mid-run."
-                        )
-                    )
+                    e.add_note(f"The run stops: {script.mode.why_it_stops(restarts)}")
                 if saved and isinstance(e, ClusterError):  # it cannot go on: keep what it had done
                     try:
                         merge(job.namespace, script, checkpoint_finals(script, saved[1]))

@@ -1,6 +1,6 @@
 """Replay: a distributed run that raised in the cell's code on a worker, reproduced in the kernel for the debugger.
 
-A run whose mode replays (:attr:`fragnb.policies.modes.Mode.unreplayable` is empty) is value for value
+A run whose mode replays (:meth:`fragnb.policies.modes.Mode.unreplayable` is empty) is value for value
 reproducible: every replica walks the same Script from the same payloads, packed once before it
 started, and draws from generators the Script seeds. When a replica raises, the notebook keeps that
 Job and the last checkpoint every replica kept (:func:`keep`); :func:`debug` walks the same Script
@@ -66,7 +66,7 @@ def last() -> Failure | None:
 def keep(job: Job, saved: tuple[int, dict[str, bytes]] | None, error: BaseException) -> None:
     """Keep what reproduces ``error`` (raised by a replica of ``job``'s run, with ``saved`` its last
     checkpoint) for :func:`debug`, and tell the user in a note; or say why it cannot be replayed."""
-    why = job.script.mode.unreplayable
+    why = job.script.mode.unreplayable()
     inputs = getattr(error, "_fragnb_inputs", None)
     if why and inputs is None:
         _LAST.pop("failure", None)
@@ -146,7 +146,7 @@ def from_the_cell(tb: TracebackType | None) -> TracebackType | None:
 
 def _closest(failure: Failure) -> None:
     """:func:`debug` for a run that cannot be replayed: the statement that raised, once, on what it had read."""
-    call, why = failure.inputs, failure.job.script.mode.unreplayable
+    call, why = failure.inputs, failure.job.script.mode.unreplayable()
     _raise_again(
         lambda: rerun(failure.job.placement.graph, call),
         f"line {call.line} ran again in this kernel on what {call.replica} held when it raised "

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .records import Records
-from .worker.report import Finals, arrival_order, plain_order
+from .worker.report import ORDERS, Finals
 
 if TYPE_CHECKING:
     from .job import Job
@@ -293,9 +293,7 @@ class RunResult:
         times the replicas took (comparable across machines), relative to ``start``; ``measured`` adds
         what the notebook measured itself (client bytes, checkpoints)."""
         script, before = job.script, job.preflight
-        episodes = sorted(
-            (e for f in finals.values() for e in f.episodes), key=plain_order if script.mode.in_step else arrival_order
-        )
+        episodes = sorted((e for f in finals.values() for e in f.episodes), key=ORDERS[script.mode.episode_order()])
         lead = finals[script.leader]
         iterations = lead.iterations
         ticks = [start] + [max(f.ticks[k] for f in finals.values() if len(f.ticks) > k) for k in range(iterations)]
@@ -332,7 +330,7 @@ class RunResult:
             guarantee=before.guarantee,
             draws=list(before.draws),
             # whole copies: each replica's own values are the user's to look at (the notebook holds replica 0's)
-            replica_values={} if script.mode.splits else {name: f.variables for name, f in finals.items()},
+            replica_values={name: f.variables for name, f in finals.items()} if script.mode.whole_copies() else {},
             records=_records(job, finals),
             **measured,
         )

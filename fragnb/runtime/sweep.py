@@ -97,7 +97,7 @@ def run_sweep(
     str
         "" when every run ended on its own; else what ended them, "stopped: ..." or "interrupted: ...".
     """
-    if not resolve(policy).mode.distributed:
+    if not resolve(policy).mode.on_workers():
         if options:
             raise TypeError(f"single takes no {', '.join(options)}")
         return _side_by_side(namespace, cell, name, roles, runs, cluster, view, stop)

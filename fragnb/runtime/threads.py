@@ -68,7 +68,15 @@ class InThreads:
                 for i in range(n):
                     name = str(ReplicaId(g, i))
                     rep = entry.init_replica(
-                        run_id, g, i, n, device, payload, source, fused=script.mode.fused, resume=self.resume.get(name)
+                        run_id,
+                        g,
+                        i,
+                        n,
+                        device,
+                        payload,
+                        source,
+                        fused=script.mode.fuses(),
+                        resume=self.resume.get(name),
                     )
                     if self.own:  # as on Dask (entry.run_program), from the run's random start
                         # (one resumed from a checkpoint takes the checkpoint's: Walker.set_state)
@@ -76,7 +84,7 @@ class InThreads:
                     if g in meetings:
                         aside = rep.own.aside if rep.own is not None else contextlib.nullcontext
                         group = collectives.InProcess(i, meetings[g], aside)
-                        rep.collective = entry.joined(rep, group, not script.mode.splits)
+                        rep.collective = entry.joined(rep, group, script.mode.whole_copies())
                     threads.append(threading.Thread(target=play, args=(name, rep), daemon=True))
             for t in threads:
                 t.start()

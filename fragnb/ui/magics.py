@@ -220,7 +220,7 @@ class FragmentMagics(Magics):
         except (TypeError, ValueError) as e:
             raise UsageError(str(e)) from None
         ns[args.name] = graph
-        if policy.mode.distributed and (args.run or args.explore):
+        if policy.mode.on_workers() and (args.run or args.explore):
             # the workers this run needs start while the placement is measured and drawn
             warm(cluster, wanted(placement, cluster), dashboard=not args.no_dashboard)
         if args.explore:
@@ -228,11 +228,11 @@ class FragmentMagics(Magics):
 
             display(Explorer(graph, policy, cluster, **params))
         elif not args.quiet:
-            if policy.mode.distributed and policy.mode.splits:
+            if policy.mode.on_workers() and not policy.mode.whole_copies():
                 # one dry iteration on copies: bytes on the drawn edges (the graph keeps no sizes); a policy that
                 # runs the whole cell in each replica sends nothing between groups, and its objects need not copy
                 placement = placement.measured(measure(graph))
-            display(placement if policy.mode.distributed else graph)
+            display(placement if policy.mode.on_workers() else graph)
         if args.run and sweeping:
             graph.last_sweep = _sweep(graph, args, policy, params, cluster, ns, roles)
             print(graph.last_sweep)

@@ -60,7 +60,7 @@ __all__ = [
     "stepped_and_followed",
 ]
 
-#: The walker each mode's replicas run, by the name the mode gives (:attr:`fragnb.policies.modes.Mode.walker`).
+#: The walker each mode's replicas run, by the name the mode gives (:meth:`fragnb.policies.modes.Mode.walker`).
 WALKERS = {"lockstep": Walker, "free": FreeWalker}
 
 
@@ -194,7 +194,7 @@ def open_replica(
 def play(rep: Replica, script: Script, channels: Channels, components: list[str], events=None) -> Finals:
     """Walk ``script`` as ``rep`` (from where its checkpoint left off, if it resumes one); return what
     the notebook merges. A failure tells every peer, so that none waits for this replica."""
-    walker = WALKERS[script.mode.walker](rep, script, channels, events)
+    walker = WALKERS[script.mode.walker()](rep, script, channels, events)
     size = script.num_envs // rep.count if script.num_envs else 0
     share = (rep.index * size, size, script.num_envs)
     with (

@@ -40,7 +40,7 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
         v for v in header_names(script.program.items) if v in ns
     }
     names |= {v for v in script.function_globals if v in ns}
-    n = script.groups[group] if script.mode.splits else 1  # whole copies: nothing is split
+    n = script.mode.shares(script.groups[group])  # whole copies: nothing is split
     sharded = sorted(v for v in names if n > 1 and splits(ns[v]))
     scattered = {v: axis for v in sorted(names) if n > 1 and (axis := _env_axis(ns[v], v, script)) is not None}
     objects = {v: ns[v] for v in sorted(names)}
@@ -52,7 +52,7 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
         blob = pickled(objects)
     except Exception as e:
         raise _cannot_travel(graph, objects, group) from e
-    whole = not script.mode.splits
+    whole = script.mode.whole_copies()
     reseed = script.seed if whole else None
     rebound = tuple(v for v in sorted(names) if whole and getattr(ns[v], "__globals__", None) is ns)
     codes = pickle.dumps({s.index: s.module for s in segs} | {("ahead", s.index): s.ahead for s in segs if s.ahead})

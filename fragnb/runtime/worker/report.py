@@ -30,6 +30,10 @@ def arrival_order(episode: Episode) -> tuple[float, int]:
     return episode[0], episode[1]
 
 
+#: The sort key of each order a mode gives its episodes (:meth:`fragnb.policies.modes.Mode.episode_order`).
+ORDERS = {"plain": plain_order, "arrival": arrival_order}
+
+
 @dataclass
 class Progress:
     """A replica finished iterations up to ``iteration``: their new episodes, its env steps so far, each

@@ -34,7 +34,7 @@ from .edges import combine, refuse_autograd, to_device
 from .loads import Loads
 from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_tag, share
 from .recorder import Recorder, shipped
-from .report import Checkpointed, Finals, Progress, arrival_order, plain_order
+from .report import ORDERS, Checkpointed, Finals, Progress
 from .stops import condition_held, interrupted, own_condition
 from .timing import note
 from .travel import pickled, unsendable
@@ -129,7 +129,9 @@ class Walker(Loads):
             self.before_iteration()
             self.walk(loop.body)
             ruled = None
-            if not self.script.mode.splits:  # replicas whose episodes were shorter take part in the others' last steps
+            if (
+                self.script.mode.whole_copies()
+            ):  # replicas whose episodes were shorter take part in the others' last steps
                 ruled = collectives.settle(self.rep.collective, self.verdict_ahead())
             self.iterations += 1
             self.at = (self.at[0], self.at[1] + 1)
@@ -253,7 +255,7 @@ class Walker(Loads):
             return interrupted(self.iterations)
         if self.script.until is not None:
             self.everyone += [e for new, _ in reports for e in new]
-            self.everyone.sort(key=plain_order if self.script.mode.in_step else arrival_order)
+            self.everyone.sort(key=ORDERS[self.script.mode.episode_order()])
             if self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, sum(s for _, s in reports)):
                 return condition_held(self.iterations)
         return ""
@@ -423,7 +425,7 @@ class Walker(Loads):
                     raise CellExit(e).with_traceback(e.__traceback__) from None
         except Exception as e:
             e.add_note(where(e, f"replica {rep.index} of {rep.group!r}"))
-            if self.script.mode.unreplayable and self.script.recording is not None:  # fragnb.debug()'s closest
+            if self.script.mode.unreplayable() and self.script.recording is not None:  # fragnb.debug()'s closest
                 e._fragnb_inputs = shipped(self.script.recording, e, ns, self.name, self.iterations)
             if rep.count > 1 and self.script.num_envs and shape_error(e):
                 share = self.script.num_envs // rep.count
