@@ -9,7 +9,8 @@ from .errors import FragmentError
 from .graph import FragmentGraph, capture
 from .predict import profile
 from .runtime import RunResult, measure, run
-from .seeds import Setup, SweepResult, sweep
+from .seeds import SweepResult, sweep
+from .setups import Setup
 
 __all__ = [
     "capture",

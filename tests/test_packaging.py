@@ -137,7 +137,7 @@ LAYERS = [
     ("execution: a worker's replicas", ["fragnb.runtime.worker"]),
     ("execution: the run and its executors", ["fragnb.runtime"]),
     ("prediction", ["fragnb.predict"]),  # after execution: profile and calibrate run the loop
-    ("results", ["fragnb.ui", "fragnb.widgets", "fragnb.seeds"]),
+    ("results", ["fragnb.ui", "fragnb.widgets", "fragnb.setups", "fragnb.seeds"]),
     ("entry points", [ROOT_PACKAGE, "fragnb.notebook", "fragnb.demo", "fragnb.course"]),
 ]
 #: Facades: a method of a lower layer's object that hands over to a later layer, importing it inside
@@ -645,6 +645,45 @@ def test_the_kind_guard_finds_a_branch_on_a_modes_flag_or_class(planted, found):
     from fragnb.policies import POLICIES
 
     assert any(found in b for b in kind_branches(planted, set(POLICIES))), kind_branches(planted, set(POLICIES))
+
+
+#: A module's most lines unless the layout page names it with its reason.
+LONGEST = 450
+
+
+def long_modules(root: pathlib.Path) -> dict[str, int]:
+    """Every module of the package (and its widgets) over :data:`LONGEST` lines, by path: its lines."""
+    paths = sorted((root / "fragnb").rglob("*.py")) + sorted((root / "widgets").glob("*.py"))
+    lines = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in paths}
+    return {p: n for p, n in lines.items() if n > LONGEST}
+
+
+def named_long(layout: str) -> set[str]:
+    """The modules the layout page's "Modules over 450 lines" names (`` - `path`: reason``)."""
+    section = layout.partition("## Modules over 450 lines")[2].partition("\n## ")[0]
+    return set(re.findall(r"^- `([^`]+\.py)`: \S", section, flags=re.M))
+
+
+def test_no_module_is_over_450_lines_unless_the_layout_page_says_why():
+    long, named = long_modules(ROOT), named_long((ROOT / "docs" / "development" / "layout.md").read_text())
+    unnamed = {p: n for p, n in long.items() if p not in named}
+    assert not unnamed, (
+        f"modules over {LONGEST} lines: split them, or name each with its reason on the layout page: {unnamed}"
+    )
+    assert named <= set(long), (
+        f"the layout page names modules no longer over {LONGEST} lines: {sorted(named - set(long))}"
+    )
+
+
+def test_the_size_check_finds_a_long_module_nobody_named(tmp_path):
+    (tmp_path / "fragnb").mkdir()
+    (tmp_path / "widgets").mkdir()
+    (tmp_path / "fragnb" / "big.py").write_text("x = 1\n" * (LONGEST + 1))
+    (tmp_path / "fragnb" / "small.py").write_text("x = 1\n" * LONGEST)
+    assert long_modules(tmp_path) == {"fragnb/big.py": LONGEST + 1}
+    layout = "## Modules over 450 lines\n\n- `fragnb/big.py`: why.\n\n## Next\n- `fragnb/small.py`: not here.\n"
+    assert named_long(layout) == {"fragnb/big.py"}
+    assert named_long(layout.replace("- `fragnb/big.py`: why.", "")) == set()
 
 
 def test_every_test_file_has_a_row_in_the_tests_readme():

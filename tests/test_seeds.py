@@ -15,7 +15,7 @@ import fragnb
 from corpus.compare import assert_same
 from corpus.field import FIELD_BY_NAME
 from fragnb.runtime.cluster import clusters
-from fragnb.seeds import Setup, configurations, seeds_from
+from fragnb.setups import Setup, configurations, seeds_from
 from fragnb.stats import band, confidence_interval, iqm
 
 CLEANRL = FIELD_BY_NAME["cleanrl_ppo"]

@@ -109,8 +109,8 @@ def test_a_trained_tensor_two_groups_hold_is_refused_at_placement():
         match=r"`learner.scale` \(group 'learner'\) and `actor.scale` \(group 'actors'\) are one "
         r"trained tensor: .* Hold it inside a network both use",
     ):
-        fragnb.policies.placement.place(graph, "coarse", actors=2)
-    fragnb.policies.placement.place(graph, "fine", actors=1)  # one group holds both: nothing to send
+        fragnb.policies.placing.place(graph, "coarse", actors=2)
+    fragnb.policies.placing.place(graph, "fine", actors=1)  # one group holds both: nothing to send
 
 
 def test_a_notebooks_own_class_travels_between_workers_by_value():
@@ -148,5 +148,5 @@ def test_reading_a_sharded_components_attribute_in_another_group_is_refused_nami
         r"\(x2, each replica holding a share of it\): no copy of it is there. Read it into "
         r"a notebook value in an earlier cell \(`num_envs = env.num_envs`\)",
     ) as info:
-        fragnb.policies.placement.place(graph, policy, actors=2)
+        fragnb.policies.placing.place(graph, policy, actors=2)
     assert "returns / env.num_envs" in info.value.line

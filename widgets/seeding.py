@@ -11,7 +11,8 @@ import threading
 import ipywidgets as W
 
 from fragnb.policies import DistributionPolicy
-from fragnb.seeds import Setup, sweep
+from fragnb.seeds import sweep
+from fragnb.setups import Setup
 from fragnb.ui.live import png
 from fragnb.ui.seeds import SweepView
 

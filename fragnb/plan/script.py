@@ -20,9 +20,10 @@ from ..policies.modes import Lockstep, Mode
 from ..policies.transfers import Transfer
 from .decoupled import refuse, sample_ahead
 from .keys import WeightsKey, weights_key
-from .program import graph_writes, plan
+from .program import plan
 from .recording import Recording, recording_of
 from .segments import DrivenLoop, Program, Segment, Table, segments_of
+from .values import graph_writes
 
 if TYPE_CHECKING:
     from ..policies import Placement

@@ -6,7 +6,8 @@ table, ``placement`` the pure function that applies one to a graph (no cluster l
 
 from ..text import human
 from . import builtin  # noqa: F401  registers the built-in policies
-from .placement import EdgePlacement, FragmentPlacement, Placement, choices, place
+from .placement import EdgePlacement, FragmentPlacement, Placement
+from .placing import choices, place
 from .policy import POLICIES, ROLES, DistributionPolicy, register, resolve
 from .transfers import Transfer
 

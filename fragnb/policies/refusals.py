@@ -1,4 +1,4 @@
-"""What a policy cannot place: the refusals :func:`fragnb.policies.placement.place` raises for a loop.
+"""What a policy cannot place: the refusals :func:`fragnb.policies.placing.place` raises for a loop.
 
 Each check looks at the captured loop's objects beside the groups and replica counts a policy gives
 them, and refuses, before any worker starts, what would run but not as plain Python does: a driver
@@ -6,7 +6,7 @@ replicated beside a single learner, environments that do not split evenly, a com
 tensor held in two groups, replicated learners that train with a plain optimiser, a whole-cell
 policy's replicas with no optimiser to average. The messages name the cell's line and what to do
 instead. Apart from the placing itself, which only calls them in order; the policy's parameters are
-checked where :func:`~fragnb.policies.placement.place` reads them. Pure: no cluster library.
+checked where :func:`~fragnb.policies.placing.place` reads them. Pure: no cluster library.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ import torch
 
 from ..components import Component, Episode
 from ..errors import FragmentError
-from ..plan.program import graph_writes
 from ..plan.script import Script
+from ..plan.values import graph_writes
 from ..streams import EnvStreams, reached
 from .draws import Draws, Watching, clock_reads, reached_from, refuse_inexact
 from .job import Job

@@ -278,7 +278,7 @@ class FragmentMagics(Magics):
             args = Args(seed=seed)
             torch.manual_seed(args.seed)
         """
-        from ..seeds import Setup
+        from ..setups import Setup
 
         args = parse_argstring(self.setup, line)
         if not args.name.isidentifier():
@@ -346,7 +346,8 @@ def _value(name: str, text: str, policy: policies.DistributionPolicy):
 
 def _sweep(graph, args, policy, params, cluster, ns, roles):
     """``--seeds``: the sweep the magic's options describe."""
-    from ..seeds import Setup, seeds_from, sweep
+    from ..seeds import sweep
+    from ..setups import Setup, seeds_from
 
     try:
         seeds = seeds_from(args.seeds)
