@@ -10,17 +10,16 @@ its namespace.
 from __future__ import annotations
 
 import ast
-import sys
 import time
 
 from ..plan.instrument import remember_source
 from ..policies import Placement
-from . import replay
 from .attempt import Attempt, LostWorker
 from .cluster.budget import limit
-from .cluster.clusters import ClusterError, connect, local_workers, shutdown
+from .cluster.clusters import ClusterError, connect, local_workers
 from .cluster.clusters import dashboard as dashboard_link
-from .merge import checkpoint_finals, merge
+from .merge import merge
+from .recovery import Recovery
 from .result import RunResult
 from .slots import tasks
 
@@ -32,21 +31,18 @@ class OnDask:
     plain execution would.
 
     A synchronous run keeps every replica's state after every ``script.checkpoint_every`` iterations
-    in the notebook. One that loses a worker starts again on fresh workers from the last checkpoint
-    (or its beginning), up to ``restarts`` times; every random draw is counter-based, so it ends with
-    the weights an uninterrupted run would have. When it cannot go on, the notebook takes the last checkpoint.
+    in the notebook. What a failed attempt leads to (a restart from the last checkpoint, up to
+    ``restarts`` times, or the error with what the notebook keeps) is :mod:`fragnb.runtime.recovery`'s.
     """
 
     def __init__(self, cluster=None, dashboard: bool = True, restarts: int = 0):
         self.cluster, self.dashboard, self.restarts = cluster, dashboard, restarts
 
     def execute(self, job) -> RunResult:
-        placement, script, restarts = job.placement, job.script, self.restarts
-        graph = placement.graph
+        placement, script, graph = job.placement, job.script, job.placement.graph
         remember_source(script.filename, graph.source)
-        lost: list[str] = []
-        saved: tuple[int, dict[str, bytes]] | None = None  # the last checkpoint: (iteration, state of each replica)
-        entered, began, fetch_seconds = time.time(), None, 0.0
+        recovery = Recovery(job, self.restarts)  # what a failed attempt leads to (fragnb.runtime.recovery)
+        entered, began = time.time(), None
         while True:
             run = owned = None
             try:
@@ -54,9 +50,7 @@ class OnDask:
                 # asked before the replicas start: a remote dashboard's page took half a second on a busy
                 # machine, while the replicas ran and the notebook did not yet show their progress
                 link = dashboard_link(client)
-                run = Attempt(
-                    placement, script, job.namespace, client, job.payloads, saved, wait_s=30.0 if lost else 0.0
-                )
+                run = Attempt(placement, script, job.namespace, client, job.payloads, recovery.saved, recovery.wait_s)
                 run.start()
                 began = began or run.start_wall
                 view = job.live(_length(graph), f"{graph.name} ({placement.policy.name})")
@@ -65,58 +59,25 @@ class OnDask:
                 finals = run.watch(view, job.stop)
                 break
             except BaseException as e:
-                if run is not None:
-                    saved, fetch_seconds = run.saved, fetch_seconds + run.fetch_seconds
-                    run.abort(f"the run stopped: {type(e).__name__}")
-                    if owned:
-                        shutdown()  # a replica may be stuck in a collective or the user's own code: end its process
-                    else:
-                        run.forget()
-                if isinstance(e, LostWorker) and script.mode.restarts(len(lost), restarts):
-                    where = f"the checkpoint after iteration {saved[0]}" if saved else "its beginning"
-                    lost.append(f"{e}; resumed from {where}")
-                    print(
-                        f"fragnb: {e}. The run starts again from {where} on fresh workers "
-                        f"(restart {len(lost)} of at most {restarts}); the notebook is as it was before the run",
-                        file=sys.stderr,
-                    )
+                if recovery.after(run, owned, e):
                     continue
-                if isinstance(e, LostWorker):  # what happened, then what the run does next
-                    e.add_note(f"The run stops: {script.mode.why_it_stops(restarts)}")
-                if saved and isinstance(e, ClusterError):  # it cannot go on: keep what it had done
-                    try:
-                        merge(job.namespace, script, checkpoint_finals(script, saved[1]))
-                        e.add_note(
-                            f"The notebook now holds the state after iteration {saved[0]} (the last checkpoint), "
-                            f"as plain Python would after {saved[0]} iterations."
-                        )
-                    except Exception as failed:  # e.g. GPU tensors in a notebook without a GPU
-                        e.add_note(
-                            f"The last checkpoint (after iteration {saved[0]}) could not be loaded here "
-                            f"({type(failed).__name__}: {failed}); the notebook is as it was before the run."
-                        )
-                if (
-                    isinstance(e, Exception)
-                    and not isinstance(e, (LostWorker, ClusterError))
-                    and getattr(e, "__notes__", None)
-                ):
-                    replay.keep(job, saved, e)  # the cell's code raised on a replica: fragnb.debug() replays it
                 raise _without_dask_frames(e) from None
         run.forget()
         merge(job.namespace, script, finals)
-        kept = sum(map(len, run.saved[1].values())) if run.saved else 0
         return RunResult.of_replicas(
             job,
             finals,
             began,
             client_bytes=run.client_bytes,
             inference_batch=placement.inference_batch,
-            lost_workers=lost + run.lost,
+            lost_workers=recovery.lost + run.lost,
             setup_seconds=began - entered,
             processes=len(set(run.slots.values())),
             checkpoint_every=script.checkpoint_every,
-            checkpoint_bytes=kept,
-            checkpoint_seconds=max(f.checkpoint_seconds for f in finals.values()) + fetch_seconds + run.fetch_seconds,
+            checkpoint_bytes=sum(map(len, run.saved[1].values())) if run.saved else 0,
+            checkpoint_seconds=max(f.checkpoint_seconds for f in finals.values())
+            + recovery.fetch_seconds
+            + run.fetch_seconds,
         )
 
 

@@ -86,7 +86,7 @@ CLAIMS = [
     ),
     (
         "There is nowhere to resume: fragnb waits 30 s for the cluster to replace the worker",
-        Explained("fragnb's fixed wait for a replacement worker (fragnb/runtime/plane.py), by design"),
+        Explained("fragnb's fixed wait for a replacement worker (fragnb/runtime/recovery.py), by design"),
     ),
     (
         "then stops, and loads the last checkpoint into the notebook",
