@@ -1,9 +1,9 @@
-"""Job: one run as an executor takes it, the small interface of the three ways of running.
+"""Job: one run as an executor takes it, and :class:`Executor`, the interface of the three ways of running.
 
 ``InNotebook`` (:mod:`~fragnb.runtime.local`: ``single``, the cell itself), ``InThreads``
 (:mod:`~fragnb.runtime.threads`: every replica a thread here, for the safety net) and ``OnDask``
-(:mod:`~fragnb.runtime.plane`: replicas on a cluster's workers) each have ``execute(job) -> RunResult``,
-and leave in ``job.namespace`` what plain Python would.
+(:mod:`~fragnb.runtime.plane`: replicas on a cluster's workers) each declare :class:`Executor`:
+``execute(job) -> RunResult``, leaving in ``job.namespace`` what plain Python would.
 """
 
 from __future__ import annotations
@@ -12,16 +12,25 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..plan.script import Preflight
 
 if TYPE_CHECKING:
     from ..plan.script import Script
     from ..policies import Placement
+    from .result import RunResult
     from .worker.payload import Payload
 
-__all__ = ["Job", "Silent"]
+__all__ = ["Job", "Executor", "Silent"]
+
+
+class Executor(Protocol):
+    """A way of running a :class:`Job`: it runs the job's placement on its objects, shows its progress in
+    ``job.live``'s view, stops when ``job.until`` holds or ``job.stop`` is set, leaves in ``job.namespace``
+    what plain Python would after as many iterations, and returns the run's RunResult."""
+
+    def execute(self, job: Job) -> RunResult: ...
 
 
 @dataclass

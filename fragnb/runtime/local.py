@@ -24,6 +24,7 @@ from ..errors import FragmentError
 from ..plan.instrument import DRIVER, Driver, compile_cell, instrument, plain_env_steps
 from ..shards import faithful_copies
 from ..streams import reached
+from .job import Executor
 from .result import RunResult
 from .worker.generators import generators
 from .worker.ledger import Ledger
@@ -260,7 +261,7 @@ def _interrupts_end_the_iteration(driver: _Driver):
         signal.signal(signal.SIGINT, previous)
 
 
-class InNotebook:
+class InNotebook(Executor):
     """Runs a ``single`` placement: the cell itself, in the job's namespace (see the module's docstring)."""
 
     def execute(self, job) -> RunResult:

@@ -18,6 +18,7 @@ from .attempt import Attempt, LostWorker
 from .cluster.budget import limit
 from .cluster.clusters import ClusterError, connect, local_workers
 from .cluster.clusters import dashboard as dashboard_link
+from .job import Executor
 from .merge import merge
 from .recovery import Recovery
 from .result import RunResult
@@ -26,7 +27,7 @@ from .slots import tasks
 __all__ = ["OnDask", "LostWorker"]
 
 
-class OnDask:
+class OnDask(Executor):
     """Runs a job's replicas on ``cluster`` (see :func:`fragnb.run`); leaves the notebook namespace as
     plain execution would.
 

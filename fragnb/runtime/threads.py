@@ -14,6 +14,7 @@ import uuid
 
 from ..plan.script import ReplicaId
 from ..policies.transfers import averaged
+from .job import Executor
 from .merge import merge
 from .net import collectives
 from .net.channels import QueueChannels, root_cause
@@ -26,7 +27,7 @@ from .worker.travel import refuse_unreturnable
 __all__ = ["InThreads"]
 
 
-class InThreads:
+class InThreads(Executor):
     """Runs a job's replicas as threads here and merges what they hold into ``job.namespace``.
 
     A replay of a failed run (:mod:`fragnb.runtime.replay`) starts each replica from its checkpoint
