@@ -338,6 +338,8 @@ def sweep(
     if unknown := sorted(set(run_options) - set(OPTIONS)):
         raise TypeError(f"sweep() takes fragnb.run's options {sorted(OPTIONS)}, not {unknown}")
     check("sweep", RUN_ACCEPTS, cluster=cluster, **run_options)
+    if stored := sorted(k for k in ("checkpoint_dir", "resume") if run_options.get(k) is not None):
+        raise TypeError(f"sweep() takes no {stored}: its runs are short and side by side; give them to fragnb.run")
     setup = Setup.of(setup)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds={seeds!r}: give distinct seeds")

@@ -57,6 +57,8 @@ class Attempt:
         self.placement, self.script, self.ns, self.client, self.payloads = placement, script, ns, client, payloads
         self.saved, self.wait_s = saved, wait_s  # the checkpoint it starts from, and how long to wait for workers
         self.resume = saved[1] if saved else {}
+        #: called with each checkpoint the notebook fetches (iteration, states by replica): it writes it to storage
+        self.on_saved = None
         self.reported: dict[int, set[str]] = {}  # iteration -> replicas that kept a checkpoint after it
         self.fetch_seconds = 0.0
         self.forsaken: list[str] = []  # replicas whose worker died and the run went on without (async's actors)
@@ -253,6 +255,8 @@ class Attempt:
         # had moved one checkpoint further than another's; the last whole checkpoint stays, a later event's comes
         if got.keys() == self.slots.keys() and len(at) == 1:
             self.saved = (at.pop(), {name: blob for name, (_, blob) in got.items()})
+            if self.on_saved is not None:
+                self.on_saved(*self.saved)
         self.fetch_seconds += time.perf_counter() - start
 
     def drain(self, progress: Tally, iterations: dict[str, int], timeout: float = 2.0) -> None:

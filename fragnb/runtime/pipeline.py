@@ -8,6 +8,7 @@ thread here (:mod:`fragnb.runtime.check`), and then a Dask cluster's workers (:c
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -52,6 +53,8 @@ ACCEPTS = {
     "record": optional(
         instance((str, list, tuple, dict), "a fragment's name, a list of them, or a dict of name -> iterations")
     ),
+    "checkpoint_dir": optional(instance((str, os.PathLike), "a directory or an fsspec URL (memory://, s3://...)")),
+    "resume": optional(instance((str, os.PathLike), "a checkpoint_dir a run wrote, or one checkpoint file in it")),
 }
 
 
@@ -71,6 +74,8 @@ def run(
     checkpoint_every: int | None = None,
     exact: bool = False,
     record=None,
+    checkpoint_dir=None,
+    resume=None,
     **params,
 ) -> RunResult:
     """Run a captured training loop under a distribution policy.
@@ -150,6 +155,15 @@ def run(
     **params
         The policy's parameters, e.g. ``actors=2``, ``learners=2``, ``max_staleness=1`` (async, srl),
         ``policy_workers=1, ring=2`` (srl); checked before anything starts.
+    checkpoint_dir : str or path, optional
+        Where a synchronous run also writes each checkpoint it keeps (a directory, or an fsspec URL such as
+        ``memory://ppo`` or ``s3://bucket/ppo``): every replica's state, the iteration and what the run is
+        (:mod:`fragnb.runtime.store`), on a thread of its own, renamed into place once whole, the newest two
+        kept. A place that cannot be written is refused before anything starts.
+    resume : str or path, optional
+        A ``checkpoint_dir`` (or one checkpoint file) to go on from: in a new kernel, after the setup cells
+        ran again, the run starts from the newest checkpoint there and ends as the uninterrupted run would
+        have. One of another cell, policy, parameters or components is refused, naming the difference.
     record : list or dict, optional
         Fragments to record, by the names the drawing shows (``["actor@step"]``), or with the iterations
         to record each at, counted from 0 (``{"actor@step": [3, 4]}``; all by default): every replica keeps
@@ -225,6 +239,11 @@ def run_placement(placement: Placement, cluster=None, **options) -> RunResult:
                 raise ValueError(
                     "the 'single' policy runs in this process and takes no cluster; choose a distributed policy"
                 )
+            if o["checkpoint_dir"] is not None or o["resume"] is not None:
+                raise ValueError(
+                    "the 'single' policy runs the cell in this kernel and keeps no checkpoints (checkpoint_dir=, "
+                    "resume=): choose a synchronous distributed policy (coarse, fine, multi_learner, data_parallel)"
+                )
             result = InNotebook().execute(
                 Job(placement, None, graph.namespace, live, on_curve, stop or threading.Event())
             )
@@ -249,10 +268,34 @@ def _distributed(placement: Placement, cluster, live, until, stop, recording, op
     )  # the run's one plan
     if script.recording.fragments:
         print(f"fragnb: {recorded(script.recording)}", file=sys.stderr)
+    store, resumed = _storage(placement, script, options)
     job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event(), before)
     job.payloads  # noqa: B018 -- what cannot travel fails here, before any worker
     with classes_kept(job.namespace):  # what comes back is unpickled here
-        return OnDask(cluster, options["dashboard"], options["restarts"]).execute(job)
+        return OnDask(cluster, options["dashboard"], options["restarts"], store, resumed).execute(job)
+
+
+def _storage(placement: Placement, script: Script, options: dict):
+    """The run's checkpoint directory (:class:`~fragnb.runtime.store.Store`) and the checkpoint it resumes,
+    each None where not asked for; what cannot be is refused here, before any worker starts."""
+    where, resume = options["checkpoint_dir"], options["resume"]
+    if where is None and resume is None:
+        return None, None
+    name = placement.policy.name
+    if where is not None and not script.checkpoint_every:
+        why = "checkpoint_every=0 asks for none" if placement.policy.mode.checkpoint_every(1) else f"{name} keeps none"
+        raise FragmentError(f"checkpoint_dir={str(where)!r} would stay empty: {why} (a synchronous policy keeps them)")
+    if resume is not None and not placement.policy.mode.checkpoint_every(1):
+        raise FragmentError(f"resume={str(resume)!r}: a {name} run keeps no checkpoints, and cannot go on from one")
+    from .store import Store, resumable
+
+    resumed = None if resume is None else resumable(resume, placement)
+    store = None if where is None else Store(where, placement)
+    if resumed is not None:
+        print(f"fragnb: resumes from {resumed.path}: the state after iteration {resumed.iteration}", file=sys.stderr)
+    if store is not None:
+        print(f"fragnb: writes its checkpoints to {store.url}", file=sys.stderr)
+    return store, resumed
 
 
 def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:

@@ -36,14 +36,26 @@ class OnDask(Executor):
     ``restarts`` times, or the error with what the notebook keeps) is :mod:`fragnb.runtime.recovery`'s.
     """
 
-    def __init__(self, cluster=None, dashboard: bool = True, restarts: int = 0):
+    def __init__(self, cluster=None, dashboard: bool = True, restarts: int = 0, store=None, resumed=None):
         self.cluster, self.dashboard, self.restarts = cluster, dashboard, restarts
+        #: where checkpoints are also written (:class:`~fragnb.runtime.store.Store`), and the one the run resumes
+        self.store, self.resumed = store, resumed
 
     def execute(self, job) -> RunResult:
-        placement, script, graph = job.placement, job.script, job.placement.graph
-        remember_source(script.filename, graph.source)
+        remember_source(job.script.filename, job.placement.graph.source)
         recovery = Recovery(job, self.restarts)  # what a failed attempt leads to (fragnb.runtime.recovery)
-        entered, began = time.time(), None
+        if self.resumed is not None:  # written by a run in another kernel: go on from it
+            recovery.saved = (self.resumed.iteration, self.resumed.replicas)
+        try:
+            return self._attempts(job, recovery, time.time())
+        finally:
+            if self.store is not None:
+                self.store.close()  # the last writes, whole
+
+    def _attempts(self, job, recovery: Recovery, entered: float) -> RunResult:
+        """Attempt the run until one ends, or :meth:`Recovery.after` says it cannot go on (it raises)."""
+        placement, script, graph = job.placement, job.script, job.placement.graph
+        began = None
         while True:
             run = owned = None
             try:
@@ -52,6 +64,7 @@ class OnDask(Executor):
                 # machine, while the replicas ran and the notebook did not yet show their progress
                 link = dashboard_link(client)
                 run = Attempt(placement, script, job.namespace, client, job.payloads, recovery.saved, recovery.wait_s)
+                run.on_saved = self.store.write if self.store is not None else None
                 run.start()
                 began = began or run.start_wall
                 view = job.live(_length(graph), f"{graph.name} ({placement.policy.name})")

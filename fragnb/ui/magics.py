@@ -95,6 +95,16 @@ class FragmentMagics(Magics):
         f"every {CHECKPOINT_EVERY} at most, within {CHECKPOINT_SHARE * 100:.0f} percent of the run's time)",
     )
     @argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="synchronous policies: also write each checkpoint to DIR (a directory or an fsspec URL), the newest two kept",
+    )
+    @argument(
+        "--resume",
+        metavar="DIR",
+        help="with --run: go on from the newest checkpoint in DIR that a run of this cell wrote (in this or another kernel)",
+    )
+    @argument(
         "--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run"
     )
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
@@ -248,6 +258,8 @@ class FragmentMagics(Magics):
                 dashboard=not args.no_dashboard,
                 restarts=args.restarts,
                 checkpoint_every=args.checkpoint_every,
+                checkpoint_dir=args.checkpoint_dir,
+                resume=args.resume,
                 exact=args.exact,
                 record=_merged(args.record),
             )
