@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import copyreg
+import inspect
 import sys
 from typing import Any
 
@@ -229,17 +230,37 @@ def _gymnasium_env(obj: Any) -> bool:
 
 class _OffsetSeed:
     """A whole copy's ``reset``: an integer seed moves ``offset`` on (a vector env then seeds its
-    sub-environment ``i`` with ``seed + offset + i``, as its own ``reset`` does)."""
+    sub-environment ``i`` with ``seed + offset + i``, as its own ``reset`` does). It passes on what the
+    loop passed and nothing more, whatever the class's ``reset`` takes: Gymnasium's ``reset(*, seed,
+    options)``, an older ``reset(self)`` or ``reset(self, seed)``, a wrapper's own (the generators
+    :func:`reseed` gave the copy serve a reset that gets no seed)."""
 
     def __init__(self, env, offset: int):
         self.env, self.offset = env, offset
 
-    def __call__(self, *, seed=None, options=None):
-        if isinstance(seed, int):
-            seed += self.offset
-        elif isinstance(seed, list):
-            seed = [s + self.offset if isinstance(s, int) else s for s in seed]
-        return type(self.env).reset(self.env, seed=seed, options=options)
+    def _moved(self, seed):
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            return seed + self.offset
+        if isinstance(seed, list):
+            return [s + self.offset if isinstance(s, int) else s for s in seed]
+        return seed
+
+    def __call__(self, *args, **kwargs):
+        reset = type(self.env).reset
+        if "seed" in kwargs:
+            kwargs["seed"] = self._moved(kwargs["seed"])
+        elif args and _first_parameter(reset) == "seed":  # reset(42), where the class takes its seed first
+            args = (self._moved(args[0]), *args[1:])
+        return reset(self.env, *args, **kwargs)
+
+
+def _first_parameter(function) -> str | None:
+    """The name of ``function``'s first parameter after ``self`` (None if it has none, or no signature)."""
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names[1] if len(names) > 1 else None
 
 
 def _shard_vector_env(env, index: int, count: int):

@@ -51,6 +51,7 @@ if __name__ == "__main__":
             "returns": list(ns["returns"]),
             "it": ns["it"],
             "iterations": result.iterations,
+            "resumed_from": result.resumed_from,
         },
         out,
     )

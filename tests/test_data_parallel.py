@@ -106,6 +106,42 @@ def test_a_replicas_gymnasium_env_resets_with_its_seed_moved_on_and_replica_0_ke
     assert not np.array_equal(unseeded[0].reset()[0], unseeded[1].reset()[0])  # a reset without a seed differs too
 
 
+class _OldReset(gym.Env):
+    """An environment written for older gym: ``reset(self)`` takes nothing, and draws from its np_random."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self):
+        return self.np_random.random(2), {}
+
+    def step(self, action):
+        return self.np_random.random(2), 1.0, False, False, {}
+
+
+class _SeedFirst(_OldReset):
+    """``reset(self, seed=None)``: a seed taken positionally, as some of the field's own environments do."""
+
+    def reset(self, seed=None):
+        if seed is not None:
+            self._np_random, _ = gym.utils.seeding.np_random(seed)
+        return self.np_random.random(2), {}
+
+
+def test_a_replicas_env_resets_whatever_its_reset_takes():
+    """Reseeding passes on what the loop passed and nothing more: an older ``reset(self)`` is called as the
+    loop calls it (it raised `unexpected keyword argument 'seed'` on replica 1, after the cluster started)."""
+    old, reference = _OldReset(), _OldReset()
+    for env in (old, reference):
+        env._np_random, _ = gym.utils.seeding.np_random(0)
+    reseed({"env": old}, 1, seed=0)
+    assert not np.array_equal(old.reset()[0], reference.reset()[0])  # its own generator: other episodes
+    first = _SeedFirst()
+    reseed({"env": first}, 1, seed=0)
+    assert np.array_equal(first.reset(7)[0], _SeedFirst().reset(7 + SEED_STRIDE)[0])  # positional, moved on
+    assert np.array_equal(first.reset(seed=7)[0], _SeedFirst().reset(seed=7 + SEED_STRIDE)[0])
+
+
 def test_a_replicas_vector_env_seeds_each_sub_environment_as_the_next_batch():
     envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)])
     reseed({"envs": envs}, 2, seed=0)

@@ -113,6 +113,7 @@ def test_a_run_whose_kernel_was_killed_goes_on_in_a_new_one_as_if_never_stopped(
     again = run("resume", resumed)
     assert again.returncode == 0 and "fragnb: resumes from" in again.stderr, again.stderr
     got = torch.load(resumed)
+    assert got["resumed_from"].startswith(f"{directory}/checkpoint-") and "(after iteration " in got["resumed_from"]
     if policy == "coarse":  # exact: plain Python's
         nb = load_canonical(NOTEBOOK_01)
         ns = nb.namespace()

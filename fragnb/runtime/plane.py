@@ -89,6 +89,7 @@ class OnDask(Executor):
             processes=len(set(run.slots.values())),
             checkpoint_every=script.checkpoint_every,
             checkpoint_bytes=sum(map(len, run.saved[1].values())) if run.saved else 0,
+            resumed_from=f"{self.resumed.path} (after iteration {self.resumed.iteration})" if self.resumed else "",
             checkpoint_seconds=max(f.checkpoint_seconds for f in finals.values())
             + recovery.fetch_seconds
             + run.fetch_seconds,

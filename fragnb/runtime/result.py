@@ -119,6 +119,9 @@ class RunResult:
     checkpoint_every: int = 0
     checkpoint_seconds: float = 0.0
     checkpoint_bytes: int = 0
+    #: The checkpoint a run went on from (``resume=``), written by a run of an earlier kernel: where, and after
+    #: which iteration; empty for a run that started at its beginning.
+    resumed_from: str = ""
     #: ``async``: trajectories lost with an actor's worker (the one each lost actor was producing; the
     #: run goes on with the other actors, see ``lost_workers``).
     lost_trajectories: int = 0
@@ -258,6 +261,8 @@ class RunResult:
         ]
         if self.stopped:
             lines.append(f"  stopped: {self.stopped}")
+        if self.resumed_from:
+            lines.append(f"  resumed from {self.resumed_from}")
         for lost in self.lost_workers:
             lines.append(f"  {lost}")
         if self.lost_trajectories:
