@@ -44,6 +44,9 @@ class LostWorker(ClusterError):
 class Attempt:
     """One run's replicas on a Dask cluster."""
 
+    #: called with each checkpoint the notebook fetches (iteration, states by replica): a Store writes it
+    on_saved = None
+
     def __init__(
         self,
         placement: Placement,
@@ -57,8 +60,6 @@ class Attempt:
         self.placement, self.script, self.ns, self.client, self.payloads = placement, script, ns, client, payloads
         self.saved, self.wait_s = saved, wait_s  # the checkpoint it starts from, and how long to wait for workers
         self.resume = saved[1] if saved else {}
-        #: called with each checkpoint the notebook fetches (iteration, states by replica): it writes it to storage
-        self.on_saved = None
         self.reported: dict[int, set[str]] = {}  # iteration -> replicas that kept a checkpoint after it
         self.fetch_seconds = 0.0
         self.forsaken: list[str] = []  # replicas whose worker died and the run went on without (async's actors)
