@@ -17,6 +17,7 @@ difference; a run that resumes goes on from that iteration and ends as the unint
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import pickle
 import sys
 import threading
@@ -71,9 +72,8 @@ class Checkpoint:
 
 
 def _version() -> str:
-    from .. import __version__  # the package's, read when a checkpoint is made
-
-    return __version__
+    """fragnb's version as installed (its distribution's metadata: the package itself is a later layer)."""
+    return importlib.metadata.version("fragnb")
 
 
 def _name(iteration: int) -> str:
