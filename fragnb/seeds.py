@@ -335,9 +335,8 @@ def sweep(
     )  # a generator once
     check("sweep", ACCEPTS, seeds=seeds, params=params, threshold=threshold, progress=progress, plot=plot, stop=stop)
     check("sweep", ACCEPTS, name=name, roles=roles)
-    if unknown := sorted(set(run_options) - set(OPTIONS)):
-        raise TypeError(f"sweep() takes fragnb.run's options {sorted(OPTIONS)}, not {unknown}")
-    check("sweep", RUN_ACCEPTS, cluster=cluster, **run_options)
+    # run_options holds fragnb.run's options and the policy's parameters (actors=2): placing checks those
+    check("sweep", RUN_ACCEPTS, cluster=cluster, **{k: v for k, v in run_options.items() if k in OPTIONS})
     if stored := sorted(k for k in ("checkpoint_dir", "resume") if run_options.get(k) is not None):
         raise TypeError(f"sweep() takes no {stored}: its runs are short and side by side; give them to fragnb.run")
     setup = Setup.of(setup)
