@@ -92,7 +92,7 @@ def test_what_each_built_in_mode_answers(policy, on_workers, whole, order, check
     mode = resolve(policy).mode
     assert mode.on_workers() is on_workers
     assert mode.whole_copies() is whole and mode.shares(4) == (1 if whole else 4)
-    assert mode.episode_order() == order and mode.in_step() is (order == "plain")
+    assert mode.episode_order() == order and mode.in_step is (order == "plain")
     assert mode.checkpoint_every(10) == checkpoints
     assert mode.restarts(0, 2) is restarts and not mode.restarts(2, 2)
     assert mode.cluster(None, ["cuda"]) == ("cuda" if policy == "gpu_only" else None)

@@ -115,6 +115,33 @@ def test_an_aborted_run_ends_the_wait():
     assert not shm.path_of(run).exists()
 
 
+def test_a_file_every_replica_of_which_is_dead_is_swept_and_a_live_ones_kept(tmp_path, monkeypatch):
+    """A run killed with its notebook (kill -9 of the kernel: its workers end with it) removes nothing; the next
+    group made on the machine removes such a file, by the process ids its replicas stamped in it."""
+    import subprocess
+
+    monkeypatch.setattr(shm, "_DIR", tmp_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+
+    def made(name: str, pids: list[int]) -> None:
+        world = len(pids)
+        with open(tmp_path / f"fragnb-{name}", "wb") as f:
+            f.truncate(shm._LINE * (world + 1) + 2 * world * shm.CAPACITY)
+            for rank, pid in enumerate(pids):
+                f.seek((rank + 1) * shm._LINE + 8)
+                f.write(pid.to_bytes(8, "little"))
+
+    made("killed-replicas", [gone.pid, gone.pid])
+    made("running-replicas", [gone.pid, os.getpid()])  # one replica still alive: its run goes on
+    made("new-replicas", [0, 0])  # made, and no replica has stamped it yet
+    assert shm.sweep() == ["fragnb-killed-replicas"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fragnb-new-replicas", "fragnb-running-replicas"]
+    group = shm.SharedMemory("next", 0, 1)  # a new group sweeps first
+    group.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fragnb-new-replicas", "fragnb-running-replicas"]
+
+
 def test_replicas_on_one_machine_all_reduce_through_it_and_no_run_leaves_its_file(canonical, ppo_ns, monkeypatch):
     from fragnb import capture, run
     from fragnb.ui import live

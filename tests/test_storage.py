@@ -18,6 +18,7 @@ from fragnb.algos.ppo import SMALL_LOOP, small_setup
 from fragnb.errors import FragmentError
 from fragnb.notebook import load_canonical
 from fragnb.runtime import store
+from fragnb.runtime.net import shm
 from fragnb.runtime.store import KEEP, Store, latest, resumable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,4 +125,6 @@ def test_a_run_whose_kernel_was_killed_goes_on_in_a_new_one_as_if_never_stopped(
         assert run("whole", whole).returncode == 0
         want = torch.load(whole)
     assert got["it"] == want["it"] and got["returns"] == want["returns"]
+    if policy == "data_parallel" and shm.available():  # the killed run's /dev/shm file: the next group swept it
+        assert not list(shm._DIR.glob("fragnb-*")), "a run killed with its kernel left its /dev/shm file"
     assert all(torch.equal(value, want["weights"][name]) for name, value in got["weights"].items())

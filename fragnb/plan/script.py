@@ -237,7 +237,7 @@ class Script:
             weights=tuple(_shared_weights(placement, program.segments)),
             num_envs=num_envs,
             stop_flags=tuple(graph.stop_flags),
-            strict=placement.exact and mode.in_step() and not start.statistical,
+            strict=placement.exact and mode.in_step and not start.statistical,
             limit=limit,
             variables=tuple(sorted(graph_writes(graph))),
             until=until,

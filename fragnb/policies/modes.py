@@ -115,11 +115,12 @@ class Mode:
         """The name of the walk its replicas run (:data:`fragnb.runtime.worker.entry.WALKERS`)."""
         return self._walker
 
+    @property
     def in_step(self) -> bool:
         """Every group walks the same iteration at once: episodes and stop conditions go in plain Python's
         order, a value the replicas cannot combine is an error, and the groups take turns (else groups run
         apart, episodes go by arrival, and such a value is replica 0's)."""
-        return self._in_step
+        return self._in_step  # a property: a fact the course reads (`"sync" if mode.in_step else "async"`)
 
     def episode_order(self) -> str:
         """How a run's episodes are ordered: ``"plain"`` (by step, then environment, as plain Python) for a

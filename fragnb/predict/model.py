@@ -193,7 +193,7 @@ class _Model:
         # A decoupled policy bounded at staleness 0 (AReaL's η = 0) waits for the newest weights before
         # every rollout: its sides take turns, as a synchronous policy's groups do.
         self.overlaps = (
-            not placement.policy.mode.in_step()
+            not placement.policy.mode.in_step
             and {**placement.policy.options, **placement.params}.get("max_staleness", 1) != 0
         )
         graph = placement.graph
@@ -266,7 +266,7 @@ class _Model:
         body = self.body()
         busy: dict[str, float] = dict.fromkeys(self.count, 0.0)
         self.terms = {}
-        if self.placement.policy.mode.in_step():
+        if self.placement.policy.mode.in_step:
             self.passing = allreduce = self.allreduce()
             self._term("passing values", allreduce)
             seconds = self.walk(body, busy, per_iteration=True) + allreduce + self.iteration_runtime(self.count, busy)
@@ -376,7 +376,7 @@ class _Model:
             fixed * self.count[group_of[i]] + batch for i, (fixed, batch) in self.stmt_seconds.items() if i in inside
         )
         cpu /= cores
-        if self.placement.policy.mode.in_step():
+        if self.placement.policy.mode.in_step:
             return max(sum(lower.values()), cpu)
         home = self.placement.home
         sides = (

@@ -12,6 +12,9 @@ The wait spins a short while (a peer that arrives within tens of microseconds co
 in growing steps; it ends with a named error, never a hang, when a peer's process is gone or the run is
 aborted (any process that maps the file may set its abort word: :func:`abort`). The file is removed when
 the run leaves the group, and by name after a failed run (:func:`remove`): nothing is left in ``/dev/shm``.
+A run whose notebook and workers were all killed at once (``kill -9`` of the kernel, whose workers end with
+it) removes nothing; the next group made on the machine removes such a file (:func:`sweep`): every replica
+stamped its process id in it, and none of those processes is alive.
 
 Why a file and ``mmap`` rather than :mod:`multiprocessing.shared_memory`: the latter registers every
 segment a process attaches with the resource tracker, which on Python 3.11 unlinks it when that process
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["SharedMemory", "available", "path_of", "remove", "abort", "CAPACITY"]
+__all__ = ["SharedMemory", "available", "path_of", "remove", "abort", "sweep", "CAPACITY"]
 
 _DIR = Path("/dev/shm")
 _LINE = 64  # bytes per replica's header line: its arrival stamp, its pid (one cache line each: no false sharing)
@@ -56,6 +59,43 @@ def remove(name: str) -> bool:
         return False
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
+
+
+def sweep() -> list[str]:
+    """Remove the groups' files whose every replica's process is gone (a run killed with its notebook); the
+    names removed. A file none has stamped yet (being made) is kept, as is one any live process stamped."""
+    removed = []
+    for path in _DIR.glob("fragnb-*"):
+        if path.suffix == ".new":
+            continue
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                world = (size - _LINE) // (_LINE + 2 * CAPACITY)
+                header = f.read(_LINE * (world + 1))
+        except OSError:
+            continue
+        words = [int.from_bytes(header[i : i + 8], "little") for i in range(0, len(header) - 7, 8)]
+        stride = _LINE // 8
+        pids = [words[(rank + 1) * stride + 1] for rank in range(world) if (rank + 1) * stride + 1 < len(words)]
+        stamped = [pid for pid in pids if pid]
+        if stamped and not any(_alive(pid) for pid in stamped):
+            try:
+                path.unlink()
+                removed.append(path.name)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
 def abort(name: str) -> None:
     """End every wait in group ``name``'s all-reduces (they raise): a run that is stopping."""
     try:
@@ -77,6 +117,7 @@ class SharedMemory:
         self.header = _LINE * (world + 1)
         size = self.header + 2 * world * CAPACITY
         if rank == 0:
+            sweep()  # what runs killed with their notebook left
             tmp = self.path.with_suffix(".new")
             with open(tmp, "wb") as f:
                 f.truncate(size)
