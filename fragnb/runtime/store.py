@@ -21,6 +21,7 @@ import importlib.metadata
 import pickle
 import sys
 import threading
+import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -110,8 +111,6 @@ class Store:
         self._pending.append(self._writer.submit(self._write, iteration, dict(replicas)))
 
     def _write(self, iteration: int, replicas: dict[str, bytes]) -> None:
-        import time
-
         start = time.perf_counter()
         blob = pickle.dumps(
             {
