@@ -83,3 +83,18 @@ def pytest_sessionfinish(session):
 def pytest_unconfigure(config):
     if _busy in config.stash:
         config.stash[_busy].stop()
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected theirs
+def pytest_collection_modifyitems(config, items):
+    """The notebooks tests/test_small_machine.py runs (nbval, in 2 GiB, with the same busy neighbours) are
+    not run a second time in the same session: one nbval run of each notebook per session, minutes less
+    on a 2-core machine. Run alone (``pytest notebooks/01_first_fragment_graph.ipynb``) they run as usual."""
+    small = [item for item in items if item.path.name == "test_small_machine.py"]
+    inside = {name for item in small for name in getattr(item.module, "NOTEBOOKS", ())}
+    if not inside:
+        return
+    twice = [item for item in items if _notebook(item) and item.path.name in inside]
+    if twice:
+        items[:] = [item for item in items if item not in twice]
+        config.hook.pytest_deselected(items=twice)

@@ -1,6 +1,8 @@
 """A small machine: notebooks 01 and 02 as mybinder.org runs them, in a container of 2 GB, with the fewest
 worker processes that run every policy they show (FRAGNB_WORKERS=2: notebook 02's multi_learner is a process
-group of two learners, one process each, which a limit of one refuses), every cell's assert holding.
+group of two learners, one process each, which a limit of one refuses), every cell's assert holding, with the
+session's busy neighbours (--busy) beside them. In a session that collects this test, it is also those
+notebooks' nbval run: conftest.py deselects their own items, so each notebook runs once per session.
 
 The limit is a real one where this process may make a cgroup (root on Linux, as in CI): the notebooks run in
 a memory cgroup of 2 GiB, swap included, and the kernel is killed if it needs more. Where it may not, the
@@ -48,11 +50,13 @@ def _cgroup(limit: int) -> Path | None:
     return None
 
 
-def test_notebooks_01_and_02_run_in_2_gb_with_two_worker_processes(tmp_path):
+def test_notebooks_01_and_02_run_in_2_gb_with_two_worker_processes(request):
     group = _cgroup(LIMIT)
     env = dict(os.environ, FRAGNB_WORKERS="2", FRAGNB_WARM="0")
-    env.pop("FRAGNB_BUSY", None)  # this test is about memory; busy neighbours are another test's
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "-o", "addopts="]
+    env.pop("FRAGNB_BUSY", None)
+    busy = request.config.getoption("busy")  # the spinning processes are in the group too: a few MiB
+    command = [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "--nbval-lax", "-o", "addopts="]
+    command += [f"--busy={busy}"]
     command += [str(ROOT / "notebooks" / name) for name in NOTEBOOKS]
 
     def enter():  # runs in the child before pytest starts: it and every process it starts are in the group
