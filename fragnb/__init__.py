@@ -22,6 +22,8 @@ __all__ = [
     "SweepResult",
     "explore",
     "debug",
+    "runs",
+    "attach",
     "shutdown",
     "FragmentGraph",
     "FragmentError",
@@ -101,6 +103,49 @@ def debug() -> None:
     from .runtime.replay import debug as replay
 
     replay()
+
+
+def runs(cluster):
+    """The detached runs on ``cluster`` (a ``tcp://`` scheduler address, or a ``distributed.Client`` of one),
+    newest first, as a list of records (name, cell, policy, state, progress, checkpoint_dir) that prints as a
+    table; ``.cancel(name)`` ends one after its current iteration (:mod:`fragnb.runtime.detached`).
+
+    Examples
+    --------
+    Detached runs live on a scheduler started on its own (``dask scheduler``), not on the kernel's cluster:
+
+    >>> import fragnb
+    >>> fragnb.runs("local")
+    Traceback (most recent call last):
+        ...
+    fragnb.errors.FragmentError: cluster='local' ends with this kernel, and a detached run must outlive it: ...
+    """
+    from .runtime.detached import runs as listed
+
+    return listed(cluster)
+
+
+def attach(name: str, cluster, *, graph=None, progress: bool = True, plot: bool = True):
+    """Follow the detached run ``name`` on ``cluster`` from where it is until it ends, and return its
+    RunResult; given the cell's ``graph`` (captured again in this kernel after the setup cells), leave in its
+    namespace what plain Python would (:func:`fragnb.runtime.detached.attach`). A Ctrl-C leaves the run going.
+
+    Examples
+    --------
+    A run handed over with ``fragnb.run(ppo, "coarse", "tcp://...", actors=2, checkpoint_dir=..., detach=True)``
+    is followed, in a later kernel, with ``fragnb.attach("ppo", "tcp://...", graph=ppo)``. The kernel's own
+    cluster keeps none:
+
+    >>> import fragnb
+    >>> fragnb.attach("ppo", None)
+    Traceback (most recent call last):
+        ...
+    fragnb.errors.FragmentError: cluster=None ends with this kernel, and a detached run must outlive it: ...
+    """
+    from .runtime.detached import attach as follow
+    from .runtime.pipeline import _live
+
+    return follow(name, cluster, graph=graph, live=_live(progress, plot))
 
 
 def shutdown() -> None:

@@ -55,6 +55,10 @@ ACCEPTS = {
     ),
     "checkpoint_dir": optional(instance((str, os.PathLike), "a directory or an fsspec URL (memory://, s3://...)")),
     "resume": optional(instance((str, os.PathLike), "a checkpoint_dir a run wrote, or one checkpoint file in it")),
+    "detach": either(boolean, instance(str, "a name for the detached run")),
+    "time_limit": optional(
+        Accepts(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "seconds, more than 0")
+    ),
 }
 
 
@@ -76,6 +80,8 @@ def run(
     record=None,
     checkpoint_dir=None,
     resume=None,
+    detach: bool | str = False,
+    time_limit: float | None = None,
     **params,
 ) -> RunResult:
     """Run a captured training loop under a distribution policy.
@@ -164,6 +170,16 @@ def run(
         A ``checkpoint_dir`` (or one checkpoint file) to go on from: in a new kernel, after the setup cells
         ran again, the run starts from the newest checkpoint there and ends as the uninterrupted run would
         have. One of another cell, policy, parameters or components is refused, naming the difference.
+    detach : bool or str
+        On a scheduler that outlives this kernel (``cluster="tcp://..."``), with a ``checkpoint_dir`` the
+        cluster's workers can write: check and plan the run here, then hand its control to the cluster and
+        return at once a :class:`~fragnb.runtime.detached.Detached` (the notebook may close). The run is
+        named after the cell, or ``detach="NAME"``; :func:`fragnb.runs` lists and cancels a cluster's runs,
+        :func:`fragnb.attach` follows one from any kernel and, at its end, leaves the namespace as this call
+        would have (:mod:`fragnb.runtime.detached`).
+    time_limit : float, optional
+        Seconds after which the run ends after its current iteration, as ``stop`` does (a detached run
+        counts them on the cluster: one nobody attaches to still ends).
     record : list or dict, optional
         Fragments to record, by the names the drawing shows (``["actor@step"]``), or with the iterations
         to record each at, counted from 0 (``{"actor@step": [3, 4]}``; all by default): every replica keeps
@@ -207,8 +223,10 @@ def run(
     """
     options = {name: value for name, value in locals().items() if name in OPTIONS}
     placement = graph.place(policy, **params)  # every parameter checked before a worker starts
-    graph.last_run = run_placement(placement, cluster, **options)  # the user's record of the latest run
-    return graph.last_run
+    result = run_placement(placement, cluster, **options)
+    if isinstance(result, RunResult):  # a detached run's is fragnb.attach's to keep
+        graph.last_run = result  # the user's record of the latest run
+    return result
 
 
 #: :func:`run`'s keyword options and their defaults, from its signature (stated once, there).
@@ -233,6 +251,15 @@ def run_placement(placement: Placement, cluster=None, **options) -> RunResult:
             "cell's variables and %debug show it: choose a distributed policy to record its fragments"
         )
     live, views = _remembered(_live(o["progress"], o["plot"]))
+    if o["detach"] and not policy.mode.on_workers():
+        raise ValueError(
+            "the 'single' policy runs in this kernel, and cannot go on without it: choose a distributed policy"
+        )
+    stop = stop or threading.Event()
+    if o["time_limit"] and not o["detach"]:
+        timer = threading.Timer(o["time_limit"], stop.set)
+        timer.daemon = True
+        timer.start()
     with torch_threads(o["threads"]):
         if not policy.mode.on_workers():
             if cluster is not None:
@@ -244,11 +271,11 @@ def run_placement(placement: Placement, cluster=None, **options) -> RunResult:
                     "the 'single' policy runs the cell in this kernel and keeps no checkpoints (checkpoint_dir=, "
                     "resume=): choose a synchronous distributed policy (coarse, fine, multi_learner, data_parallel)"
                 )
-            result = InNotebook().execute(
-                Job(placement, None, graph.namespace, live, on_curve, stop or threading.Event())
-            )
+            result = InNotebook().execute(Job(placement, None, graph.namespace, live, on_curve, stop))
         else:
             result = _distributed(placement, cluster, live, on_curve, stop, recording, o)
+    if o["time_limit"] and not o["detach"]:
+        timer.cancel()
     if views:  # the last view that showed the run (a restarted run shows each attempt in one) ends on its result
         views[-1].finished(result)
     return result
@@ -259,6 +286,10 @@ def _distributed(placement: Placement, cluster, live, until, stop, recording, op
 
     check, exact, checkpoint_every = options["check"], options["exact"], options["checkpoint_every"]
     mode = placement.policy.mode
+    if options["detach"]:  # refused before the safety net runs anything
+        from .detached import detachable
+
+        detachable(cluster, options)
     for note in mode.announced(placement.notes):
         print(f"fragnb: {placement.policy.name}: {note}", file=sys.stderr)
     cluster = mode.cluster(cluster, [device for _, device in placement.groups.values()])
@@ -269,8 +300,13 @@ def _distributed(placement: Placement, cluster, live, until, stop, recording, op
     if script.recording.fragments:
         print(f"fragnb: {recorded(script.recording)}", file=sys.stderr)
     store, resumed = _storage(placement, script, options)
-    job = Job(placement, script, placement.graph.namespace, live, until, stop or threading.Event(), before)
+    job = Job(placement, script, placement.graph.namespace, live, until, stop, before)
     job.payloads  # noqa: B018 -- what cannot travel fails here, before any worker
+    if options["detach"]:
+        from .detached import detach
+
+        name = options["detach"] if isinstance(options["detach"], str) else placement.graph.name
+        return detach(job, cluster, options["restarts"], store, name, options["time_limit"])
     with classes_kept(job.namespace):  # what comes back is unpickled here
         return OnDask(cluster, options["dashboard"], options["restarts"], store, resumed).execute(job)
 

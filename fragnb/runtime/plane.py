@@ -42,6 +42,13 @@ class OnDask(Executor):
         self.store, self.resumed = store, resumed
 
     def execute(self, job) -> RunResult:
+        finals, result = self.outcome(job)
+        merge(job.namespace, job.script, finals)
+        return result
+
+    def outcome(self, job) -> tuple[dict, RunResult]:
+        """What every replica ended with and the run's result, the namespace untouched: :meth:`execute` merges
+        them into the notebook's; a detached run's conductor (:mod:`fragnb.runtime.detached`) writes them down."""
         remember_source(job.script.filename, job.placement.graph.source)
         recovery = Recovery(job, self.restarts)  # what a failed attempt leads to (fragnb.runtime.recovery)
         if self.resumed is not None:  # written by a run in another kernel: go on from it
@@ -52,7 +59,7 @@ class OnDask(Executor):
             if self.store is not None:
                 self.store.close()  # the last writes, whole
 
-    def _attempts(self, job, recovery: Recovery, entered: float) -> RunResult:
+    def _attempts(self, job, recovery: Recovery, entered: float) -> tuple[dict, RunResult]:
         """Attempt the run until one ends, or :meth:`Recovery.after` says it cannot go on (it raises)."""
         placement, script, graph = job.placement, job.script, job.placement.graph
         began = None
@@ -77,8 +84,7 @@ class OnDask(Executor):
                     continue
                 raise _without_dask_frames(e) from None
         run.forget()
-        merge(job.namespace, script, finals)
-        return RunResult.of_replicas(
+        return finals, RunResult.of_replicas(
             job,
             finals,
             began,

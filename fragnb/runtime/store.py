@@ -30,7 +30,7 @@ import fsspec
 
 from ..errors import FragmentError
 
-__all__ = ["Checkpoint", "Store", "identity", "latest", "KEEP", "FORMAT"]
+__all__ = ["Checkpoint", "Store", "identity", "cell_identity", "latest", "KEEP", "FORMAT"]
 
 #: How many checkpoints a directory keeps, the newest: the last one and the one before, in case the last
 #: was being written when the machine went down (it is then absent: a write is renamed into place whole).
@@ -43,15 +43,23 @@ _PREFIX, _SUFFIX = "checkpoint-", ".fragnb"
 def identity(placement) -> dict:
     """What a checkpoint belongs to: the cell (its source's SHA-256), the policy, its parameters, the
     replica counts and the components' types (a resume with others would load state into other objects)."""
-    graph = placement.graph
+    cell = cell_identity(placement.graph)
     return {
-        "cell": hashlib.sha256(graph.source.encode()).hexdigest(),
+        "cell": cell["cell"],
         "policy": placement.policy.name,
         "params": {
             k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
             for k, v in sorted(placement.params.items())
         },
         "groups": {g: n for g, (n, _) in sorted(placement.groups.items())},
+        "components": cell["components"],
+    }
+
+
+def cell_identity(graph) -> dict:
+    """The cell's part of :func:`identity`: its source's SHA-256 and its components' types."""
+    return {
+        "cell": hashlib.sha256(graph.source.encode()).hexdigest(),
         "components": {
             name: f"{type(graph.namespace[name]).__module__}.{type(graph.namespace[name]).__qualname__}"
             for name in sorted(graph.components)

@@ -19,6 +19,7 @@ from ..runtime import CHECKPOINT_EVERY, CHECKPOINT_SHARE, measure, run_placement
 from ..runtime.cluster.clusters import warm
 from ..runtime.local import torch_threads
 from ..runtime.plane import wanted
+from ..runtime.result import RunResult
 
 __all__ = ["FragmentMagics"]
 
@@ -103,6 +104,22 @@ class FragmentMagics(Magics):
         "--resume",
         metavar="DIR",
         help="with --run: go on from the newest checkpoint in DIR that a run of this cell wrote (in this or another kernel)",
+    )
+    @argument(
+        "--detach",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="NAME",
+        help="with --run, --cluster tcp://... and --checkpoint-dir: hand the run to the cluster and return at once "
+        "(named NAME, or the cell's name); fragnb.attach() follows it from any kernel",
+    )
+    @argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --run: end the run after the iteration during which SECONDS have passed",
     )
     @argument(
         "--no-dashboard", action="store_true", help="fragnb's own Dask cluster serves no dashboard (HTTP) during --run"
@@ -248,7 +265,7 @@ class FragmentMagics(Magics):
             print(graph.last_sweep)
         elif args.run:
             until = None if args.until_return is None else _mean_return_reaches(args.until_return)
-            graph.last_run = run_placement(  # NAME.last_run: the user's record of the latest run
+            result = run_placement(
                 placement,
                 cluster,
                 progress=not args.no_progress,
@@ -262,8 +279,12 @@ class FragmentMagics(Magics):
                 resume=args.resume,
                 exact=args.exact,
                 record=_merged(args.record),
+                detach=args.detach,
+                time_limit=args.time_limit,
             )
-            print(graph.last_run)
+            if isinstance(result, RunResult):  # a detached run's is fragnb.attach's to keep
+                graph.last_run = result  # NAME.last_run: the user's record of the latest run
+            print(result)
 
     @line_magic
     def fragment_debug(self, line: str = ""):

@@ -33,8 +33,9 @@ def check_scheduler(address: str, timeout: float = 8.0, context: ssl.SSLContext 
     deadline = time.monotonic() + timeout
     with _connect(host, port, address, deadline) as sock:
         # A Dask listener writes its handshake as soon as it accepts, over plain TCP; a TLS server
-        # and an HTTP server wait for the client to speak first.
-        first = _read(sock, min(1.0, _left(deadline)))
+        # and an HTTP server wait for the client to speak first. A scheduler whose machine is busy with a
+        # run took over a second (a detached run's, 2026-12-06): a silent listener is one after 3 s.
+        first = _read(sock, min(3.0, _left(deadline)))
     if _is_dask(first):
         if scheme == "tls":
             raise ProbeError(f"a Dask listener answers at {address} in plain TCP, not TLS: use tcp://{location}")

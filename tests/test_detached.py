@@ -1,0 +1,158 @@
+"""Detached runs (:mod:`fragnb.runtime.detached`): a run handed to a `dask scheduler` + `dask worker` cluster
+goes on when the kernel that started it is killed, is followed from another process, and ends there with plain
+Python's weights; a run is cancelled or ends on its time limit, leaving no task on the cluster; what cannot be
+detached is refused before anything runs."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_distributed import dask_processes
+
+import fragnb
+from fragnb.errors import FragmentError
+from fragnb.runtime.detached import RESULT
+
+ROOT = Path(__file__).resolve().parents[1]
+HANDS_OVER = Path(__file__).with_name("detached_run.py")
+
+
+def _plain(canonical, iterations: int) -> dict:
+    """Notebook 01's namespace after ``iterations`` iterations of plain Python (``single``)."""
+    ns = canonical.namespace()
+    ns["iterations"] = iterations
+    fragnb.run(fragnb.capture(canonical.body, ns, name="ppo"), progress=False, plot=False)
+    return ns
+
+
+def _same_end(ns: dict, plain: dict) -> None:
+    for key, value in plain["policy"].state_dict().items():
+        assert torch.equal(ns["policy"].state_dict()[key], value), key
+    assert ns["it"] == plain["it"] and list(ns["returns"]) == list(plain["returns"])
+
+
+def _idle(address: str, within: float = 20.0) -> bool:
+    """Whether the cluster's workers run no task (the conductor and every replica ended) within ``within`` s."""
+    from distributed import Client
+
+    with Client(address, timeout="10s", set_as_default=False) as client:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if not any(client.processing().values()):
+                return True
+            time.sleep(0.2)
+    return False
+
+
+@pytest.mark.slow
+def test_a_run_detached_by_a_kernel_killed_at_once_is_attached_from_another_and_ends_with_plain_pythons_weights(
+    canonical, tmp_path
+):
+    where = tmp_path / "run"
+    with dask_processes() as address:
+        started = subprocess.run(
+            [sys.executable, str(HANDS_OVER), "detach", address, str(where), "6", str(ROOT)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert started.returncode == -9, started.stderr[-3000:]  # the kernel was SIGKILLed once it handed over
+        assert "goes on on" in started.stderr and "fragnb.attach('ppo'" in started.stderr
+        listed = fragnb.runs(address)
+        assert [r["name"] for r in listed] == ["ppo"] and listed[0]["policy"] == "coarse"
+
+        ns = canonical.namespace()
+        ns["iterations"] = 6
+        graph = fragnb.capture(canonical.body, ns, name="ppo")  # the cell captured again in this kernel
+        result = fragnb.attach("ppo", address, graph=graph, progress=False, plot=False)
+        assert result.iterations == 6 and graph.last_run is result
+        assert fragnb.runs(address)[0]["state"] == "finished"
+        assert (where / RESULT).exists() and any(where.glob("checkpoint-*.fragnb"))
+        assert _idle(address)
+    _same_end(ns, _plain(canonical, 6))
+
+
+@pytest.mark.slow
+def test_a_detached_run_is_cancelled_or_ends_on_its_time_limit_and_leaves_no_task(canonical, shell, tmp_path):
+    with dask_processes() as address:
+        # through the magic: named, handed over, and the cell returns at once
+        shell.run_cell(canonical.setup, store_history=False).raise_error()
+        shell.user_ns["iterations"] = 10_000
+        shell.run_cell_magic(
+            "fragment",
+            f"ppo --policy coarse --actors 2 --cluster {address} --checkpoint-dir {tmp_path / 'long'} --detach long "
+            "--run --no-progress --no-plot",
+            canonical.body,
+        )
+        assert shell.user_ns["ppo"].last_run is None  # a detached run's result is fragnb.attach's
+        with pytest.raises(FragmentError, match="a run named 'long' is (starting|running)"):
+            fragnb.run(
+                shell.user_ns["ppo"], "coarse", address, actors=2, checkpoint_dir=tmp_path / "again", detach="long"
+            )
+        deadline = time.monotonic() + 120
+        while fragnb.runs(address)[0]["progress"]["iterations"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        fragnb.runs(address).cancel("long")
+        cancelled = fragnb.attach("long", address, graph=shell.user_ns["ppo"], progress=False, plot=False)
+        assert 2 <= cancelled.iterations < 10_000
+        assert fragnb.runs(address)[0]["state"] == "cancelled"
+        _same_end(shell.user_ns, _plain(canonical, cancelled.iterations))  # plain Python's after as many
+
+        # through fragnb.run: a time limit nobody attaches to ends it all the same
+        ns = canonical.namespace()
+        ns["iterations"] = 10_000
+        graph = fragnb.capture(canonical.body, ns, name="ppo")
+        handed = fragnb.run(
+            graph,
+            "coarse",
+            address,
+            actors=2,
+            progress=False,
+            plot=False,
+            checkpoint_dir=tmp_path / "limited",
+            detach="limited",
+            time_limit=3,
+        )
+        assert handed.name == "limited"
+        deadline = time.monotonic() + 120
+        while fragnb.runs(address)[0]["state"] not in ("stopped", "failed") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert fragnb.runs(address)[0]["state"] == "stopped"
+        assert _idle(address)
+        with pytest.raises(FragmentError, match="has already ended"):
+            fragnb.runs(address).cancel("limited")
+        with pytest.raises(FragmentError, match="no detached run is named 'nope'.*'limited', 'long'"):
+            fragnb.attach("nope", address)
+
+
+@pytest.fixture
+def graph(canonical):
+    ns = canonical.namespace()
+    ns["iterations"] = 2
+    return fragnb.capture(canonical.body, ns, name="ppo")
+
+
+@pytest.mark.parametrize(
+    "cluster, options, said",
+    [
+        (None, {"checkpoint_dir": "memory://x"}, "cluster=None is the kernel's own"),
+        ("local", {"checkpoint_dir": "memory://x"}, "cluster='local' is the kernel's own"),
+        ("tcp://127.0.0.1:1", {}, "detach= needs checkpoint_dir="),
+        ("tcp://127.0.0.1:1", {"checkpoint_dir": "memory://x", "resume": "memory://x"}, "with resume= is not"),
+    ],
+)
+def test_what_cannot_be_detached_is_refused_before_anything_runs(graph, cluster, options, said):
+    before = {k: v for k, v in graph.namespace.items() if k == "it"}
+    with pytest.raises(FragmentError, match=said):
+        fragnb.run(graph, "coarse", cluster, actors=2, detach=True, **options)
+    assert {k: v for k, v in graph.namespace.items() if k == "it"} == before  # nothing ran
+
+
+def test_single_cannot_detach_and_a_time_limit_is_seconds(graph):
+    with pytest.raises(ValueError, match="'single' policy runs in this kernel"):
+        fragnb.run(graph, detach=True)
+    with pytest.raises(TypeError, match="time_limit"):
+        fragnb.run(graph, time_limit=0)
