@@ -184,4 +184,20 @@ CLAIMS = [
         "A larger network's checkpoint costs more, and the interval grows with the square root of that cost",
         Explained("follows from the formula tau = sqrt(2 C M), not from this run"),
     ),
+    (
+        "Rebuild the components, run `%%fragment ppo` (not `--run`) and hand notebook 1's 8 iterations to it",
+        Explained("an exercise's instruction"),
+    ),
+    (
+        "**4** (4 points): 1 for the run handed over and the kernel restarted before it ended",
+        Explained("the rubric of an exercise a student does on a cluster of their own"),
+    ),
+    (
+        "every tensor of `policy` is `torch.equal` to `remote_weights`",
+        Explained("an exercise's solution not run here; tests/test_detached.py asserts it for a killed kernel"),
+    ),
+    (
+        "The run's record lives in the scheduler's memory",
+        Explained("where fragnb.runtime.detached keeps a run's record, by design; an exercise's solution"),
+    ),
 ]
