@@ -122,6 +122,8 @@ def test_a_detached_run_is_cancelled_or_ends_on_its_time_limit_and_leaves_no_tas
             time.sleep(0.2)
         assert fragnb.runs(address)[0]["state"] == "stopped"
         assert _idle(address)
+        stopped = handed.attach(graph)  # its handle follows it as run() would have shown it
+        assert 0 < stopped.iterations < 10_000 and graph.last_run is stopped
         with pytest.raises(FragmentError, match="has already ended"):
             fragnb.runs(address).cancel("limited")
         with pytest.raises(FragmentError, match="no detached run is named 'nope'.*'limited', 'long'"):
@@ -156,3 +158,72 @@ def test_single_cannot_detach_and_a_time_limit_is_seconds(graph):
         fragnb.run(graph, detach=True)
     with pytest.raises(TypeError, match="time_limit"):
         fragnb.run(graph, time_limit=0)
+
+
+def _where(address: str) -> dict[str, str]:
+    """Task key -> the address of the worker running it, as the scheduler knows."""
+    from distributed import Client
+
+    with Client(address, timeout="10s", set_as_default=False) as client:
+        return client.run_on_scheduler(
+            lambda dask_scheduler: {
+                str(k): ts.processing_on.address for k, ts in dask_scheduler.tasks.items() if ts.processing_on
+            }
+        )
+
+
+def _kill(address: str, worker: str) -> None:
+    """SIGKILL the process of ``worker`` (its nanny starts another)."""
+    import os
+    import signal
+
+    from distributed import Client
+
+    with Client(address, timeout="10s", set_as_default=False) as client:
+        pid = client.run(os.getpid, workers=[worker])[worker]
+    os.kill(pid, signal.SIGKILL)
+
+
+def _until(what, within: float = 120.0) -> None:
+    deadline = time.monotonic() + within
+    while not what():
+        assert time.monotonic() < deadline, "waited too long"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_detached_run_recovers_a_lost_replica_worker_and_a_lost_conductor_with_nobody_attached(canonical, tmp_path):
+    from distributed import Client
+
+    with dask_processes() as address, Client(address, timeout="10s", set_as_default=False) as client:
+        ns = canonical.namespace()
+        ns["iterations"] = 60
+        graph = fragnb.capture(canonical.body, ns, name="ppo")
+        fragnb.run(
+            graph,
+            "coarse",
+            address,
+            actors=2,
+            progress=False,
+            plot=False,
+            checkpoint_every=1,
+            checkpoint_dir=tmp_path / "run",
+            detach=True,
+        )
+
+        def board(key):
+            return client.get_metadata(["fragnb-runs", "ppo", key], None)
+
+        _until(lambda: board("progress")["iterations"] >= 3)
+        where = _where(address)
+        conductor = next(w for k, w in where.items() if k.startswith("fragnb-conductor"))
+        replica = next(w for k, w in where.items() if not k.startswith("fragnb-conductor") and w != conductor)
+        first = board("attempt")
+        _kill(address, replica)  # a replica's worker: the conductor restarts the run from its last checkpoint
+        _until(lambda: board("attempt") not in (None, first))
+        _kill(address, conductor)  # the conductor's own: the scheduler starts it again, and it goes on
+        _until(lambda: board("conductors") == 2)
+        result = fragnb.attach("ppo", address, graph=graph, progress=False, plot=False)
+        assert result.iterations == 60
+        assert _idle(address)
+    _same_end(ns, _plain(canonical, 60))

@@ -31,6 +31,7 @@ import fsspec
 
 from ..errors import FragmentError
 from .store import FORMAT, _checkpoints, _version, cell_identity, identity, latest
+from .worker import registry
 
 __all__ = ["detachable", "detach", "runs", "attach", "Runs", "Detached", "RESULT"]
 
@@ -47,8 +48,9 @@ class Detached:
     """A run started with ``detach=True``: its name and cluster. :meth:`attach` waits for it here,
     :meth:`cancel` stops it; ``fragnb.runs(cluster)`` and ``fragnb.attach(...)`` reach it from any kernel."""
 
-    def __init__(self, name: str, cluster: str, checkpoint_dir: str):
+    def __init__(self, name: str, cluster: str, checkpoint_dir: str, live=None):
         self.name, self.cluster, self.checkpoint_dir = name, cluster, checkpoint_dir
+        self.live = live  # the view the run would have shown here (run's progress= and plot=)
 
     def __repr__(self) -> str:
         return (
@@ -56,10 +58,9 @@ class Detached:
             f"fragnb.attach({self.name!r}, {self.cluster!r}, graph=...) from any kernel"
         )
 
-    def attach(self, graph=None, progress: bool = True, plot: bool = True):
-        from .pipeline import _live  # run()'s view: a bar and a dashboard in the notebook
-
-        return attach(self.name, self.cluster, graph=graph, live=_live(progress, plot))
+    def attach(self, graph=None):
+        """:func:`attach` to this run, shown as ``run`` would have shown it here."""
+        return attach(self.name, self.cluster, graph=graph, live=self.live)
 
     def cancel(self) -> None:
         runs(self.cluster).cancel(self.name)
@@ -102,7 +103,7 @@ def _address(cluster) -> str:
     return cluster if isinstance(cluster, str) else cluster.scheduler.address
 
 
-def detach(job, cluster, restarts: int, store, name: str, time_limit: float | None) -> Detached:
+def detach(job, cluster, restarts: int, store, name: str, time_limit: float | None, live=None) -> Detached:
     """Hand ``job`` (checked and planned here) to a conductor on ``cluster`` and return at once."""
     from distributed import fire_and_forget
 
@@ -156,7 +157,7 @@ def detach(job, cluster, restarts: int, store, name: str, time_limit: float | No
         f"list or cancel it with fragnb.runs({_address(cluster)!r})",
         file=sys.stderr,
     )
-    return Detached(name, _address(cluster), store.url)
+    return Detached(name, _address(cluster), store.url, live)
 
 
 def _total(graph) -> int | None:
@@ -210,19 +211,26 @@ def conduct(name: str, blob: bytes) -> None:
 
     secede()  # not one of the worker's task threads: a replica placed on this worker gets one of its own
     job, address, restarts, url = cloudpickle.loads(blob)
-    board = _Board(get_client(), name)
+    client = get_client()
+    board = _Board(client, name)
     board.set("conductors", (board.get("conductors") or 0) + 1)
+    if previous := board.get("attempt"):  # a conductor before this one died with its worker: end its replicas
+        client.run(registry.abort_run, previous, "the run's conductor was lost", on_error="ignore")
+        client.run(registry.drop_run, previous, on_error="ignore")
     store = Store(url, job.placement)
     mine = [p for p in _checkpoints(store.fs, store.root) if p not in set(board.get("before") or ())]
-    resumed = resumable(mine[-1], job.placement) if mine else None  # this conductor's worker died: go on
+    resumed = resumable(mine[-1], job.placement) if mine else None  # that conductor's run goes on from there
     job.live = lambda total, title: _Published(board)
     job.stop = threading.Event()
+    executor = OnDask(address, False, restarts, store, resumed)
     ended = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(board, job.stop, ended), daemon=True, name="fragnb conductor")
+    watcher = threading.Thread(
+        target=_watch, args=(board, executor, job.stop, ended), daemon=True, name="fragnb conductor"
+    )
     watcher.start()
     board.set("state", "running")
     try:
-        finals, result = OnDask(address, False, restarts, store, resumed).outcome(job)
+        finals, result = executor.outcome(job)
         _write(store, job, finals, result)
         why = board.get("stop") or ""
         board.set("state", "cancelled" if why.startswith("cancelled") else "stopped" if why else "finished")
@@ -234,10 +242,16 @@ def conduct(name: str, blob: bytes) -> None:
         ended.set()
 
 
-def _watch(board: _Board, stop: threading.Event, ended: threading.Event) -> None:
-    """Set ``stop`` (the run ends after its current iteration) once the run is cancelled or its time is up."""
+def _watch(board: _Board, executor, stop: threading.Event, ended: threading.Event) -> None:
+    """Say which attempt is under way (a successor ends its replicas), and set ``stop`` (the run ends after
+    its current iteration) once the run is cancelled or its time is up."""
+    said = None
     while not ended.wait(POLL_S):
         try:
+            attempt = executor.attempt.run_id if executor.attempt is not None else None
+            if attempt != said:
+                board.set("attempt", attempt)
+                said = attempt
             deadline = board.get("deadline")
             if deadline and time.time() > deadline and not board.get("stop"):
                 board.set("stop", "its time limit passed")

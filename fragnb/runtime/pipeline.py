@@ -306,7 +306,7 @@ def _distributed(placement: Placement, cluster, live, until, stop, recording, op
         from .detached import detach
 
         name = options["detach"] if isinstance(options["detach"], str) else placement.graph.name
-        return detach(job, cluster, options["restarts"], store, name, options["time_limit"])
+        return detach(job, cluster, options["restarts"], store, name, options["time_limit"], live)
     with classes_kept(job.namespace):  # what comes back is unpickled here
         return OnDask(cluster, options["dashboard"], options["restarts"], store, resumed).execute(job)
 

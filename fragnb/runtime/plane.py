@@ -40,6 +40,7 @@ class OnDask(Executor):
         self.cluster, self.dashboard, self.restarts = cluster, dashboard, restarts
         #: where checkpoints are also written (:class:`~fragnb.runtime.store.Store`), and the one the run resumes
         self.store, self.resumed = store, resumed
+        self.attempt = None  # the attempt under way (a detached run's conductor says which, for its successor)
 
     def execute(self, job) -> RunResult:
         finals, result = self.outcome(job)
@@ -70,7 +71,9 @@ class OnDask(Executor):
                 # asked before the replicas start: a remote dashboard's page took half a second on a busy
                 # machine, while the replicas ran and the notebook did not yet show their progress
                 link = dashboard_link(client)
-                run = Attempt(placement, script, job.namespace, client, job.payloads, recovery.saved, recovery.wait_s)
+                run = self.attempt = Attempt(
+                    placement, script, job.namespace, client, job.payloads, recovery.saved, recovery.wait_s
+                )
                 run.on_saved = self.store.write if self.store is not None else None
                 run.start()
                 began = began or run.start_wall

@@ -229,7 +229,11 @@ def run_program(
     worker = distributed.get_worker()
     plan = pickle.loads(script)
     faithful_copies()  # what the replicas return travels back to the notebook whole
-    with own_random(), dask_profiler.paused(worker):  # the worker's own threads draw from Python's global `random` too
+    with (
+        own_random(),  # the worker's own threads draw from Python's global `random` too
+        dask_profiler.paused(worker),
+        _ended_when_orphaned(worker, distributed.worker.thread_state.key, run_id),
+    ):
         for name in names:
             group, index = ReplicaId.parse(name)
             start = plan.rng if group == plan.rng_group else seeded(plan.seed, name)
@@ -238,6 +242,31 @@ def run_program(
             else:
                 restore(start)
         return _play_all(run_id, names, addresses, plan, components, topic, worker)
+
+
+ORPHAN_S = 1.0  # how often a replica program asks whether the client that started it still wants it
+
+
+@contextlib.contextmanager
+def _ended_when_orphaned(worker, key, run_id: str):
+    """Abort the run's replicas in this worker once the scheduler no longer wants this task: the client that
+    started it (a kernel, a detached run's conductor) is gone, killed with its process. Left alone, they
+    went on holding the worker's threads, and a conductor started again could not start (2026-12-06)."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(ORPHAN_S):
+            task = worker.state.tasks.get(key)
+            if task is None or task.state in ("cancelled", "released", "forgotten"):
+                registry.abort_run(run_id, "the kernel or conductor that started the run is gone")
+                registry.drop_run(run_id)
+                return
+
+    threading.Thread(target=watch, daemon=True, name=f"fragnb orphan watch {run_id}").start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def _play_all(
