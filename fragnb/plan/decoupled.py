@@ -109,7 +109,7 @@ def sample_ahead(placement, program: Program) -> tuple[Program, str]:
             "Leave samples_per_insert out: each learner iteration then takes one trajectory per actor"
         )
 
-    ahead = (
+    why = (
         f"under {policy!r} with samples_per_insert the learner may run an iteration's updates before a new "
         "trajectory arrives, sampling its replay buffer alone; "
     )
@@ -138,7 +138,7 @@ def sample_ahead(placement, program: Program) -> tuple[Program, str]:
         learns = trains[0][1] if trains else None  # the learner's own call first: it is what would not run
         if learns:
             raise FragmentError.in_source(
-                f"{ahead}this line reads `{late.id}`, which comes "
+                f"{why}this line reads `{late.id}`, which comes "
                 f"with the actors' trajectories, where the learner trains (`{learns}`): without a trajectory it "
                 "would not run, and the updates would differ from the loop's. Count on the learner's side (the "
                 "loop's `it`, or `learner.updates`) instead, or leave samples_per_insert out",
@@ -162,7 +162,7 @@ def sample_ahead(placement, program: Program) -> tuple[Program, str]:
             late = next((n for n in loads(node) if n.id in assigned), None)
             if late is not None:
                 raise FragmentError.in_source(
-                    f"{ahead}this line reads `{late.id}`, which "
+                    f"{why}this line reads `{late.id}`, which "
                     "only the part that takes the actors' trajectories assigns: it would read the last "
                     f"trajectory's `{late.id}` again. Let the updates read the replay buffer "
                     f"({', '.join(f'`{c}`' for c in counted)}) and the learner's own objects, or leave samples_per_insert out",
