@@ -1,6 +1,32 @@
-"""How fragnb writes sizes and counts in drawings, reprs and tables."""
+"""How fragnb writes sizes and counts in drawings, reprs and tables, and its caveats before a run."""
 
-__all__ = ["human", "workers"]
+import sys
+
+__all__ = ["human", "workers", "caveat"]
+
+_said: list = [None, set()]  # the notebook cell run the caveats below were said in, and what was said
+
+
+def caveat(note: str) -> None:
+    """Say ``note`` (``fragnb: ...`` on stderr) once per notebook cell run: a cell that runs a loop nine times,
+    once per seed and policy, printed the same paragraph nine times above its table (notebook 03: 42 times).
+    Outside a Jupyter kernel (a script, a terminal, the tests' shell) each run says its own."""
+    cell = _cell_run()
+    if cell is not None:
+        if _said[0] != cell:
+            _said[:] = [cell, set()]
+        if note in _said[1]:
+            return
+        _said[1].add(note)
+    print(f"fragnb: {note}", file=sys.stderr)
+
+
+def _cell_run():
+    """An id of the Jupyter kernel's cell run under way (its shell and execution count), or None elsewhere."""
+    ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if ip is None or not type(ip).__module__.startswith("ipykernel"):
+        return None
+    return id(ip), ip.execution_count
 
 
 def workers(n: int) -> str:

@@ -239,3 +239,26 @@ def test_a_view_slow_to_show_loses_none_of_the_runs_first_events_nor_its_checkpo
     )
     assert view.iterations == 4 and len(view.curve) == len(ns["returns"]) > 0  # every iteration, every episode
     assert result.checkpoint_bytes > 0  # the notebook fetched the replicas' checkpoints
+
+
+def test_a_caveat_is_said_once_per_notebook_cell_run_and_by_every_run_elsewhere(monkeypatch, capsys):
+    """A cell that runs nine runs said each caveat nine times above its table (notebook 03: 42 times)."""
+    from fragnb import text
+
+    cell = [("kernel", 7)]
+    monkeypatch.setattr(text, "_cell_run", lambda: cell[0])
+    monkeypatch.setattr(text, "_said", [None, set()])
+    for _ in range(3):
+        text.caveat("statistical run: line 6 draws")
+        text.caveat("the safety net is off")
+    cell[0] = ("kernel", 8)  # the next cell run says it again
+    text.caveat("statistical run: line 6 draws")
+    assert capsys.readouterr().err.splitlines() == [
+        "fragnb: statistical run: line 6 draws",
+        "fragnb: the safety net is off",
+        "fragnb: statistical run: line 6 draws",
+    ]
+    cell[0] = None  # a script, a terminal: every run says its own
+    text.caveat("the safety net is off")
+    text.caveat("the safety net is off")
+    assert capsys.readouterr().err.count("fragnb: the safety net is off") == 2

@@ -22,6 +22,7 @@ from ..graph import FragmentGraph
 from ..plan.recording import recorded, recording_of
 from ..plan.script import CHECKPOINT_EVERY, CHECKPOINT_SHARE, Preflight, RandomStart, Script
 from ..policies import Placement
+from ..text import caveat
 from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact, whole_copies
 from .job import Job
 from .local import InNotebook, torch_threads
@@ -291,7 +292,7 @@ def _distributed(placement: Placement, cluster, live, until, stop, recording, op
 
         detachable(cluster, options)
     for note in mode.announced(placement.notes):
-        print(f"fragnb: {placement.policy.name}: {note}", file=sys.stderr)
+        caveat(f"{placement.policy.name}: {note}")
     cluster = mode.cluster(cluster, [device for _, device in placement.groups.values()])
     before = preflight(placement, check, exact)
     script = Script.of(
@@ -355,11 +356,11 @@ def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
             draws = find_draws(placement.graph)
             refuse_inexact(placement, draws, exact)
     if draws is not None and (note := announcement(placement, draws)) is not None:
-        print(f"fragnb: {note}", file=sys.stderr)
+        caveat(note)
     if mode.whole_copies() and not placement.exact:
-        print(f"fragnb: {whole_copies(placement)}", file=sys.stderr)
+        caveat(whole_copies(placement))
     elif draws is None:
-        print(f"fragnb: {_unchecked(placement, check)}", file=sys.stderr)
+        caveat(_unchecked(placement, check))
     if draws is None:
         guarantee, lines = mode.unchecked(placement.exact), ()
     else:
@@ -371,10 +372,10 @@ def preflight(placement: Placement, check: bool, exact: bool) -> Preflight:
                 "reproduces plain Python only within float rounding. 'single' runs the loop bit for bit; leave out "
                 "--exact (exact=False) to run it labelled 'rounding'"
             )
-        print(f"fragnb: within rounding: {rounding}", file=sys.stderr)
+        caveat(f"within rounding: {rounding}")
         guarantee, lines = "rounding", (rounding,)
     if stale:  # older weights: statistical, whatever the run draws
-        print(f"fragnb: statistical run: {stale}", file=sys.stderr)
+        caveat(f"statistical run: {stale}")
         guarantee, lines = "statistical", (*lines, stale)
     return Preflight(_random_start(placement, draws), shapes, seconds, guarantee, lines)
 
