@@ -225,5 +225,7 @@ def test_a_detached_run_recovers_a_lost_replica_worker_and_a_lost_conductor_with
         _until(lambda: board("conductors") == 2)
         result = fragnb.attach("ppo", address, graph=graph, progress=False, plot=False)
         assert result.iterations == 60
+        first, conductor = result.lost_workers[:2]  # in the order they happened, across the two conductors
+        assert first.startswith("lost the worker of replica") and conductor.startswith("lost the run's conductor")
         assert _idle(address)
     _same_end(ns, _plain(canonical, 60))

@@ -214,6 +214,7 @@ def conduct(name: str, blob: bytes) -> None:
     client = get_client()
     board = _Board(client, name)
     board.set("conductors", (board.get("conductors") or 0) + 1)
+    earlier = list(board.get("lost") or [])  # what the conductors before this one lost
     if previous := board.get("attempt"):  # a conductor before this one died with its worker: end its replicas
         client.run(registry.abort_run, previous, "the run's conductor was lost", on_error="ignore")
         client.run(registry.drop_run, previous, on_error="ignore")
@@ -223,14 +224,18 @@ def conduct(name: str, blob: bytes) -> None:
     job.live = lambda total, title: _Published(board)
     job.stop = threading.Event()
     executor = OnDask(address, False, restarts, store, resumed)
+    executor.patient, executor.keeps = board.get("conductors") > 1, False  # its workers may be coming back
     ended = threading.Event()
     watcher = threading.Thread(
-        target=_watch, args=(board, executor, job.stop, ended), daemon=True, name="fragnb conductor"
+        target=_watch, args=(board, executor, earlier, job.stop, ended), daemon=True, name="fragnb conductor"
     )
     watcher.start()
     board.set("state", "running")
     try:
         finals, result = executor.outcome(job)
+        if (board.get("conductors") or 1) > 1:  # what the conductors before this one lost, and a conductor
+            where = f"the checkpoint after iteration {resumed.iteration}" if resumed else "its beginning"
+            result.lost_workers[:0] = [*earlier, f"lost the run's conductor; a new one went on from {where}"]
         _write(store, job, finals, result)
         why = board.get("stop") or ""
         board.set("state", "cancelled" if why.startswith("cancelled") else "stopped" if why else "finished")
@@ -242,16 +247,18 @@ def conduct(name: str, blob: bytes) -> None:
         ended.set()
 
 
-def _watch(board: _Board, executor, stop: threading.Event, ended: threading.Event) -> None:
+def _watch(board: _Board, executor, earlier: list[str], stop: threading.Event, ended: threading.Event) -> None:
     """Say which attempt is under way (a successor ends its replicas), and set ``stop`` (the run ends after
     its current iteration) once the run is cancelled or its time is up."""
     said = None
     while not ended.wait(POLL_S):
         try:
             attempt = executor.attempt.run_id if executor.attempt is not None else None
-            if attempt != said:
+            lost = [*executor.recovery.lost, *executor.attempt.lost] if executor.attempt is not None else []
+            if (attempt, lost) != said:
+                board.set("lost", [*earlier, *lost])  # a successor's result names them too: said first
                 board.set("attempt", attempt)
-                said = attempt
+                said = attempt, lost
             deadline = board.get("deadline")
             if deadline and time.time() > deadline and not board.get("stop"):
                 board.set("stop", "its time limit passed")
@@ -358,7 +365,7 @@ def attach(name: str, cluster, *, graph=None, live=None):
         return None
     view.close([tuple(p) for p in record["progress"]["curve"]])
     if record["state"] in ("failed",):
-        raise FragmentError(f"run {name!r} failed on the cluster: {record['error']}{_last(record)}")
+        raise FragmentError(f"run {name!r} failed on the cluster: {record['error'].rstrip('.')}.{_last(record)}")
     ended = _read(record["checkpoint_dir"])
     result = ended["result"]
     if record["state"] == "cancelled":
@@ -377,7 +384,7 @@ def _last(record: dict) -> str:
         found = latest(record["checkpoint_dir"])
     except FragmentError:
         return ""
-    return f". Its last checkpoint (after iteration {found.iteration}) is in {record['checkpoint_dir']}: resume=it"
+    return f" Its last checkpoint (after iteration {found.iteration}) is in {record['checkpoint_dir']}: resume= it"
 
 
 def _read(url: str) -> dict:

@@ -40,7 +40,11 @@ class OnDask(Executor):
         self.cluster, self.dashboard, self.restarts = cluster, dashboard, restarts
         #: where checkpoints are also written (:class:`~fragnb.runtime.store.Store`), and the one the run resumes
         self.store, self.resumed = store, resumed
-        self.attempt = None  # the attempt under way (a detached run's conductor says which, for its successor)
+        # the attempt under way and the run's recovery (a detached run's conductor says them, for its successor)
+        self.attempt = self.recovery = None
+        #: a detached run's conductor: started again, it waits for workers as a restart does; its job's namespace is
+        #: not the notebook's, so a run that cannot go on loads no checkpoint into it (Recovery.patient, .keeps)
+        self.patient, self.keeps = False, True
 
     def execute(self, job) -> RunResult:
         finals, result = self.outcome(job)
@@ -51,7 +55,8 @@ class OnDask(Executor):
         """What every replica ended with and the run's result, the namespace untouched: :meth:`execute` merges
         them into the notebook's; a detached run's conductor (:mod:`fragnb.runtime.detached`) writes them down."""
         remember_source(job.script.filename, job.placement.graph.source)
-        recovery = Recovery(job, self.restarts)  # what a failed attempt leads to (fragnb.runtime.recovery)
+        # what a failed attempt leads to (fragnb.runtime.recovery)
+        recovery = self.recovery = Recovery(job, self.restarts, patient=self.patient, keeps=self.keeps)
         if self.resumed is not None:  # written by a run in another kernel: go on from it
             recovery.saved = (self.resumed.iteration, self.resumed.replicas)
         try:

@@ -45,11 +45,15 @@ class Recovery:
     saved: tuple[int, dict[str, bytes]] | None = None
     #: the seconds the notebook spent fetching checkpoints in attempts that failed
     fetch_seconds: float = 0.0
+    #: whether its first attempt waits for workers too (a detached run's conductor started again: its worker died)
+    patient: bool = False
+    #: whether a run that cannot go on loads its last checkpoint into ``job.namespace`` (False: not the notebook's)
+    keeps: bool = True
 
     @property
     def wait_s(self) -> float:
         """How long the next attempt waits for workers to come up: a restarted run's replace a lost one."""
-        return 30.0 if self.lost else 0.0
+        return 30.0 if self.lost or self.patient else 0.0
 
     def after(self, attempt, owned: bool, error: BaseException) -> bool:
         """End the failed ``attempt`` (None if it never started; ``owned``: its cluster is fragnb's own) and
@@ -74,7 +78,7 @@ class Recovery:
             return True
         if isinstance(error, LostWorker):  # what happened, then what the run does next
             error.add_note(f"The run stops: {mode.why_it_stops(self.restarts)}")
-        if self.saved and isinstance(error, ClusterError):  # it cannot go on: keep what it had done
+        if self.saved and self.keeps and isinstance(error, ClusterError):  # it cannot go on: keep what it had done
             self._keep_checkpoint(error)
         if (
             isinstance(error, Exception)
