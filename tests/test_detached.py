@@ -22,10 +22,23 @@ HANDS_OVER = Path(__file__).with_name("detached_run.py")
 
 def _plain(canonical, iterations: int) -> dict:
     """Notebook 01's namespace after ``iterations`` iterations of plain Python (``single``)."""
+    graph = _graph(canonical, iterations)
+    fragnb.run(graph, progress=False, plot=False)
+    return graph.namespace
+
+
+def _graph(canonical, iterations: int):
+    """Notebook 01's loop captured from a fresh namespace of its setup, for ``iterations`` iterations."""
     ns = canonical.namespace()
     ns["iterations"] = iterations
-    fragnb.run(fragnb.capture(canonical.body, ns, name="ppo"), progress=False, plot=False)
-    return ns
+    return fragnb.capture(canonical.body, ns, name="ppo")
+
+
+def _detached(graph, address: str, where, detach=True, **options):
+    """``graph`` under ``coarse`` x2 handed to the cluster at ``address``, writing to ``where``."""
+    return fragnb.run(
+        graph, "coarse", address, actors=2, progress=False, plot=False, checkpoint_dir=where, detach=detach, **options
+    )
 
 
 def _same_end(ns: dict, plain: dict) -> None:
@@ -64,9 +77,8 @@ def test_a_run_detached_by_a_kernel_killed_at_once_is_attached_from_another_and_
         listed = fragnb.runs(address)
         assert [r["name"] for r in listed] == ["ppo"] and listed[0]["policy"] == "coarse"
 
-        ns = canonical.namespace()
-        ns["iterations"] = 6
-        graph = fragnb.capture(canonical.body, ns, name="ppo")  # the cell captured again in this kernel
+        graph = _graph(canonical, 6)  # the cell captured again in this kernel
+        ns = graph.namespace
         result = fragnb.attach("ppo", address, graph=graph, progress=False, plot=False)
         assert result.iterations == 6 and graph.last_run is result
         assert fragnb.runs(address)[0]["state"] == "finished"
@@ -102,20 +114,8 @@ def test_a_detached_run_is_cancelled_or_ends_on_its_time_limit_and_leaves_no_tas
         _same_end(shell.user_ns, _plain(canonical, cancelled.iterations))  # plain Python's after as many
 
         # through fragnb.run: a time limit nobody attaches to ends it all the same
-        ns = canonical.namespace()
-        ns["iterations"] = 10_000
-        graph = fragnb.capture(canonical.body, ns, name="ppo")
-        handed = fragnb.run(
-            graph,
-            "coarse",
-            address,
-            actors=2,
-            progress=False,
-            plot=False,
-            checkpoint_dir=tmp_path / "limited",
-            detach="limited",
-            time_limit=3,
-        )
+        graph = _graph(canonical, 10_000)
+        handed = _detached(graph, address, tmp_path / "limited", detach="limited", time_limit=3)
         assert handed.name == "limited"
         deadline = time.monotonic() + 120
         while fragnb.runs(address)[0]["state"] not in ("stopped", "failed") and time.monotonic() < deadline:
@@ -132,9 +132,7 @@ def test_a_detached_run_is_cancelled_or_ends_on_its_time_limit_and_leaves_no_tas
 
 @pytest.fixture
 def graph(canonical):
-    ns = canonical.namespace()
-    ns["iterations"] = 2
-    return fragnb.capture(canonical.body, ns, name="ppo")
+    return _graph(canonical, 2)
 
 
 @pytest.mark.parametrize(
@@ -196,20 +194,9 @@ def test_a_detached_run_recovers_a_lost_replica_worker_and_a_lost_conductor_with
     from distributed import Client
 
     with dask_processes() as address, Client(address, timeout="10s", set_as_default=False) as client:
-        ns = canonical.namespace()
-        ns["iterations"] = 60
-        graph = fragnb.capture(canonical.body, ns, name="ppo")
-        fragnb.run(
-            graph,
-            "coarse",
-            address,
-            actors=2,
-            progress=False,
-            plot=False,
-            checkpoint_every=1,
-            checkpoint_dir=tmp_path / "run",
-            detach=True,
-        )
+        graph = _graph(canonical, 60)
+        ns = graph.namespace
+        _detached(graph, address, tmp_path / "run", checkpoint_every=1)
 
         def board(key):
             return client.get_metadata(["fragnb-runs", "ppo", key], None)
