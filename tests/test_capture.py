@@ -228,6 +228,8 @@ def test_fragnb_exports_the_contract():
         "SweepResult",
         "explore",
         "debug",
+        "runs",
+        "attach",
         "shutdown",
         "FragmentGraph",
         "FragmentError",
