@@ -216,3 +216,10 @@ def test_a_detached_run_recovers_a_lost_replica_worker_and_a_lost_conductor_with
         assert first.startswith("lost the worker of replica") and conductor.startswith("lost the run's conductor")
         assert _idle(address)
     _same_end(ns, _plain(canonical, 60))
+
+
+def test_an_attached_run_ends_on_its_time_limit_after_the_iteration_under_way(canonical):
+    graph = _graph(canonical, 10_000)
+    result = fragnb.run(graph, progress=False, plot=False, time_limit=1.0)
+    assert 0 < result.iterations < 10_000 and result.stopped
+    assert graph.namespace["it"] == result.iterations - 1  # plain Python's namespace after as many iterations
