@@ -36,6 +36,22 @@ __all__ = ["InNotebook", "exec_cell", "copies", "aside", "run_plain", "Dry"]
 
 
 @contextlib.contextmanager
+def deadline(stop: threading.Event, seconds: float | None):
+    """Set ``stop`` once ``seconds`` have passed (None: never) while the run lasts: it ends after the iteration
+    under way. A detached run counts its time limit on the cluster instead."""
+    if not seconds:
+        yield
+        return
+    timer = threading.Timer(seconds, stop.set)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+@contextlib.contextmanager
 def torch_threads(count: int | None):
     """torch's intra-op threads set to ``count`` while the block runs (``None``: left as they are), then put back.
     Runs take one thread (``fragnb.run``'s ``threads``), as workers do, and so do the measurements that predict

@@ -25,7 +25,7 @@ from ..policies import Placement
 from ..text import caveat
 from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact, whole_copies
 from .job import Job
-from .local import InNotebook, torch_threads
+from .local import InNotebook, deadline, torch_threads
 from .result import RunResult
 from .worker.generators import states
 from .worker.travel import classes_kept
@@ -257,11 +257,7 @@ def run_placement(placement: Placement, cluster=None, **options) -> RunResult:
             "the 'single' policy runs in this kernel, and cannot go on without it: choose a distributed policy"
         )
     stop = stop or threading.Event()
-    if o["time_limit"] and not o["detach"]:
-        timer = threading.Timer(o["time_limit"], stop.set)
-        timer.daemon = True
-        timer.start()
-    with torch_threads(o["threads"]):
+    with torch_threads(o["threads"]), deadline(stop, None if o["detach"] else o["time_limit"]):
         if not policy.mode.on_workers():
             if cluster is not None:
                 raise ValueError(
@@ -275,8 +271,6 @@ def run_placement(placement: Placement, cluster=None, **options) -> RunResult:
             result = InNotebook().execute(Job(placement, None, graph.namespace, live, on_curve, stop))
         else:
             result = _distributed(placement, cluster, live, on_curve, stop, recording, o)
-    if o["time_limit"] and not o["detach"]:
-        timer.cancel()
     if views:  # the last view that showed the run (a restarted run shows each attempt in one) ends on its result
         views[-1].finished(result)
     return result
