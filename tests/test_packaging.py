@@ -126,6 +126,7 @@ LAYERS = [
             "fragnb.rows",
             "fragnb.arguments",
             "fragnb.stats",
+            "fragnb.sinks",
         ],
     ),
     ("reference components", ["fragnb.envs", "fragnb.algos"]),

@@ -34,6 +34,7 @@ from typing import Any
 from ..components import ROLES, Component, role_of
 from ..errors import FragmentError
 from ..shards import invariant
+from ..sinks import kind_of
 from .defuse import Reach, assign_roles
 from .flow import call_root, mutated, names, reads_only
 from .fragments import data_edges, group, state_edges
@@ -207,13 +208,14 @@ class _Capture:
             # A list the loop appends to is a value that flows on; a component's own state is not
             # (state edges cover it).
             # (`torch.manual_seed(0)` or `np.random.shuffle(x)` changes no variable `torch` or `np`: a
-            # module is not a value that flows.)
+            # module is not a value that flows; nor is a logger or a writer, whose calls are effects: fragnb.sinks.)
             writes |= {
                 n
                 for n in mutated(node)
                 if n in self.cell_writes
                 or self.role(self.namespace.get(n)) is None
                 and not isinstance(self.namespace.get(n), types.ModuleType)
+                and not kind_of(self.namespace.get(n))
             }
             components, calls, role_ = self.uses(node)
             synthetic = id(node) in self.synthetic

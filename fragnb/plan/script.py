@@ -23,7 +23,7 @@ from .keys import WeightsKey, weights_key
 from .program import plan
 from .recording import Recording, recording_of
 from .segments import DrivenLoop, Program, Segment, Table, segments_of
-from .values import graph_writes
+from .values import graph_writes, per_env_lines
 
 if TYPE_CHECKING:
     from ..policies import Placement
@@ -185,6 +185,10 @@ class Script:
     #: batch's shape (:mod:`fragnb.rows`), so that its rows round as plain Python's did: every run whose
     #: values the safety net compares with plain Python's.
     whole_rows: bool = False
+    #: The lines of statements computed from the environments' results: a sink call there is made by each
+    #: replica for its own environments, any other by replica 0 for all (:func:`fragnb.sinks.perform`). None
+    #: under whole copies: replica 0's run is the one plain Python's is.
+    per_env: frozenset[int] = frozenset()
 
     @classmethod
     def of(
@@ -257,6 +261,7 @@ class Script:
             function_globals=function_globals(graph) if mode.whole_copies() else (),
             recording=recording,
             whole_rows=mode.checked(placement.exact),
+            per_env=frozenset() if mode.whole_copies() else per_env_lines(graph),  # whole copies: replica 0's alone
         )
 
     @property

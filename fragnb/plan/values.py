@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..graph import FragmentGraph
 
-__all__ = ["kinds", "env_axes", "origins", "keys_read", "graph_writes"]
+__all__ = ["kinds", "from_components", "per_env_lines", "env_axes", "origins", "keys_read", "graph_writes"]
 
 
-def kinds(graph: FragmentGraph) -> dict[str, str]:
-    """Variables computed from component results are sharded; the rest (counters, constants,
-    notebook values) are replicated."""
+def from_components(graph: FragmentGraph) -> set[int]:
+    """The statements computed from what components return (directly, or from values that were)."""
     tainted = {s.index for s in graph.statements if s.components}
     changed = True
     while changed:
@@ -25,6 +24,20 @@ def kinds(graph: FragmentGraph) -> dict[str, str]:
             if s.index not in tainted and any(p in tainted for ps in graph.reach.get(s.index, {}).values() for p in ps):
                 tainted.add(s.index)
                 changed = True
+    return tainted
+
+
+def per_env_lines(graph: FragmentGraph) -> frozenset[int]:
+    """The lines of the statements computed from components' results: a replica holding a share of the
+    environments makes its own share of such a statement's calls (a sink's: :mod:`fragnb.sinks`)."""
+    tainted = from_components(graph)
+    return frozenset(line for s in graph.statements if s.index in tainted for line in range(s.lineno, s.end_lineno + 1))
+
+
+def kinds(graph: FragmentGraph) -> dict[str, str]:
+    """Variables computed from component results are sharded; the rest (counters, constants,
+    notebook values) are replicated."""
+    tainted = from_components(graph)
     kinds: dict[str, str] = {}
     for s in graph.statements:
         for v in s.writes:

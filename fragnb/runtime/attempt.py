@@ -73,6 +73,7 @@ class Attempt:
         self.client_bytes = 0
         self.start_wall = time.time()
         self.checked = time.monotonic()  # when the workers' liveness was last read
+        self.logs = None  # the run's sinks on the notebook's side (fragnb.sinks.Logs), if it makes their calls live
 
     def start(self) -> None:
         """Place every task (one replica, or several as threads) on a worker thread of its own, ship
@@ -190,7 +191,7 @@ class Attempt:
         lost worker, ends the run with an error naming the replica. A first KeyboardInterrupt, or
         ``stop`` being set, asks the replicas to stop after the current iteration; a second
         KeyboardInterrupt aborts."""
-        progress = Tally(live, self.script.replicas(), ORDERS[self.script.mode.episode_order()])
+        progress = Tally(live, self.script.replicas(), ORDERS[self.script.mode.episode_order()], self.logs)
         try:
             self.stream.watch(lambda: self.poll(progress), self.request_stop, stop)
             finals = {name: f for task in self.client.gather(list(self.futures.values())) for name, f in task.items()}
@@ -364,8 +365,8 @@ class Attempt:
 class Tally:
     """The notebook's view of a run: iterations every replica has finished, episodes, env steps."""
 
-    def __init__(self, live, replicas: list[str], order: Callable[[list], tuple]):
-        self.live, self.order = live, order
+    def __init__(self, live, replicas: list[str], order: Callable[[list], tuple], logs=None):
+        self.live, self.order, self.logs = live, order, logs
         self.done = dict.fromkeys(replicas, 0)
         self.episodes: list = []
         self.by_replica: dict[str, list] = {}
@@ -385,10 +386,14 @@ class Tally:
         self.seconds[event.replica] = event.seconds
         self.waited[event.replica] = event.waited
         self.staleness += [sum(per) / len(per) for per in event.staleness if per]
+        if event.calls and self.logs is not None:
+            self.logs.add(tuple(ReplicaId.parse(event.replica)), pickle.loads(event.calls))
         if min(self.done.values()) > self.shown:
             self.episodes.sort(key=self.order)
         while min(self.done.values()) > self.shown:  # an iteration every replica has finished
             self.shown += 1
+            if self.logs is not None:
+                self.logs.upto(self.shown)
             self.live.update(
                 self.curve(), sum(self.steps.values()), self.staleness, self.fragment_seconds(), self.idle()
             )

@@ -19,6 +19,7 @@ from ..plan.script import Preflight
 if TYPE_CHECKING:
     from ..plan.script import Script
     from ..policies import Placement
+    from ..sinks import Logs
     from .result import RunResult
     from .worker.payload import Payload
 
@@ -54,6 +55,17 @@ class Job:
         from .worker.payload import pack
 
         return {g: pack(self.placement.graph, self.namespace, self.script, g) for g in self.script.groups}
+
+    @cached_property
+    def logs(self) -> Logs:
+        """The run's sinks on the notebook's side: the calls its replicas make on a logger or a writer,
+        made on the notebook's object as they come and at the end (:mod:`fragnb.sinks`)."""
+        from ..plan.program import DrivenLoop
+        from ..sinks import Logs
+
+        items = self.script.program.items
+        loop = next((i for i, item in enumerate(items) if isinstance(item, DrivenLoop)), None)
+        return Logs(self.namespace, self.script.per_env, loop)
 
     def walking(self, script: Script) -> Job:
         """This job with ``script``, the same plan with the shapes the safety net's plain side showed

@@ -19,6 +19,7 @@ import types
 
 import torch
 
+from .. import sinks
 from ..components import Env
 from ..errors import FragmentError
 from ..plan.instrument import DRIVER, Driver, compile_cell, instrument, plain_env_steps
@@ -94,13 +95,16 @@ def copies(graph) -> dict:
     keep = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
     names = set(graph.inputs) | _read_by_functions(graph.inputs, graph.namespace)
     values = {n: graph.namespace[n] for n in sorted(names) if n in graph.namespace}  # what the cell takes
+    # a logger, TensorBoard's writer, a W&B run: a rehearsal holds one that does nothing (fragnb.sinks)
+    quiet = {n: sinks.stand_in(v, n, rehearsal=True) for n, v in values.items() if sinks.kind_of(v)}
+    values = {n: v for n, v in values.items() if n not in quiet}
     memo = {id(v): v for v in values.values() if isinstance(v, keep)}
     for t in _tensors_with_graphs(values):  # deepcopy refuses them; the copy needs their values, not their history
         memo[id(t)] = t.detach().clone()
     kept = dict(memo)  # a failed deepcopy leaves its half-made copies in the memo it was given
     faithful_copies()
     try:
-        ns = {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo)}
+        ns = {"__builtins__": graph.namespace.get("__builtins__", __builtins__), **copy.deepcopy(values, memo), **quiet}
     except Exception as e:
         raise _cannot_copy(graph, values, kept) or e from None
     for name, value in ns.items():

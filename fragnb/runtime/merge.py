@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pickle
+import sys
 import warnings
 from dataclasses import replace
 
 import torch
 
-from .. import shards
+from .. import shards, sinks
 from ..components import role_of
 from ..plan.script import ReplicaId, peers
 from ..streams import advanced
@@ -19,11 +20,12 @@ from .worker.report import Finals
 __all__ = ["merge", "checkpoint_finals"]
 
 
-def merge(ns: dict, script, finals: dict[str, Finals]) -> None:
+def merge(ns: dict, script, finals: dict[str, Finals], logs: sinks.Logs | None = None) -> None:
     """Variables from the group that assigned them last (gathered over its replicas); components
     merged from their shards and loaded in place, learners last so their networks win. Under a
     whole-cell policy every replica ran the whole cell on its own copies: the notebook takes replica
-    0's, as plain Python would have left them (the networks are every replica's)."""
+    0's, as plain Python would have left them (the networks are every replica's). The calls replicas made on
+    sinks are made on the notebook's, those ``logs`` has not made yet (all of them without it)."""
     if script.mode.whole_copies():
         _check_networks_agree(finals)
         script = replace(script, groups=dict.fromkeys(script.groups, 1))
@@ -59,6 +61,13 @@ def merge(ns: dict, script, finals: dict[str, Finals]) -> None:
     for name in script.function_globals:  # whole cell: what the notebook's functions rebound (`global steps_done`)
         if name in first.variables:
             ns[name] = first.variables[name]
+    # what the replicas logged, made on the notebook's own writers and loggers once, in plain Python's order
+    logs = logs or sinks.Logs(ns, script.per_env, None)
+    if said := logs.end({tuple(ReplicaId.parse(r)): f.calls for r, f in finals.items()}):
+        print(
+            f"fragnb: the replicas' logs were written from this notebook, in plain Python's order: {said}",
+            file=sys.stderr,
+        )
     comps = [(c, g) for g in script.groups for c in of_group(g)[0].components]
     owners = {w.owner_comp: w.owner for w in script.weights}
     # learners last, and a network's owner after the groups that only received its weights: theirs win
@@ -75,7 +84,13 @@ def checkpoint_finals(script, blobs: dict[str, bytes]) -> dict[str, Finals]:
         group = ReplicaId.parse(name).group
         variables, components = holdings(script, group, state["replica"]["ns"], held_by[group])
         walker = state["walker"]
-        finals[name] = Finals(variables, components, scalars=walker["scalars"], last_writer=walker["last_writer"])
+        finals[name] = Finals(
+            variables,
+            components,
+            scalars=walker["scalars"],
+            last_writer=walker["last_writer"],
+            calls=sinks.calls_of(state["replica"]["ns"]),
+        )
     return finals
 
 

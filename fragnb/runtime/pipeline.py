@@ -22,6 +22,7 @@ from ..graph import FragmentGraph
 from ..plan.recording import recorded, recording_of
 from ..plan.script import CHECKPOINT_EVERY, CHECKPOINT_SHARE, Preflight, RandomStart, Script
 from ..policies import Placement
+from ..sinks import refuse_built_in_cell
 from ..text import caveat
 from .draws import Draws, announcement, find_draws, notebook_group, refuse_inexact, whole_copies
 from .job import Job
@@ -281,6 +282,7 @@ def _distributed(placement: Placement, cluster, live, until, stop, recording, op
 
     check, exact, checkpoint_every = options["check"], options["exact"], options["checkpoint_every"]
     mode = placement.policy.mode
+    refuse_built_in_cell(placement.graph, placement.policy.name)  # its logs are the notebook's to write
     if options["detach"]:  # refused before the safety net runs anything
         from .detached import detachable
 

@@ -48,7 +48,7 @@ class OnDask(Executor):
 
     def execute(self, job) -> RunResult:
         finals, result = self.outcome(job)
-        merge(job.namespace, job.script, finals)
+        merge(job.namespace, job.script, finals, job.logs)
         return result
 
     def outcome(self, job) -> tuple[dict, RunResult]:
@@ -59,6 +59,7 @@ class OnDask(Executor):
         recovery = self.recovery = Recovery(job, self.restarts, patient=self.patient, keeps=self.keeps)
         if self.resumed is not None:  # written by a run in another kernel: go on from it
             recovery.saved = (self.resumed.iteration, self.resumed.replicas)
+            job.logs.through = self.resumed.iteration  # the kernel that wrote it logged those iterations
         try:
             return self._attempts(job, recovery, time.time())
         finally:
@@ -80,6 +81,7 @@ class OnDask(Executor):
                     placement, script, job.namespace, client, job.payloads, recovery.saved, recovery.wait_s
                 )
                 run.on_saved = self.store.write if self.store is not None else None
+                run.logs = job.logs  # the calls on the notebook's loggers, made as iterations end
                 run.start()
                 began = began or run.start_wall
                 view = job.live(_length(graph), f"{graph.name} ({placement.policy.name})")

@@ -92,7 +92,7 @@ class Recovery:
         """Load the last checkpoint into the notebook, and say so in ``error`` (or why it could not)."""
         iteration, blobs = self.saved
         try:
-            merge(self.job.namespace, self.job.script, checkpoint_finals(self.job.script, blobs))
+            merge(self.job.namespace, self.job.script, checkpoint_finals(self.job.script, blobs), self.job.logs)
             error.add_note(
                 f"The notebook now holds the state after iteration {iteration} (the last checkpoint), "
                 f"as plain Python would after {iteration} iterations."

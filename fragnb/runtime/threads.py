@@ -97,5 +97,5 @@ class InThreads(Executor):
             raise root_cause(list(errors.values()))
         refuse_unreturnable(finals, script.program.origin)
         if self.keep:
-            merge(job.namespace, script, finals)
+            merge(job.namespace, script, finals, job.logs)
         return RunResult.of_replicas(job, finals, start)

@@ -28,6 +28,7 @@ from ...plan.instrument import remember_source
 from ...plan.script import ReplicaId
 from ...rows import whole_rows
 from ...shards import faithful_copies, reseed, shard
+from ...sinks import Held
 from ...streams import serving
 from ..cluster import dask_profiler
 from ..net import collectives
@@ -106,6 +107,8 @@ def init_replica(
         rep.set_state(state["replica"])
     # the cell's prints reach the notebook, once: a whole-cell policy's other replicas print what replica 0 does
     rep.ns["print"] = forward_print if payload.reseed is None or index == 0 else quiet_print
+    for sink in (v for v in rep.ns.values() if isinstance(v, Held)):  # it keys its calls by where the walk is
+        sink.bind(rep)
     registry.add(run_id, rep)
     return rep
 

@@ -135,6 +135,7 @@ class FreeWalker(Walker):
             try:
                 for value in values:
                     bind(loop.node.target, value, self.scalars)
+                    self.path = (self.at[0], self.iterations)  # its own iterations: a sink call's place
                     self.walk(loop.body)
                     self.iterations += 1
                     if self.decide(self.progress())[0]:

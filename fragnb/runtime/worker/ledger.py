@@ -40,6 +40,7 @@ class Ledger:
     steps0: dict[str, int] = field(default_factory=dict)
     scale: int = 1
     plain_steps: int = 0
+    plain_vectors: int = 0  # steps of plain vector environments (each of plain_steps' batches) since the run began
 
     @classmethod
     def start(cls, envs: dict[str, Env], scale: int = 1) -> Ledger:
@@ -50,6 +51,15 @@ class Ledger:
     def stepped(self, n: int) -> None:
         """A plain vector environment took ``n`` env steps (the instrumented cell says so after its ``step``)."""
         self.plain_steps += n
+        self.plain_vectors += 1
+
+    def vector_steps(self, envs: dict[str, Env]) -> int:
+        """Vector steps taken since the run began: each of ``envs``' and each plain one's ``step`` counts one,
+        whatever the batch (a replica's shard steps as often as plain Python's whole batch)."""
+        return (
+            sum((env.env_steps - self.steps0[name]) // max(env.num_envs, 1) for name, env in envs.items())
+            + self.plain_vectors
+        )
 
     def episodes(self, envs: dict[str, Env]) -> list[tuple[Episode, int]]:
         """The episodes ``envs`` finished since the last call, each with the env steps of the whole
@@ -70,8 +80,14 @@ class Ledger:
     def get_state(self) -> dict:
         """Its counts, for a checkpoint: a run resumed from it goes on counting where it stopped. (Not
         its scale: that is the resumed replica's own.)"""
-        return {"seen": dict(self.seen), "steps0": dict(self.steps0), "plain_steps": self.plain_steps}
+        return {
+            "seen": dict(self.seen),
+            "steps0": dict(self.steps0),
+            "plain_steps": self.plain_steps,
+            "plain_vectors": self.plain_vectors,
+        }
 
     def set_state(self, state: dict) -> None:
         """Take a checkpoint's :meth:`get_state` as its counts."""
         self.seen, self.steps0, self.plain_steps = dict(state["seen"]), dict(state["steps0"]), state["plain_steps"]
+        self.plain_vectors = state.get("plain_vectors", 0)

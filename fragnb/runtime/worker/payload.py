@@ -11,6 +11,7 @@ import torch
 from ...errors import FragmentError
 from ...plan.program import header_names
 from ...shards import splits
+from ...sinks import stand_in
 from ...streams import EnvStreams, reached
 from .travel import blocker, described, pickled
 
@@ -43,7 +44,8 @@ def pack(graph, ns: dict, script, group: str) -> Payload:
     n = script.mode.shares(script.groups[group])  # whole copies: nothing is split
     sharded = sorted(v for v in names if n > 1 and splits(ns[v]))
     scattered = {v: axis for v in sorted(names) if n > 1 and (axis := _env_axis(ns[v], v, script)) is not None}
-    objects = {v: ns[v] for v in sorted(names)}
+    # a sink (a logger, TensorBoard's writer) stays in the notebook: the replica keeps its calls (fragnb.sinks)
+    objects = {v: stand_in(ns[v], v, rehearsal=False) for v in sorted(names)}
     streams = reached(objects.values(), ns)
     # and those the cell hands to a call itself (`policy.generate(prompts, n, streams=streams)`)
     streams.update({v: obj for v, obj in objects.items() if isinstance(obj, EnvStreams)})

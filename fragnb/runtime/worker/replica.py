@@ -77,6 +77,8 @@ class ReplicaState(Driver):
     own: Own | None = None  # its global generators' states, when it shares its process with other replicas
     collective: Any = None  # its part in its group's all-reduce (collectives.Member), where the group averages
     recorder: Any = None  # what it keeps of the statements the run records (recorder.Recorder), if any
+    where: tuple = ()  # the walk's place in the program (the segment running: Walker.walk), for sink calls
+    calls_made: int = 0  # sink calls made so far: their order within one place and vector step
 
     def __post_init__(self):
         # Nothing counted yet: a replica built from a payload starts its ledger from its environments
@@ -146,6 +148,13 @@ class ReplicaState(Driver):
 
     def recording(self, index: int) -> contextlib.AbstractContextManager:
         return self.recorder.around(index)
+
+    def sink_key(self) -> tuple:
+        """Where a sink call made now falls in plain Python's order (:mod:`fragnb.sinks`): the segment's place
+        in the program, the vector steps taken (by this replica's shard, as by plain Python's batch), this
+        replica (it holds the environments after the previous one's), and its own count."""
+        self.calls_made += 1
+        return self.where, self.ledger.vector_steps(self.envs()), self.index, self.calls_made
 
     def envs(self) -> dict[str, Env]:
         """The env components its namespace holds now, by name."""

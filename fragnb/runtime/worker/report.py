@@ -47,6 +47,7 @@ class Progress:
     seconds: dict[str, float]
     staleness: list[list[int]] = field(default_factory=list)  # one list per iteration the event covers
     waited: float = 0.0
+    calls: bytes = b""  # the calls on sinks made since the last event, pickled (fragnb.sinks: {name: [Call]})
 
     def wire(self) -> dict:
         return {"kind": "progress", **dataclasses.asdict(self)}
@@ -102,6 +103,7 @@ class Finals:
     moved: dict[str, int] = field(default_factory=dict)  # transfer (as drawn) -> versions of weights it loaded
     records: list = field(default_factory=list)  # the recorded statements' calls it kept (recorder.Call)
     records_dropped: int = 0  # those past its share of the bound
+    calls: dict[str, list] = field(default_factory=dict)  # sink name -> the calls it kept on it (fragnb.sinks.Call)
     lost: bool = False
     # -- a decoupled policy's learner -----------------------------------------------------------
     staleness: list[list[int]] = field(default_factory=list)  # per iteration, each trajectory's staleness

@@ -26,6 +26,7 @@ from ...plan.program import DrivenLoop, Segment
 from ...plan.script import ReplicaId, Script, peers
 from ...policies.transfers import Transfer
 from ...shards import network
+from ...sinks import calls_of
 from ..net import collectives
 from ..net.channels import Unsendable, dumps
 from ..net.weights import WeightSync
@@ -81,6 +82,7 @@ class Walker(Loads):
         self.stopped = ""  # why the iteration loop ended early, if it did
         self.everyone: list[list] = []  # the deciding replica's record of all episodes, for the stop condition
         self.at = (0, 0)  # where the walk is: (item of the program's top level, values its loop has taken)
+        self.path: tuple = ()  # the same, down the loops the walk is in (a segment's place: rep.where)
         self.resume = (0, 0)  # where a run restored from a checkpoint starts again
         self.checkpoint_seconds = 0.0
         self.syncs: dict[tuple[str, int], WeightSync] = {}  # (owner group, segment) -> how its weights move
@@ -88,6 +90,7 @@ class Walker(Loads):
         # Progress not yet told to the notebook: the episodes, and each iteration's staleness (report())
         self.unreported: tuple[list, list[list[int]]] = ([], [])
         self.reported_at, self.steps_now = -float("inf"), 0  # the first iteration is told at once
+        self.told: dict[str, int] = {}  # sink name -> its calls told to the notebook (a resumed replica tells its all)
         if script.recording is not None and script.recording.fragments:  # fragnb.run(..., record=[...])
             rep.recorder = Recorder(
                 script.recording,
@@ -102,19 +105,24 @@ class Walker(Loads):
         self.walk(self.script.program.items, top=True)
 
     def walk(self, items: list, top: bool = False) -> None:
+        base = self.path  # where these items are: the loops around them, each with the values it has taken
         for index, item in enumerate(items):
             if top and index < self.resume[0]:
                 continue  # done before the checkpoint this run resumes from
             if isinstance(item, Segment):
+                self.rep.where = (*base, index)  # a sink call's place in plain Python's order (fragnb.sinks)
                 self.segment(item)
             elif top:
                 self.at = (index, self.resume[1] if index == self.resume[0] else 0)
                 self.iterate(item, self.iterable(item.node))
+                self.path = base
                 self.report()  # the bar and the curve end where the run did
             else:
-                for value in self.iterable(item.node):
+                for taken, value in enumerate(self.iterable(item.node)):
                     bind(item.node.target, value, self.scalars)
+                    self.path = (*base, index, taken)
                     self.walk(item.body)
+                self.path = base
 
     def iterate(self, loop: DrivenLoop, iterable) -> None:
         """The iteration loop: after each iteration, report progress and decide whether to go on."""
@@ -127,6 +135,7 @@ class Walker(Loads):
                 break
             bind(loop.node.target, value, self.scalars)
             self.before_iteration()
+            self.path = self.at  # (the loop's place, the iteration): the same on every replica, and after a resume
             self.walk(loop.body)
             ruled = None
             if (
@@ -468,9 +477,19 @@ class Walker(Loads):
             return
         self.unreported = ([], [])
         self.reported_at = time.perf_counter()
+        calls = {name: made[self.told.get(name, 0) :] for name, made in calls_of(self.rep.ns).items()}
+        self.told.update({name: self.told.get(name, 0) + len(new) for name, new in calls.items()})
+        said = pickled({n: new for n, new in calls.items() if new}) if any(calls.values()) else b""
         self.events(
             Progress(
-                self.name, self.iterations, episodes, self.steps_now, dict(self.rep.seconds), staleness, self.rep.waited
+                self.name,
+                self.iterations,
+                episodes,
+                self.steps_now,
+                dict(self.rep.seconds),
+                staleness,
+                self.rep.waited,
+                said,
             ).wire()
         )
 
@@ -501,4 +520,5 @@ class Walker(Loads):
             checkpoint_seconds=self.checkpoint_seconds,
             records=rep.recorder.calls if rep.recorder else [],
             records_dropped=rep.recorder.dropped if rep.recorder else 0,
+            calls=calls_of(rep.ns),
         )

@@ -1,0 +1,229 @@
+"""Logs where the field reads them (issue 69): a loop's TensorBoard writer and logger are sinks. Under a
+distributed policy the replicas keep their calls and the notebook makes them on its own objects, once each,
+in plain Python's order; the safety net's rehearsals make none. Read back with TensorBoard's own reader."""
+
+import logging
+
+import pytest
+
+import fragnb
+from corpus.compare import compare_namespaces
+from fragnb.sinks import Call, Held, Quiet, built_in_cell, kind_of, perform
+
+tensorboard = pytest.importorskip("torch.utils.tensorboard", reason="TensorBoard is fragnb[tracking]'s")
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+
+def _cleanrl(logdir: str):
+    """CleanRL's PPO loop (tests/corpus/field.py, sampling on streams: exact under coarse), logging as
+    CleanRL writes it: its real SummaryWriter built in the setup, and a logger line each iteration."""
+    from test_field_loops import _exact_cleanrl
+
+    from corpus.loops import _loop
+
+    loop = _exact_cleanrl()
+    setup = loop.setup.replace(
+        "writer = []  # stands in for TensorBoard's SummaryWriter: (tag, value, step)",
+        f"from torch.utils.tensorboard import SummaryWriter\nimport logging\nwriter = SummaryWriter({logdir!r})\n"
+        "log = logging.getLogger('cleanrl')",
+    )
+    cell = loop.cell.replace("writer.append((", "writer.add_scalar(*(").replace(
+        "    if args.anneal_lr:",
+        "    log.warning('iteration %d, global_step %d', iteration, global_step)\n    if args.anneal_lr:",
+        1,
+    )
+    assert "SummaryWriter(" in setup and "writer.add_scalar(*(" in cell and "log.warning" in cell
+    return _loop("cleanrl_logged", setup, cell)
+
+
+def _scalars(logdir) -> list[tuple[str, int, float]]:
+    """What TensorBoard reads from ``logdir``: (tag, step, value) of every scalar, tag by tag in file order."""
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return [(tag, e.step, e.value) for tag in sorted(acc.Tags()["scalars"]) for e in acc.Scalars(tag)]
+
+
+def _run(loop, policy, logdir, caplog, **params):
+    ns = loop.namespace()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="cleanrl"):
+        result = fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), policy, progress=False, plot=False, **params)
+    ns["writer"].close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "cleanrl"]
+    return ns, result, _scalars(logdir), lines
+
+
+@pytest.mark.parametrize("actors", [2, 4])
+def test_cleanrls_summarywriter_under_coarse_writes_plain_pythons_scalars_once_in_order(tmp_path, caplog, actors):
+    loop = _cleanrl(str(tmp_path / "single"))
+    plain_ns, _, plain, plain_lines = _run(loop, "single", tmp_path / "single", caplog)
+    assert plain and any(tag == "charts/episodic_return" for tag, _, _ in plain)
+    loop = _cleanrl(str(tmp_path / "coarse"))
+    ns, result, scalars, lines = _run(loop, "coarse", tmp_path / "coarse", caplog, actors=actors, exact=True)
+    assert result.guarantee == "exact"
+    assert scalars == plain  # same tags, steps and values, in the same order: nothing from the dry runs
+    assert lines == plain_lines and len(lines) == result.iterations  # the logger: once per iteration
+    for name in ("writer", "log"):  # each run's own (another log directory); the rest is plain Python's
+        plain_ns.pop(name), ns.pop(name)
+    compare_namespaces(plain_ns, ns, loop.cell)
+
+
+def test_data_parallel_writes_replica_0s_scalars_as_plain_pythons_single_run_would(tmp_path, caplog):
+    loop = _cleanrl(str(tmp_path / "single"))
+    _, _, plain, _ = _run(loop, "single", tmp_path / "single", caplog)
+    loop = _cleanrl(str(tmp_path / "dp"))
+    _, result, scalars, lines = _run(loop, "data_parallel", tmp_path / "dp", caplog, replicas=2)
+    assert [(t, s) for t, s, _ in scalars if t.startswith("losses")] == [
+        (t, s) for t, s, _ in plain if t.startswith("losses")
+    ]  # one replica's run: plain Python's tags at plain Python's steps
+    assert len(lines) == result.iterations
+
+
+def test_a_cell_that_builds_its_writer_is_refused_before_anything_runs_naming_the_line(tmp_path):
+    loop = _cleanrl(str(tmp_path / "x"))
+    cell = f"writer = SummaryWriter({str(tmp_path / 'in_cell')!r})\n" + loop.cell
+    ns = loop.namespace()
+    graph = fragnb.capture(cell, ns, name="built")
+    with pytest.raises(fragnb.FragmentError, match=r"line 1.*`writer` is a logger the cell builds itself.*setup"):
+        fragnb.run(graph, "coarse", actors=2, progress=False, plot=False)
+    assert not (tmp_path / "in_cell").exists()  # refused before the safety net made one
+
+
+def test_sinks_are_known_by_type_and_a_rehearsal_holds_a_quiet_one(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path))
+    with open(tmp_path / "log.txt", "w") as out:
+        assert [kind_of(x) for x in (writer, logging.getLogger("x"), logging, out, [], SummaryWriter)] == [
+            "tensorboard",
+            "logging",
+            "logging",
+            "file",
+            None,
+            None,
+        ]
+    writer.close()
+    quiet = Quiet("tensorboard", "writer")
+    assert quiet.add_scalar("a", 1.0, 0) is None and quiet == Quiet("tensorboard", "writer")
+    with pytest.raises(AttributeError, match="`writer.log_dir`.*kept on the notebook's side"):
+        Held("tensorboard", "writer").log_dir  # noqa: B018
+
+
+def test_calls_from_each_replica_are_ordered_by_place_step_and_replica_and_replicated_ones_made_once():
+    made = []
+
+    class Sink:
+        def add_scalar(self, *args):
+            made.append(args)
+
+    def call(where, step, index, seq, line, *args):
+        return Call((where, step, index, seq), line, "add_scalar", args, {})
+
+    per_replica = {
+        ("actors", 1): {"w": [call((1, 0, 0), 0, 1, 1, 5, "it", 0), call((1, 0, 0), 2, 1, 2, 9, "ret", 1.0)]},
+        ("actors", 0): {"w": [call((1, 0, 0), 0, 0, 1, 5, "it", 0), call((1, 0, 0), 2, 0, 2, 9, "ret", 0.0)]},
+        ("learner", 0): {"w": [call((1, 0, 1), 0, 0, 1, 12, "loss", 0.5)]},
+    }
+    assert perform({"w": Sink()}, per_replica, frozenset({9, 12})) == 4
+    assert made == [("it", 0), ("ret", 0.0), ("ret", 1.0), ("loss", 0.5)]
+
+
+def test_built_in_cell_finds_the_writer_a_cell_makes_by_what_the_callee_is():
+    import ast
+    from types import SimpleNamespace
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    def statements(src):
+        return [SimpleNamespace(node=n) for n in ast.parse(src).body]
+
+    ns = {"SummaryWriter": SummaryWriter, "Writer": SummaryWriter, "logging": logging}
+    assert built_in_cell(statements("x = 1\nw = Writer('runs')"), ns) == ("w", "Writer", 2)
+    assert built_in_cell(statements("f = open('log.txt', 'a')"), ns) == ("f", "open", 1)
+    assert built_in_cell(statements("f = open('config.txt')\nlog = logging.getLogger('x')"), ns) == (
+        "log",
+        "logging.getLogger",
+        2,
+    )
+    assert built_in_cell(statements("w = list()"), ns) is None
+
+
+def _ppo(logdir: str, iterations: int):
+    """fragnb's PPO loop (tests/corpus/loops.py) logging each finished episode inside its step loop and the
+    learner's value loss after each update, to a SummaryWriter built in the setup."""
+    from corpus.loops import PPO_SETUP, _loop
+
+    setup = PPO_SETUP.replace(
+        "iterations = 2",
+        f"iterations = {iterations}\n    from torch.utils.tensorboard import SummaryWriter\n    writer = SummaryWriter({logdir!r})",
+    )
+    cell = """
+    obs = env.reset()
+    global_step = 0
+    for it in range(iterations):
+        for step in range(config.num_steps):
+            action, logprob, value = actor.act(obs)
+            next_obs, reward, terminated, truncated, info = env.step(action)
+            buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+            obs = next_obs
+            global_step += config.num_envs
+            for r in info["episode_returns"]:
+                writer.add_scalar("charts/episodic_return", r, global_step)
+        batch = buffer.batch(actor.value(obs))
+        stats = learner.update(batch)
+        writer.add_scalar("losses/value_loss", stats["value_loss"], global_step)
+    """
+    return _loop("ppo_logged", setup, cell)
+
+
+def test_a_run_restarted_from_its_checkpoint_logs_each_step_once(tmp_path, monkeypatch):
+    from conftest import kill_a_worker_when_shown
+    from fragnb.runtime.cluster import clusters
+
+    loop = _ppo(str(tmp_path / "single"), 7)
+    ns = loop.namespace()
+    fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), "single", progress=False, plot=False)
+    ns["writer"].close()
+    plain = _scalars(tmp_path / "single")
+    assert sum(tag == "charts/episodic_return" for tag, _, _ in plain) > 7  # episodes of several iterations
+    clusters.shutdown()  # the newest worker process must be this run's
+    killed = kill_a_worker_when_shown(monkeypatch, 5)
+    loop = _ppo(str(tmp_path / "coarse"), 7)
+    ns = loop.namespace()
+    result = fragnb.run(
+        fragnb.capture(loop.cell, ns, name=loop.name), "coarse", actors=2, checkpoint_every=2, plot=False
+    )
+    ns["writer"].close()
+    assert killed and result.lost_workers, str(result)
+    assert _scalars(tmp_path / "coarse") == plain  # the iterations replayed after the restart logged nothing twice
+
+
+def test_logs_make_an_iterations_calls_once_every_replica_finished_it_and_the_rest_at_the_end():
+    from fragnb.sinks import Logs
+
+    made = []
+
+    class Sink:
+        def log(self, *args):
+            made.append(args)
+
+    def call(where, index, *args):
+        return Call((where, 0, index, 0), 3, "log", args, {})
+
+    logs = Logs({"w": Sink()}, frozenset({3}), loop=1)
+    before, it0, it1, after = (
+        call((0,), 0, "before"),
+        call((1, 0, 0), 0, "it0"),
+        call((1, 1, 0), 0, "it1"),
+        call((2,), 0, "end"),
+    )
+    logs.add(("learner", 0), {"w": [before, it0]})
+    logs.add(("actors", 1), {"w": [call((1, 0, 0), 1, "it0 actor 1")]})
+    assert made == []
+    logs.upto(1)  # every replica finished iteration 0
+    assert made == [("before",), ("it0",), ("it0 actor 1",)]
+    logs.add(("learner", 0), {"w": [it1]})
+    # the end: every call each replica kept, those made already among them (a restart reports them again)
+    said = logs.end({("learner", 0): {"w": [before, it0, it1, after]}, ("actors", 1): {"w": []}})
+    assert said.startswith("5 calls on `w`")
+    assert made[3:] == [("it1",), ("end",)]
