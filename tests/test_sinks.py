@@ -3,6 +3,7 @@ distributed policy the replicas keep their calls and the notebook makes them on 
 in plain Python's order; the safety net's rehearsals make none. Read back with TensorBoard's own reader."""
 
 import logging
+import pathlib
 
 import pytest
 
@@ -227,3 +228,109 @@ def test_logs_make_an_iterations_calls_once_every_replica_finished_it_and_the_re
     said = logs.end({("learner", 0): {"w": [before, it0, it1, after]}, ("actors", 1): {"w": []}})
     assert said.startswith("5 calls on `w`")
     assert made[3:] == [("it1",), ("end",)]
+
+
+def _wandb_history(run_dir) -> list[dict]:
+    """The history rows of an offline W&B run, read from its run file with W&B's own record definitions
+    (W&B 0.31 ships no Python reader of offline runs): the file is a LevelDB-style log of ``Record``s."""
+    import json
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = next(pathlib.Path(run_dir).glob("run-*.wandb")).read_bytes()
+    rows, chunks, at, block = [], [], 7, 32768  # a 7-byte header (":W&B", magic, version), then 32 KiB blocks
+    while at + 7 <= len(data):
+        if block - at % block < 7:  # a block's tail too short for a record header is padding
+            at += block - at % block
+            continue
+        length, kind = struct.unpack("<HB", data[at + 4 : at + 7])
+        chunks.append(data[at + 7 : at + 7 + length])
+        at += 7 + length
+        if kind in (1, 4):  # a whole record, or the last piece of one
+            record = pb.Record()
+            record.ParseFromString(b"".join(chunks))
+            chunks = []
+            if record.WhichOneof("record_type") == "history":
+                row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                rows.append({k: v for k, v in row.items() if k not in ("_timestamp", "_runtime")})  # the clock's
+    return rows
+
+
+def _tracked(tmp_path, tool: str, iterations: int = 5):
+    """fragnb's PPO loop logging each finished episode and each update's value loss to W&B (offline, nothing
+    leaves the machine) or MLflow (a local file store), set up as their quickstarts do."""
+    from corpus.loops import PPO_SETUP, _loop
+
+    start = {
+        "wandb": f"import wandb\n    run = wandb.init(project='fragnb', dir={str(tmp_path)!r}, mode='offline')",
+        "mlflow": f"import mlflow\n    mlflow.set_tracking_uri({'file:' + str(tmp_path / 'mlruns')!r})\n    run = mlflow.start_run()",
+    }[tool]
+    log = {
+        "wandb": ("wandb.log({{'charts/episodic_return': r}}, step=global_step)", "wandb.log({{'losses/value_loss': v}})"),
+        "mlflow": (
+            "mlflow.log_metric('episodic_return', r, step=global_step)",
+            "mlflow.log_metric('value_loss', v, step=global_step)",
+        ),
+    }[tool]
+    setup = PPO_SETUP.replace("iterations = 2", f"iterations = {iterations}\n    {start}")
+    cell = f"""
+    obs = env.reset()
+    global_step = 0
+    for it in range(iterations):
+        for step in range(config.num_steps):
+            action, logprob, value = actor.act(obs)
+            next_obs, reward, terminated, truncated, info = env.step(action)
+            buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+            obs = next_obs
+            global_step += config.num_envs
+            for r in info["episode_returns"]:
+                {log[0]}
+        batch = buffer.batch(actor.value(obs))
+        v = learner.update(batch)["value_loss"]
+        {log[1]}
+    """
+    return _loop(f"ppo_{tool}", setup, cell.replace("{{", "{").replace("}}", "}"))
+
+
+@pytest.mark.parametrize("policy,params", [("coarse", {"actors": 2}), ("fine", {"actors": 2})])
+def test_wandb_offline_gets_plain_pythons_history_once_in_order(tmp_path, monkeypatch, policy, params):
+    pytest.importorskip("wandb", reason="W&B is fragnb[tracking]'s")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # nothing leaves the machine
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    histories = []
+    for name, kw in (("single", {}), (policy, params)):
+        loop = _tracked(tmp_path / name, "wandb")
+        ns = loop.namespace()
+        fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), name, progress=False, plot=False, **kw)
+        ns["run"].finish()
+        histories.append(_wandb_history(ns["run"].dir.removesuffix("/files")))
+    plain, distributed = histories
+    assert any("charts/episodic_return" in row for row in plain) and distributed == plain
+
+
+def test_mlflow_gets_plain_pythons_metrics_once_in_order(tmp_path, monkeypatch):
+    pytest.importorskip("mlflow", reason="MLflow is fragnb[tracking]'s")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # the local file store, as its quickstart has it
+    from mlflow.tracking import MlflowClient
+
+    metrics = []
+    for name, kw in (("single", {}), ("coarse", {"actors": 2})):
+        loop = _tracked(tmp_path / name, "mlflow")
+        ns = loop.namespace()
+        fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), name, progress=False, plot=False, **kw)
+        ns["mlflow"].end_run()
+        client = MlflowClient(f"file:{tmp_path / name / 'mlruns'}")
+        run_id = ns["run"].info.run_id
+        metrics.append({k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in ("episodic_return", "value_loss")})
+    assert metrics[0]["episodic_return"] and metrics[1] == metrics[0]
+
+
+def test_the_magic_logs_cleanrl_as_fragnb_run_does(tmp_path, shell, caplog):
+    plain_loop = _cleanrl(str(tmp_path / "single"))
+    _, _, plain, _ = _run(plain_loop, "single", tmp_path / "single", caplog)
+    loop = _cleanrl(str(tmp_path / "magic"))
+    shell.run_cell(loop.setup, store_history=False).raise_error()
+    shell.run_cell_magic("fragment", "x --policy coarse --actors 2 --exact --run --no-progress --no-plot", loop.cell)
+    shell.user_ns["writer"].close()
+    assert _scalars(tmp_path / "magic") == plain
