@@ -324,6 +324,8 @@ class Logs:
 
     def _perform(self, per_replica: dict[tuple[str, int], dict[str, list[Call]]]) -> None:
         for name, call in chosen(per_replica, self.per_env):
+            if name not in self.ns:  # a detached run's conductor holds the components alone: attach() makes them
+                continue
             getattr(self.ns[name], call.method)(*call.args, **call.kwargs)
             self.made[name] = self.made.get(name, 0) + 1
 

@@ -227,6 +227,11 @@ def test_logs_make_an_iterations_calls_once_every_replica_finished_it_and_the_re
     # the end: every call each replica kept, those made already among them (a restart reports them again)
     said = logs.end({("learner", 0): {"w": [before, it0, it1, after]}, ("actors", 1): {"w": []}})
     assert said.startswith("5 calls on `w`")
+    # a detached run's conductor holds the components alone: the notebook that attaches makes the calls
+    conductor = Logs({}, frozenset(), loop=1)
+    conductor.add(("learner", 0), {"w": [before, it0]})
+    conductor.upto(1)
+    assert conductor.end({("learner", 0): {"w": [before, it0]}}) == "" and len(made) == 5
     assert made[3:] == [("it1",), ("end",)]
 
 
@@ -252,7 +257,9 @@ def _wandb_history(run_dir) -> list[dict]:
             record.ParseFromString(b"".join(chunks))
             chunks = []
             if record.WhichOneof("record_type") == "history":
-                row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                row = {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item
+                }
                 rows.append({k: v for k, v in row.items() if k not in ("_timestamp", "_runtime")})  # the clock's
     return rows
 
@@ -267,7 +274,10 @@ def _tracked(tmp_path, tool: str, iterations: int = 5):
         "mlflow": f"import mlflow\n    mlflow.set_tracking_uri({'file:' + str(tmp_path / 'mlruns')!r})\n    run = mlflow.start_run()",
     }[tool]
     log = {
-        "wandb": ("wandb.log({{'charts/episodic_return': r}}, step=global_step)", "wandb.log({{'losses/value_loss': v}})"),
+        "wandb": (
+            "wandb.log({{'charts/episodic_return': r}}, step=global_step)",
+            "wandb.log({{'losses/value_loss': v}})",
+        ),
         "mlflow": (
             "mlflow.log_metric('episodic_return', r, step=global_step)",
             "mlflow.log_metric('value_loss', v, step=global_step)",
@@ -322,7 +332,12 @@ def test_mlflow_gets_plain_pythons_metrics_once_in_order(tmp_path, monkeypatch):
         ns["mlflow"].end_run()
         client = MlflowClient(f"file:{tmp_path / name / 'mlruns'}")
         run_id = ns["run"].info.run_id
-        metrics.append({k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in ("episodic_return", "value_loss")})
+        metrics.append(
+            {
+                k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)]
+                for k in ("episodic_return", "value_loss")
+            }
+        )
     assert metrics[0]["episodic_return"] and metrics[1] == metrics[0]
 
 
