@@ -349,3 +349,31 @@ def test_the_magic_logs_cleanrl_as_fragnb_run_does(tmp_path, shell, caplog):
     shell.run_cell_magic("fragment", "x --policy coarse --actors 2 --exact --run --no-progress --no-plot", loop.cell)
     shell.user_ns["writer"].close()
     assert _scalars(tmp_path / "magic") == plain
+
+
+def test_a_writer_held_inside_an_object_is_refused_naming_it_and_the_way_out(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    loop = _ppo(str(tmp_path / "x"), 2)
+    ns = loop.namespace()
+
+    class Logged:  # an agent that keeps its own writer, as object-oriented tutorials do
+        def __init__(self, writer):
+            self.writer = writer
+
+        def note(self, value, step):
+            self.writer.add_scalar("loss", value, step)
+
+    ns["agent"] = Logged(SummaryWriter(str(tmp_path / "inside")))
+    cell = loop.cell.replace(
+        'writer.add_scalar("losses/value_loss", stats["value_loss"], global_step)',
+        "agent.note(stats['value_loss'], global_step)",
+    )
+    assert "agent.note(" in cell
+    graph = fragnb.capture(cell, ns, name="inside")
+    with pytest.raises(
+        fragnb.FragmentError,
+        match=r"`agent.writer` \(a SummaryWriter: a tensorboard logger held inside another object.*`writer = agent.writer` in a setup cell",
+    ):
+        fragnb.run(graph, "coarse", actors=2, progress=False, plot=False)
+    ns["agent"].writer.close()

@@ -20,6 +20,7 @@ import cloudpickle
 from ...errors import FragmentError
 from ...plan.keys import RecordKey
 from ...shards import faithful_copies
+from ...sinks import kind_of
 from .report import Finals
 
 __all__ = ["pickled", "bound_to", "blocker", "described", "unsendable", "refuse_unreturnable"]
@@ -69,13 +70,19 @@ def blocker(value: Any, dumps: Callable[[Any], Any], path: str) -> tuple[str, An
 
 
 def described(found: tuple[str, Any, Exception]) -> str:
-    """```path``` (a TYPE: ERROR), for a message."""
+    """```path``` (a TYPE: ERROR), for a message; a logger or writer held inside another object, with the way out."""
     path, obj, error = found
+    if kind := kind_of(obj):
+        return (
+            f"`{path}` (a {type(obj).__qualname__}: a {kind} logger held inside another object; fragnb makes a "
+            f"logger's calls from the notebook when the cell holds it in a variable of its own: `writer = {path}` "
+            "in a setup cell, and `writer.add_scalar(...)` in the cell)"
+        )
     return f"`{path}` (a {type(obj).__qualname__}: {type(error).__name__}: {error})"
 
 
 def _innermost(value, dumps, path, error, depth, seen) -> tuple[str, Any, Exception]:
-    if depth < _DEPTH and id(value) not in seen:
+    if depth < _DEPTH and id(value) not in seen and not (depth and kind_of(value)):  # a sink is the blocker itself
         seen.add(id(value))
         for sub_path, sub in _parts(value, path):
             try:
