@@ -377,3 +377,26 @@ def test_a_writer_held_inside_an_object_is_refused_naming_it_and_the_way_out(tmp
     ):
         fragnb.run(graph, "coarse", actors=2, progress=False, plot=False)
     ns["agent"].writer.close()
+
+
+def test_a_remote_clusters_replicas_log_into_the_notebooks_writer(tmp_path, caplog):
+    """`dask scheduler` + `dask worker` processes, as a remote cluster: the replicas' calls travel back with their
+    progress, and the notebook's writer holds plain Python's scalars, in order (no worker opens the file)."""
+    from test_distributed import dask_processes
+
+    plain_loop = _cleanrl(str(tmp_path / "single"))
+    _, _, plain, _ = _run(plain_loop, "single", tmp_path / "single", caplog)
+    loop = _cleanrl(str(tmp_path / "remote"))
+    with dask_processes() as address:
+        ns = loop.namespace()
+        fragnb.run(
+            fragnb.capture(loop.cell, ns, name=loop.name),
+            "coarse",
+            actors=2,
+            exact=True,
+            cluster=address,
+            progress=False,
+            plot=False,
+        )
+    ns["writer"].close()
+    assert _scalars(tmp_path / "remote") == plain
