@@ -176,9 +176,10 @@ def test_the_magic_runs_the_grpo_cell_split(shell):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_grpo_raises_exact_match_above_the_warm_ups_within_a_fixed_budget(seed):
-    loop = grpo(prompts=64, group=8, iterations=100, warm_up=200, seed=seed)
+def test_grpo_raises_exact_match_above_the_warm_ups_within_a_fixed_budget():
+    # One seed here (a minute on the 2-core machine); benchmarks/llm.py measures how soon each of three seeds'
+    # runs reach a reward level under every placement (CI's time: seeds 1 and 2 took 96 s more).
+    loop = grpo(prompts=64, group=8, iterations=100, warm_up=200, seed=0)
     ns = loop.namespace()
     before = accuracy(ns["policy"], ns["env"])
     fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), "single", progress=False, plot=False)
