@@ -10,7 +10,9 @@ pasting a script into two notebook cells is changed here, and nothing else:
   body of ``main()``) up to the training loop; the ``%%fragment`` cell is that loop (the main block's
   outermost ``for``/``while`` with the most statements), and what follows it is left out;
 - ``tyro.cli(Args)`` becomes ``Args(**SET)``, ``parser.parse_args()`` parses ``--argv``, and TensorBoard's
-  ``SummaryWriter`` and wandb record into a list instead of writing files;
+  ``SummaryWriter`` and wandb record into a list instead of writing files (with ``--real-writer``, the
+  script's own ``SummaryWriter`` writes its event files, and each policy's verdict says whether TensorBoard
+  reads plain Python's scalars from them: docs/guide/logging.md);
 - ``--iterations N`` cuts a ``for ... in range(...)``/``count(...)`` (or ``while``) training loop to N iterations;
 - ``--replace 'OLD=>NEW'`` edits the source where plain Python cannot run it here as written either (an
   ``import gym`` where Gymnasium is installed); say so beside the verdict.
@@ -28,6 +30,7 @@ import argparse
 import ast
 import copy
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -63,9 +66,10 @@ wandb = _NoWandb()
 class _Rewrite(ast.NodeTransformer):
     """The edits a user makes when pasting a script into a notebook (see the module docstring)."""
 
-    def __init__(self, values: dict, argv: list[str]):
+    def __init__(self, values: dict, argv: list[str], real_writer: bool = False):
         self.values = values
         self.argv = argv
+        self.real_writer = real_writer
 
     def visit_Import(self, node):
         kept = [a for a in node.names if a.name.split(".")[0] not in ("tyro", "wandb")]
@@ -75,7 +79,8 @@ class _Rewrite(ast.NodeTransformer):
         return node
 
     def visit_ImportFrom(self, node):
-        if node.module and (node.module.startswith("torch.utils.tensorboard") or node.module.split(".")[0] == "tyro"):
+        tensorboard = node.module and node.module.startswith("torch.utils.tensorboard") and not self.real_writer
+        if node.module and (tensorboard or node.module.split(".")[0] == "tyro"):
             return None
         return node
 
@@ -116,9 +121,11 @@ def _size(node: ast.AST) -> int:
     return sum(1 for n in ast.walk(node) if isinstance(n, ast.stmt))
 
 
-def split(source: str, values: dict, argv: list[str], iterations: int | None) -> tuple[str, str]:
+def split(
+    source: str, values: dict, argv: list[str], iterations: int | None, real_writer: bool = False
+) -> tuple[str, str]:
     """The setup cell and the training-loop cell a user would paste."""
-    tree = _Rewrite(values, argv).visit(ast.parse(source))
+    tree = _Rewrite(values, argv, real_writer).visit(ast.parse(source))
     top, main = _main_block(tree)
     loops = [i for i, n in enumerate(main) if isinstance(n, (ast.For, ast.While))]
     if not loops:
@@ -135,7 +142,8 @@ def split(source: str, values: dict, argv: list[str], iterations: int | None) ->
         elif isinstance(loop, ast.While):
             loop = ast.parse(f"for _iteration in range({iterations}):\n    pass").body[0]
             loop.body = copy.deepcopy(main[at].body)
-    setup = STUBS + "\n" + ast.unparse(ast.Module(top + main[:at], []))
+    stubs = STUBS[STUBS.index("class _NoWandb") :] if real_writer else STUBS
+    setup = stubs + "\n" + ast.unparse(ast.Module(top + main[:at], []))
     return setup, ast.unparse(loop) + "\n"
 
 
@@ -157,6 +165,10 @@ def namespace(setup: str, path: Path, ns: dict | None = None) -> dict:
         exec(compile(setup, f"<setup {path.name}>", "exec"), ns)
     finally:
         time.time = clock
+    writer = ns.get("writer")
+    if hasattr(writer, "get_logdir"):  # --real-writer: this namespace's event files in a directory of their own
+        writer.close()  # (the run name is the same in every namespace: the clock is fixed above)
+        ns["writer"] = type(writer)(tempfile.mkdtemp(prefix="try_public_"))
     return ns
 
 
@@ -178,6 +190,43 @@ def _seed_unseeded_gymnasium() -> None:
 
 
 def verdict(setup: str, cell: str, path: Path, policy: str, replicas: int, magic: bool) -> tuple[str, str]:
+    what, why = _verdict(setup, cell, path, policy, replicas, magic)
+    return what, why + _logs(_LAST.pop("plain", None), _LAST.pop("run", None), what)
+
+
+_LAST: dict = {}  # the last verdict's two namespaces' SummaryWriters (--real-writer)
+
+
+def _logs(plain, run, what: str) -> str:
+    """What TensorBoard reads from the run's event files beside plain Python's, where the script's own
+    SummaryWriter wrote them (``--real-writer``); its clock-based tags (``charts/SPS``) left out."""
+    if plain is None or run is None or not hasattr(run, "get_logdir"):
+        return ""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def scalars(writer):
+        writer.flush()
+        acc = EventAccumulator(writer.get_logdir(), size_guidance={"scalars": 0})
+        acc.Reload()
+        return [(t, e.step, e.value) for t in sorted(acc.Tags()["scalars"]) if "SPS" not in t for e in acc.Scalars(t)]
+
+    a, b = scalars(plain), scalars(run)
+    if a == b:
+        return f"; TensorBoard: plain Python's {len(a)} scalars"
+    if [x[:2] for x in a] == [x[:2] for x in b]:
+        return f"; TensorBoard: plain Python's {len(a)} tags and steps" + (", other values" if what == "exact" else "")
+    return f"; TensorBoard: DIFFERENT ({len(b)} scalars, plain Python {len(a)})"
+
+
+def _sink(ns: dict, where: str) -> bool:
+    """Whether ``where`` is in a logger or writer of ``ns`` (its own object in each namespace: _logs compares
+    what it wrote)."""
+    from fragnb.sinks import kind_of
+
+    return kind_of(ns.get(where.split(".")[0].split("[")[0])) is not None
+
+
+def _verdict(setup: str, cell: str, path: Path, policy: str, replicas: int, magic: bool) -> tuple[str, str]:
     import fragnb
 
     plain = namespace(setup, path)  # setup then cell, as a notebook runs them: the setup seeds the global generators
@@ -186,6 +235,7 @@ def verdict(setup: str, cell: str, path: Path, policy: str, replicas: int, magic
     exec(compile(cell, "<cell>", "exec"), again)
     noise = {where for where, _ in differences(plain, again)}  # wall-clock values: differ between two plain runs
     ns = namespace(setup, path)
+    _LAST.update(plain=plain.get("writer"), run=ns.get("writer"))
     params = {} if policy == "single" else {"replicas" if policy == "data_parallel" else "actors": replicas}
     try:
         if magic:
@@ -199,7 +249,7 @@ def verdict(setup: str, cell: str, path: Path, policy: str, replicas: int, magic
         if type(e).__name__ == "UsageError":
             return "refused", str(e).splitlines()[0]
         return "CRASH", type(e).__name__ + ": " + "".join(traceback.format_exception_only(e)).strip().splitlines()[-1]
-    found = [(where, why) for where, why in differences(plain, ns) if where not in noise]
+    found = [(where, why) for where, why in differences(plain, ns) if where not in noise and not _sink(plain, where)]
     unseeded = f" (unseeded: {len(noise)} values differ between two plain runs, not compared)" if noise else ""
     if not found:
         if noise:
@@ -283,6 +333,7 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--magic", action="store_true", help="run through %%%%fragment rather than fragnb.run")
     parser.add_argument("--show", action="store_true", help="print the two cells and stop")
+    parser.add_argument("--real-writer", action="store_true", help="keep the script's TensorBoard SummaryWriter")
     options = parser.parse_args()
     values = {}
     for item in options.set:
@@ -294,7 +345,7 @@ def main() -> None:
         if old not in source:
             raise SystemExit(f"--replace: {old!r} is not in {options.path}")
         source = source.replace(old, new)
-    setup, cell = split(source, values, options.argv.split(), options.iterations)
+    setup, cell = split(source, values, options.argv.split(), options.iterations, options.real_writer)
     if options.show:
         print(setup, "\n# ---- %%fragment cell ----\n", cell)
         return
