@@ -106,7 +106,9 @@ def kind_of(value: Any) -> str | None:
     for cls in type(value).__mro__:
         if (kind := CLASSES.get((cls.__module__, cls.__qualname__))) is not None:
             return kind
-    if isinstance(value, io.IOBase) and value not in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+    # a file opened for writing (open()'s types), not an in-memory buffer (StringIO: the loop reads it back)
+    files = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.FileIO)
+    if isinstance(value, files) and value not in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             return "file" if not value.closed and value.writable() else None
         except ValueError:

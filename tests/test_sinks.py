@@ -2,6 +2,7 @@
 distributed policy the replicas keep their calls and the notebook makes them on its own objects, once each,
 in plain Python's order; the safety net's rehearsals make none. Read back with TensorBoard's own reader."""
 
+import io
 import logging
 import pathlib
 
@@ -94,15 +95,11 @@ def test_sinks_are_known_by_type_and_a_rehearsal_holds_a_quiet_one(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(str(tmp_path))
-    with open(tmp_path / "log.txt", "w") as out:
-        assert [kind_of(x) for x in (writer, logging.getLogger("x"), logging, out, [], SummaryWriter)] == [
-            "tensorboard",
-            "logging",
-            "logging",
-            "file",
-            None,
-            None,
+    with open(tmp_path / "log.txt", "w") as out, open(tmp_path / "log.txt") as read:
+        found = [
+            kind_of(x) for x in (writer, logging.getLogger("x"), logging, out, read, io.StringIO(), [], SummaryWriter)
         ]
+        assert found == ["tensorboard", "logging", "logging", "file", None, None, None, None]
     writer.close()
     quiet = Quiet("tensorboard", "writer")
     assert quiet.add_scalar("a", 1.0, 0) is None and quiet == Quiet("tensorboard", "writer")
