@@ -186,7 +186,8 @@ def test_a_replica_tells_the_notebook_its_progress_at_most_every_tenth_of_a_seco
     replica = w.Walker.__new__(w.Walker)  # what progress() and report() read of a walker, no cluster
     replica.name, replica.events, replica.clock, replica.ticks = "replicas[0]", sent.append, 0.0, []
     replica.unreported, replica.reported_at, replica.steps_now = ([], []), -float("inf"), 0
-    replica.rep = SimpleNamespace(seconds={"loop": 0.0}, waited=0.0)
+    replica.rep = SimpleNamespace(seconds={"loop": 0.0}, waited=0.0, ns={})  # a namespace without loggers
+    replica.told = {}
     replica.collect = lambda: (
         [[clock[0], 0, 10 * replica.iterations, 1.0]] if replica.iterations % 7 == 0 else [],
         10 * replica.iterations,
