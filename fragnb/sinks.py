@@ -305,6 +305,11 @@ class Logs:
             return False
         return where[0] < self.loop or where[0] == self.loop and len(where) > 1 and where[1] < iterations
 
+    def begin(self) -> None:
+        """An attempt of the run starts: what a failed one reported and was not made yet is dropped (its replicas
+        were lost before every one finished those iterations); the new attempt's replicas report it again."""
+        self.pending.clear()
+
     def add(self, replica: tuple[str, int], calls: dict[str, list[Call]]) -> None:
         """Calls ``replica`` reported, made at once if their iteration is before :attr:`through`: a restarted
         run reports again what its checkpoint holds."""

@@ -82,6 +82,7 @@ class OnDask(Executor):
                 )
                 run.on_saved = self.store.write if self.store is not None else None
                 run.logs = job.logs  # the calls on the notebook's loggers, made as iterations end
+                job.logs.begin()  # a failed attempt's unmade calls come again from this one
                 run.start()
                 began = began or run.start_wall
                 view = job.live(_length(graph), f"{graph.name} ({placement.policy.name})")
