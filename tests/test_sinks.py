@@ -146,32 +146,41 @@ def test_built_in_cell_finds_the_writer_a_cell_makes_by_what_the_callee_is():
     assert built_in_cell(statements("w = list()"), ns) is None
 
 
-def _ppo(logdir: str, iterations: int):
-    """fragnb's PPO loop (tests/corpus/loops.py) logging each finished episode inside its step loop and the
-    learner's value loss after each update, to a SummaryWriter built in the setup."""
+#: fragnb's PPO loop (tests/corpus/loops.py) logging each finished episode inside its step loop and the
+#: learner's value loss after each update: {episode} and {loss} are the two logging lines.
+LOGGED_PPO = """
+obs = env.reset()
+global_step = 0
+for it in range(iterations):
+    for step in range(config.num_steps):
+        action, logprob, value = actor.act(obs)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        buffer.add(obs, action, logprob, value, reward, terminated | truncated)
+        obs = next_obs
+        global_step += config.num_envs
+        for r in info["episode_returns"]:
+            {episode}
+    batch = buffer.batch(actor.value(obs))
+    v = learner.update(batch)["value_loss"]
+    {loss}
+"""
+
+
+def _logged_ppo(name: str, start: str, iterations: int, episode: str, loss: str):
+    """LOGGED_PPO with its logging lines, after PPO_SETUP with ``start`` (what builds the sink)."""
     from corpus.loops import PPO_SETUP, _loop
 
-    setup = PPO_SETUP.replace(
-        "iterations = 2",
-        f"iterations = {iterations}\n    from torch.utils.tensorboard import SummaryWriter\n    writer = SummaryWriter({logdir!r})",
+    setup = PPO_SETUP.replace("iterations = 2", f"iterations = {iterations}\n    {start}")
+    return _loop(name, setup, LOGGED_PPO.format(episode=episode, loss=loss))
+
+
+def _ppo(logdir: str, iterations: int):
+    """The loop logging to a SummaryWriter built in the setup."""
+    start = f"from torch.utils.tensorboard import SummaryWriter\n    writer = SummaryWriter({logdir!r})"
+    episode = 'writer.add_scalar("charts/episodic_return", r, global_step)'
+    return _logged_ppo(
+        "ppo_logged", start, iterations, episode, 'writer.add_scalar("losses/value_loss", v, global_step)'
     )
-    cell = """
-    obs = env.reset()
-    global_step = 0
-    for it in range(iterations):
-        for step in range(config.num_steps):
-            action, logprob, value = actor.act(obs)
-            next_obs, reward, terminated, truncated, info = env.step(action)
-            buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-            obs = next_obs
-            global_step += config.num_envs
-            for r in info["episode_returns"]:
-                writer.add_scalar("charts/episodic_return", r, global_step)
-        batch = buffer.batch(actor.value(obs))
-        stats = learner.update(batch)
-        writer.add_scalar("losses/value_loss", stats["value_loss"], global_step)
-    """
-    return _loop("ppo_logged", setup, cell)
 
 
 def test_a_run_restarted_from_its_checkpoint_logs_each_step_once(tmp_path, monkeypatch):
@@ -264,42 +273,20 @@ def _wandb_history(run_dir) -> list[dict]:
 
 
 def _tracked(tmp_path, tool: str, iterations: int = 5):
-    """fragnb's PPO loop logging each finished episode and each update's value loss to W&B (offline, nothing
-    leaves the machine) or MLflow (a local file store), set up as their quickstarts do."""
-    from corpus.loops import PPO_SETUP, _loop
-
+    """The loop logging to W&B (offline, nothing leaves the machine) or MLflow (a local file store), set up as
+    their quickstarts do."""
     start = {
         "wandb": f"import wandb\n    run = wandb.init(project='fragnb', dir={str(tmp_path)!r}, mode='offline')",
         "mlflow": f"import mlflow\n    mlflow.set_tracking_uri({'file:' + str(tmp_path / 'mlruns')!r})\n    run = mlflow.start_run()",
     }[tool]
-    log = {
-        "wandb": (
-            "wandb.log({{'charts/episodic_return': r}}, step=global_step)",
-            "wandb.log({{'losses/value_loss': v}})",
-        ),
+    episode, loss = {
+        "wandb": ("wandb.log({'charts/episodic_return': r}, step=global_step)", "wandb.log({'losses/value_loss': v})"),
         "mlflow": (
             "mlflow.log_metric('episodic_return', r, step=global_step)",
             "mlflow.log_metric('value_loss', v, step=global_step)",
         ),
     }[tool]
-    setup = PPO_SETUP.replace("iterations = 2", f"iterations = {iterations}\n    {start}")
-    cell = f"""
-    obs = env.reset()
-    global_step = 0
-    for it in range(iterations):
-        for step in range(config.num_steps):
-            action, logprob, value = actor.act(obs)
-            next_obs, reward, terminated, truncated, info = env.step(action)
-            buffer.add(obs, action, logprob, value, reward, terminated | truncated)
-            obs = next_obs
-            global_step += config.num_envs
-            for r in info["episode_returns"]:
-                {log[0]}
-        batch = buffer.batch(actor.value(obs))
-        v = learner.update(batch)["value_loss"]
-        {log[1]}
-    """
-    return _loop(f"ppo_{tool}", setup, cell.replace("{{", "{").replace("}}", "}"))
+    return _logged_ppo(f"ppo_{tool}", start, iterations, episode, loss)
 
 
 @pytest.fixture
@@ -372,10 +359,7 @@ def test_a_writer_held_inside_an_object_is_refused_naming_it_and_the_way_out(tmp
             self.writer.add_scalar("loss", value, step)
 
     ns["agent"] = Logged(SummaryWriter(str(tmp_path / "inside")))
-    cell = loop.cell.replace(
-        'writer.add_scalar("losses/value_loss", stats["value_loss"], global_step)',
-        "agent.note(stats['value_loss'], global_step)",
-    )
+    cell = loop.cell.replace('writer.add_scalar("losses/value_loss", v, global_step)', "agent.note(v, global_step)")
     assert "agent.note(" in cell
     graph = fragnb.capture(cell, ns, name="inside")
     with pytest.raises(
