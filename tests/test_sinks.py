@@ -183,6 +183,26 @@ def _ppo(logdir: str, iterations: int):
     )
 
 
+@pytest.mark.parametrize(
+    "policy,params", [("async", {"actors": 2}), ("srl", {"actors": 2, "policy_workers": 1, "ring": 2})]
+)
+def test_async_and_srl_log_the_learners_iterations_in_order_once_each(tmp_path, policy, params):
+    """Statistical runs (the actors act on older weights): the learner's value loss at plain Python's steps,
+    once per update; the actors' episodes in step order, none from a dry run."""
+    tags = []
+    for name, kw in (("single", {}), (policy, params)):
+        loop = _ppo(str(tmp_path / name), 6)
+        ns = loop.namespace()
+        result = fragnb.run(fragnb.capture(loop.cell, ns, name=loop.name), name, progress=False, plot=False, **kw)
+        ns["writer"].close()
+        scalars = _scalars(tmp_path / name)
+        tags.append({t: [s for tag, s, _ in scalars if tag == t] for t in {tag for tag, _, _ in scalars}})
+    plain, distributed = tags
+    assert result.guarantee == "statistical" and distributed["losses/value_loss"] == plain["losses/value_loss"]
+    returns = distributed["charts/episodic_return"]
+    assert returns and returns == sorted(returns) and returns[-1] <= plain["losses/value_loss"][-1]
+
+
 def test_a_run_restarted_from_its_checkpoint_logs_each_step_once(tmp_path, monkeypatch):
     from conftest import kill_a_worker_when_shown
     from fragnb.runtime.cluster import clusters

@@ -61,11 +61,12 @@ def merge(ns: dict, script, finals: dict[str, Finals], logs: sinks.Logs | None =
     for name in script.function_globals:  # whole cell: what the notebook's functions rebound (`global steps_done`)
         if name in first.variables:
             ns[name] = first.variables[name]
-    # what the replicas logged, made on the notebook's own writers and loggers once, in plain Python's order
+    # what the replicas logged, made on the notebook's own writers and loggers once, in the loop's order: plain
+    # Python's for an exact run; under async/srl the learner's iterations, each with its actors' calls before its own
     logs = logs or sinks.Logs(ns, script.per_env, None)
     if said := logs.end({tuple(ReplicaId.parse(r)): f.calls for r, f in finals.items()}):
         print(
-            f"fragnb: the replicas' logs were written from this notebook, in plain Python's order: {said}",
+            f"fragnb: the replicas' logs were written from this notebook, in the loop's order: {said}",
             file=sys.stderr,
         )
     comps = [(c, g) for g in script.groups for c in of_group(g)[0].components]
