@@ -40,9 +40,10 @@ chromium:
 		echo "chromium is missing: run 'sudo apt-get install chromium' (the browser tests are skipped until then)"; \
 	fi
 
-# No news feed: a course machine makes no requests beyond loopback on its own.
+# No news feed: a course machine makes no requests beyond loopback on its own. The environment's programs on
+# PATH, as an activated one has them: TensorBoard's %tensorboard starts the `tensorboard` program it finds there.
 lab: setup
-	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --LabApp.news_url=None \
+	cd notebooks && PATH=$(abspath $(VENV))/bin:$$PATH ../$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) --LabApp.news_url=None \
 		$$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # ruff at 120 columns (pyproject.toml): the code as the formatter writes it, and the lint rules it selects.

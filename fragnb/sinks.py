@@ -345,8 +345,13 @@ class Logs:
         }
         self.pending.clear()
         self._perform(rest)
-        return "; ".join(
-            described(name, self.ns[name], n) for name, n in self.made.items() if not isinstance(self.ns[name], Quiet)
+        said = [(name, n) for name, n in self.made.items() if not isinstance(self.ns[name], Quiet)]
+        watch = [getattr(self.ns[n], "log_dir", None) or getattr(self.ns[n], "logdir", "") for n, _ in said]
+        watch = [d for (n, _), d in zip(said, watch) if kind_of(self.ns[n]) == "tensorboard" and d]
+        return "; ".join(described(name, self.ns[name], n) for name, n in said) + (
+            f". Watch it in JupyterLab: %load_ext tensorboard, then %tensorboard --logdir {watch[0]} --host 127.0.0.1"
+            if watch
+            else ""
         )
 
 

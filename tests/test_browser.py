@@ -6,6 +6,7 @@ Screenshots and timings land in test-artifacts/browser/. Needs Playwright and a 
 
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -76,6 +77,35 @@ def _cells(*sources: str) -> dict:
     }
 
 
+#: Notebook 01's loop logging as CleanRL does, to a SummaryWriter the setup builds, run by the magic under
+#: `coarse` x2; then TensorBoard's own notebook magic opens the log directory inside JupyterLab (port 0: the
+#: system picks a free one).
+TENSORBOARD_NOTEBOOK = _cells(
+    "%load_ext fragnb\n"
+    "%load_ext tensorboard\n"
+    "from torch.utils.tensorboard import SummaryWriter\n"
+    "from fragnb.notebook import load_canonical\n"
+    "globals().update(load_canonical('01_first_fragment_graph.ipynb').namespace())\n"
+    "iterations = 4\n"
+    "writer = SummaryWriter('runs/ppo')",
+    "%%fragment ppo --policy coarse --actors 2 --run --no-plot\n"
+    "obs = env.reset()\n"
+    "global_step = 0\n"
+    "for it in range(iterations):\n"
+    "    for step in range(config.num_steps):\n"
+    "        action, logprob, value = actor.act(obs)\n"
+    "        next_obs, reward, terminated, truncated, info = env.step(action)\n"
+    "        buffer.add(obs, action, logprob, value, reward, terminated | truncated)\n"
+    "        obs = next_obs\n"
+    "        global_step += config.num_envs\n"
+    "        for r in info['episode_returns']:\n"
+    "            writer.add_scalar('charts/episodic_return', r, global_step)\n"
+    "    stats = learner.update(buffer.batch(actor.value(obs)))\n"
+    "    writer.add_scalar('losses/value_loss', stats['value_loss'], global_step)",
+    "writer.flush()\n%tensorboard --logdir runs --host 127.0.0.1 --port 0",
+)
+
+
 #: A bug only replica 1 of two actors meets (environment 20, at iteration 3), as notebook 05's drill plants it;
 #: the run fails, fragnb.debug() replays it, %debug opens there; then the explorer's Run and Debug here.
 DEBUG_NOTEBOOK = _cells(
@@ -102,6 +132,7 @@ def lab(tmp_path_factory):
         shutil.copy(ROOT / "notebooks" / name, root)
     (root / "dask_tab.ipynb").write_text(json.dumps(DASK_TAB_NOTEBOOK))
     (root / "debug_drill.ipynb").write_text(json.dumps(DEBUG_NOTEBOOK))
+    (root / "tensorboard.ipynb").write_text(json.dumps(TENSORBOARD_NOTEBOOK))
     # Every cell in the page: by default JupyterLab leaves cells out of view unrendered (or out of the
     # DOM), and Run All would look finished while a cell below the fold still runs.
     settings = tmp_path_factory.mktemp("settings")
@@ -132,6 +163,8 @@ def lab(tmp_path_factory):
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # the environment's programs on PATH, as `make lab` has them (%tensorboard starts `tensorboard`)
+        env={**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"},
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -438,6 +471,45 @@ def test_the_dask_tab_finds_the_cluster_a_run_used_without_a_pasted_url(browser,
     launcher.get_by_text("Dashboard not connected").wait_for(state="detached", timeout=60_000)  # its panes listed
     page.screenshot(path=ARTIFACTS / "dask_tab_auto_detected.png")
     page.close()
+
+
+def test_tensorboard_opens_inside_jupyterlab_on_a_distributed_runs_scalars(browser, lab):
+    """Issue 69: a `coarse` run's writer calls, made by the notebook, are in TensorBoard, which opens inside
+    JupyterLab with TensorBoard's own notebook magic, listening on 127.0.0.1 alone; the run said where it
+    logged and how to watch it."""
+    pytest.importorskip("tensorboard")
+    _, proc = lab
+    page = _open(browser, lab, "tensorboard.ipynb")
+    _run_all(page, timeout_s=300)
+    said = page.locator(".jp-CodeCell").nth(1).locator(".jp-OutputArea").inner_text()
+    assert "calls on `writer` (TensorBoard, runs/ppo)" in said and "%tensorboard --logdir runs/ppo" in said, said
+    board = page.frame_locator("iframe[id^='tensorboard-frame']")
+    try:
+        for tag in ("charts/episodic_return", "losses/value_loss"):
+            board.get_by_text(tag).first.wait_for(state="visible", timeout=90_000)
+        # a curve drawn, its table at the run's last step: 4 iterations of 1,024 env steps
+        board.get_by_text("Smoothed").first.wait_for(state="visible", timeout=60_000)
+        board.get_by_text("4,096").first.wait_for(state="visible", timeout=60_000)
+        page.wait_for_timeout(2000)
+        page.locator(".jp-CodeCell").nth(2).scroll_into_view_if_needed()
+        page.screenshot(path=ARTIFACTS / "tensorboard_in_jupyterlab.png")
+        boards = [
+            p for p in psutil.Process(proc.pid).children(recursive=True) if "tensorboard" in " ".join(p.cmdline())
+        ]
+        assert boards, "no TensorBoard process under the lab's kernel"
+        listening = {c.laddr.ip for b in boards for c in b.net_connections(kind="inet") if c.status == "LISTEN"}
+        assert listening == {"127.0.0.1"}, listening
+        assert not OUTSIDE[id(page)], f"TensorBoard fetched from outside this machine: {OUTSIDE[id(page)]}"
+    except Exception:
+        page.locator(".jp-CodeCell").nth(2).scroll_into_view_if_needed()
+        page.screenshot(path=ARTIFACTS / "tensorboard_in_jupyterlab_failed.png")
+        raise
+    finally:
+        page.close()
+        for board_process in [
+            p for p in psutil.Process(proc.pid).children(recursive=True) if "tensorboard" in " ".join(p.cmdline())
+        ]:
+            board_process.terminate()  # started by the kernel, it would outlive the lab
 
 
 def _run_cell(page, index: int, timeout_s: float = 300) -> str:
