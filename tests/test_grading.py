@@ -55,7 +55,7 @@ def test_the_autograder_zip_carries_fragnbs_wheel_and_the_course_environment_pin
     for name, req in pins.items():
         (spec,) = req.specifier  # every package pinned, to the release installed here
         assert spec.operator == "==" and spec.version == Version(version(name)).public, req
-    for needed in ("torch", "gymnasium", "dask", "distributed", "ipykernel", "otter-grader"):
+    for needed in ("torch", "gymnasium", "dask", "distributed", "ipykernel", "otter-grader", "tensorboard"):
         assert needed in pins, f"{needed} is not in the autograder's requirements.txt"
     assert str(pins["torch"]) == f"torch=={Version(version('torch')).public}"  # 2.13.0, not 2.13.0+cpu
     assert not {"pytest", "ruff", "stable-baselines3", "mujoco"} & set(pins), "only what grading needs"

@@ -66,6 +66,10 @@ WHEELS = "requirements.wheels"
 #: (pypdf) writes PDFs, which the handouts do not make, so every package stays pinned.
 GRADER = "otter-grader"
 
+#: What the course's notebooks import beyond fragnb's dependencies: notebook 09 keeps CleanRL's TensorBoard
+#: ``SummaryWriter`` (the ``tracking`` extra's), and grading runs the notebook.
+COURSE = ("tensorboard",)
+
 
 def student_master(notebook: dict, name: str, requirements: str = "null") -> dict:
     """The teacher's notebook as otter-assign reads it: without the ``solution`` cells (exercise solutions and
@@ -112,14 +116,14 @@ def build_wheel(out: Path) -> Path:
 
 
 def pinned_requirements(wheel: Path) -> list[str]:
-    """``name==version`` for every distribution that ``wheel`` (fragnb's) and :data:`GRADER` need, with what
-    those need in turn, at the version installed here (:func:`.pins.pins`)."""
+    """``name==version`` for every distribution that ``wheel`` (fragnb's), :data:`GRADER` and :data:`COURSE` need,
+    with what those need in turn, at the version installed here (:func:`.pins.pins`)."""
     from email.parser import Parser
 
     with zipfile.ZipFile(wheel) as zf:
         metadata = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         fragnb_requires = Parser().parsestr(zf.read(metadata).decode()).get_all("Requires-Dist") or []
-    return pins([*fragnb_requires, GRADER])  # fragnb's runtime requirements: its extras' have markers
+    return pins([*fragnb_requires, GRADER, *COURSE])  # fragnb's runtime requirements: its extras' have markers
 
 
 def grading_requirements(wheel: Path, pins: list[str], find_links: list[str]) -> str:

@@ -44,12 +44,20 @@ CLAIMS = [
         Asserted("cleanrl_fine.guarantee == 'exact'"),
     ),
     (
-        "the agent's weights equal single's to 1e-5, and `writer` holds the same tags at the same steps",
+        "the agent's weights equal single's to 1e-5, and TensorBoard reads the same tags, values and steps",
         Asserted("torch.allclose(single_weights[k], v, atol=1e-05) for k, v in agent"),
     ),
     (
-        "the agent's weights equal single's to 1e-5, and `writer` holds the same tags at the same steps",
-        Asserted("[(tag, step) for tag, _, step in writer] =="),
+        "the agent's weights equal single's to 1e-5, and TensorBoard reads the same tags, values and steps",
+        Asserted("logged() == single_logged"),
+    ),
+    (
+        "`fine` x2's crosses sit on `single`'s circles (the same scalars, as asserted above)",
+        Asserted("logged() == single_logged"),
+    ),
+    (
+        "`coarse` x2's dots are other episodes (a statistical run: the same algorithm with other random numbers)",
+        Asserted("statistical.guarantee == 'statistical' and statistical.env_steps == args.total_timesteps"),
     ),
     (
         "`probs.sample()` is the line no placement can reproduce with 2 actors",
