@@ -191,7 +191,8 @@ def _seed_unseeded_gymnasium() -> None:
 
 def verdict(setup: str, cell: str, path: Path, policy: str, replicas: int, magic: bool) -> tuple[str, str]:
     what, why = _verdict(setup, cell, path, policy, replicas, magic)
-    return what, why + _logs(_LAST.pop("plain", None), _LAST.pop("run", None), what)
+    plain, run = _LAST.pop("plain", None), _LAST.pop("run", None)
+    return what, why + ("" if what == "refused" else _logs(plain, run, what))  # a refused run wrote nothing
 
 
 _LAST: dict = {}  # the last verdict's two namespaces' SummaryWriters (--real-writer)
