@@ -225,6 +225,29 @@ def test_a_run_restarted_from_its_checkpoint_logs_each_step_once(tmp_path, monke
     assert _scalars(tmp_path / "coarse") == plain  # the iterations replayed after the restart logged nothing twice
 
 
+def test_a_failed_run_logs_what_every_replica_finished_and_its_replay_in_the_kernel_logs_nothing(tmp_path):
+    """A bug only replica 1 meets (environment 3 of 4), at iteration 3, as notebook 05's drill: the notebook
+    made calls of iterations every replica finished and it was told of (progress is told at most every so
+    often: the rest are lost with the failed run's replicas), none of the failed one; fragnb.debug() replays
+    the run in the kernel and adds none."""
+    loop = _ppo(str(tmp_path / "failing"), 5)
+    probe = "    assert not (it == 3 and bool((env.env_ids == 3).any())), 'environment 3 diverged'\n"
+    cell = loop.cell.replace("    batch = buffer.batch(", probe + "    batch = buffer.batch(", 1)
+    assert probe in cell
+    ns = loop.namespace()
+    with pytest.raises(AssertionError, match="environment 3 diverged"):
+        fragnb.run(fragnb.capture(cell, ns, name="probe"), "coarse", actors=2, progress=False, plot=False)
+    ns["writer"].flush()
+    logged = _scalars(tmp_path / "failing")
+    # iterations 0 to 2 at most (64 env steps each): nothing from iteration 3, which replica 0 finished alone
+    assert all(step <= 3 * 64 for _, step, _ in logged)
+    assert len([tag for tag, _, _ in logged if tag == "losses/value_loss"]) <= 3
+    with pytest.raises(AssertionError, match="environment 3 diverged"):
+        fragnb.debug()
+    ns["writer"].close()
+    assert _scalars(tmp_path / "failing") == logged  # the replay made no call
+
+
 def test_logs_make_an_iterations_calls_once_every_replica_finished_it_and_the_rest_at_the_end():
     from fragnb.sinks import Logs
 
