@@ -360,3 +360,48 @@ def test_every_widget_of_a_rendered_copy_that_is_not_a_bar_has_a_picture(path):
             data = output.get("data", {})
             if _VIEW in data and _bar_line(state, data[_VIEW]["model_id"]) is None:
                 assert "image/png" in data, f"{path.name}: a widget without its picture; run `make course`"
+
+
+#: Figures the instructor guide may type without a run behind them: each is not a measurement (a tolerance,
+#: a lesson's length, a setting), by the phrase it appears in.
+GUIDE_FIGURES = {
+    "within 5 %": "the autograder's tolerance for a number",
+    "within 25 % of the measured median": "notebook 10's own yardstick, which its cell prints",
+    "15 minutes": "a lesson plan's length",
+    "waits 30 s": "drill 3's configured wait for a replacement worker",
+}
+MEASURED = re.compile(r"\d[\d,]*(?:\.\d+)?\s?(?:s|seconds?|minutes?|%|MiB|GiB|GB|steps/s)(?![\w/])")
+
+
+def guide_figures(text: str, pages: dict[str, str]) -> list[str]:
+    """The measured figures ``text`` (the instructor guide) types with no source: each figure that is neither in
+    a phrase of :data:`GUIDE_FIGURES` nor, in a paragraph that links a page of ``pages`` (link -> text), a
+    figure that page states with the same unit."""
+    unsourced = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        sources = [pages[link] for link in re.findall(r"\]\(([^)#]+\.md)", paragraph) if link in pages]
+        flat = " ".join(paragraph.split())
+        for found in MEASURED.finditer(flat):
+            around = flat[max(0, found.start() - 40) : found.end() + 40]
+            figure = found.group()  # the number with its unit, as the page would state it
+            if any(phrase in around for phrase in GUIDE_FIGURES) or any(figure in " ".join(p.split()) for p in sources):
+                continue
+            unsourced.append(around)
+    return unsourced
+
+
+def test_the_instructor_guide_types_no_measured_figure_but_those_its_linked_pages_state():
+    """Issue 72: a figure a teacher reads is the render's or a page's it names, never typed from a run that
+    has since changed: the renders print their own (the guide says where)."""
+    guide = ROOT / "notebooks" / "INSTRUCTOR.md"
+    text = guide.read_text()
+    pages = {
+        link: (guide.parent / link).read_text()
+        for link in set(re.findall(r"\]\(([^)#]+\.md)", text))
+        if (guide.parent / link).exists()
+    }
+    assert guide_figures(text, pages) == []
+    # shown failing: a figure typed from a rendered run, and one its linked page does not state
+    assert guide_figures("Run it (about 20 seconds here).", pages) == ["Run it (about 20 seconds here)."]
+    linked = "It peaks at 953 MiB and 1,777 MiB ([docs/jupyterhub.md](../docs/jupyterhub.md))."
+    assert len(guide_figures(linked, pages)) == 1 and "1,777 MiB" in guide_figures(linked, pages)[0]
