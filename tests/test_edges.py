@@ -42,6 +42,24 @@ def test_each_crossing_edge_offers_its_operators_by_the_name_the_drawing_gives_i
     assert isinstance(graph.place("coarse", actors=2, edges={"policy": ("versioned pull", 0)}).policy.mode, Lockstep)
 
 
+def test_an_operator_is_one_type_whose_name_reads_as_before_and_which_says_what_it_is(ppo):
+    from fragnb.policies import Operator
+
+    graph, _ = ppo()
+    for policy, params in (("coarse", {"actors": 2}), ("async", {"actors": 2}), ("multi_learner", {"learners": 2})):
+        placement = graph.place(policy, **params)
+        assert all(isinstance(e.operator, Operator) for e in placement.edges)
+        assert all(isinstance(t.operator, Operator) for t in placement.transfers)
+    assert Operator.GATHER == "gather" and f"{Operator.VERSIONED_PULL}: policy" == "versioned pull: policy"
+    assert [o for o in Operator if o.to_each] == ["broadcast", "versioned pull"]
+    assert [o for o in Operator if o.bounded] == ["versioned pull", "sample stream"]
+    assert [o for o in Operator if not o.crosses] == ["local"]
+    assert Operator.named("stream") is Operator.SAMPLE_STREAM and Operator.named("versioned_pull").bounded
+    assert Operator.named("all-reduce") is Operator.ALL_REDUCE and Operator.named("teleport") == "teleport"
+    with pytest.raises(ValueError, match=r"may go by 'gather' or 'sample stream'"):  # quoted as names
+        graph.place("coarse", actors=2, edges={"batch": "teleport"})
+
+
 def test_a_bound_chosen_for_a_policy_that_runs_free_already_is_its_runs_bound(ppo):
     graph, _ = ppo()
     assert (

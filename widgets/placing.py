@@ -15,7 +15,7 @@ from collections.abc import Callable
 import ipywidgets as W
 
 from fragnb import policies
-from fragnb.policies import DistributionPolicy, choices, relaxing
+from fragnb.policies import DistributionPolicy, Operator, choices, relaxing
 
 from .showing import error, size, total
 
@@ -87,7 +87,7 @@ class PolicyControls:
         for control in self.edges.children:
             if control is self.bound or control.value == control.options[0]:
                 continue
-            bounded = control.value in ("versioned pull", "sample stream")
+            bounded = Operator(control.value).bounded
             edges[self._labels[control.description]] = (control.value, self.bound.value) if bounded else control.value
         return policy, ({**params, "edges": edges} if edges else params)
 
@@ -127,7 +127,7 @@ class PolicyControls:
                 continue
             self._labels[where] = label
             operator, bound = given.get(transfer.key, (operators[0], None))
-            operator = relaxing.SAYS.get(operator, operator)
+            operator = Operator.named(operator)
             if bound is not None and bound in BOUNDS:
                 self.bound.value = bound
             control = W.Dropdown(
@@ -147,9 +147,7 @@ class PolicyControls:
         """The bound, where an edge is relaxed from the policy's own operator to one that takes it (under
         async, whose edges are relaxed already, its own max staleness control is the bound)."""
         bounded = any(
-            c.value != c.options[0] and c.value in ("versioned pull", "sample stream")
-            for c in self.edges.children
-            if c is not self.bound
+            c.value != c.options[0] and Operator(c.value).bounded for c in self.edges.children if c is not self.bound
         )
         self.bound.layout.display = "" if bounded else "none"
 

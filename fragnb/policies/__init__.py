@@ -6,6 +6,7 @@ table, ``placement`` the pure function that applies one to a graph (no cluster l
 
 from ..text import human
 from . import builtin  # noqa: F401  registers the built-in policies
+from .operators import Operator
 from .placement import EdgePlacement, FragmentPlacement, Placement
 from .placing import choices, place
 from .policy import POLICIES, ROLES, DistributionPolicy, register, resolve
@@ -17,6 +18,7 @@ __all__ = [
     "FragmentPlacement",
     "EdgePlacement",
     "Transfer",
+    "Operator",
     "POLICIES",
     "ROLES",
     "register",

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from .operators import Operator
+
 if TYPE_CHECKING:
     from ..graph import FragmentGraph
 
@@ -165,21 +167,21 @@ class Mode:
         """The group the others run free of (None: every group walks the iterations in step)."""
         return None
 
-    def operator(self, kind: str, src: tuple[str, int], dst: tuple[str, int], home: str | None) -> str:
+    def operator(self, kind: str, src: tuple[str, int], dst: tuple[str, int], home: str | None) -> Operator:
         """What an edge of ``kind`` (``"state"``: weights; else values) from group ``src`` to ``dst``
         (each a (group, replicas) pair) becomes; see :class:`~fragnb.policies.placement.EdgePlacement`."""
         (sg, sn), (dg, dn) = src, dst
         if sg == dg:
-            return "local"
+            return Operator.LOCAL
         if kind == "state":  # weights go whole to every replica that uses them, whatever the counts
-            return "broadcast"
+            return Operator.BROADCAST
         if sn > 1 and dn == 1:
-            return "gather"
+            return Operator.GATHER
         if sn == 1 and dn > 1:
-            return "scatter"
-        return "exchange"
+            return Operator.SCATTER
+        return Operator.EXCHANGE
 
-    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[str, ...]:
+    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[Operator, ...]:
         """The operators this mode's replicas can move a transfer of ``kind`` with, where the mode
         chose ``operator`` (``into_home``: it brings values into the driver's one replica, a learner's
         trajectories): the replicas of a group that averages its gradients may keep their own
@@ -188,10 +190,10 @@ class Mode:
         synchronous policy: the very version a broadcast would bring, value for value); other transfers
         move as the mode routes them (:mod:`fragnb.policies.relaxing`)."""
         if kind == "gradients":
-            return ("all-reduce", "local")
-        if kind == "state" and operator == "broadcast":
-            return ("broadcast", "versioned pull")
-        return (operator,)
+            return (Operator.ALL_REDUCE, Operator.LOCAL)
+        if kind == "state" and operator == Operator.BROADCAST:
+            return (Operator.BROADCAST, Operator.VERSIONED_PULL)
+        return (Operator(operator),)
 
     def stale(self, params: dict) -> str:
         """Why a run under this mode with ``params`` is not plain Python's values whatever it draws (its
@@ -234,9 +236,9 @@ class Lockstep(Mode):
 
     name = "lockstep"
 
-    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[str, ...]:
-        if kind == "data" and operator == "gather" and into_home and not self._averages:
-            return ("gather", "sample stream")  # the learner may take whichever trajectories arrive first
+    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[Operator, ...]:
+        if kind == "data" and operator == Operator.GATHER and into_home and not self._averages:
+            return (Operator.GATHER, Operator.SAMPLE_STREAM)  # the learner may take whichever trajectories arrive first
         return super().operators(kind, operator, into_home)
 
     def relaxed(self, bound: int, stream: bool) -> Mode:
@@ -291,10 +293,10 @@ class Decoupled(Mode):
     def home(self, groups: dict[str, str]) -> str | None:
         return groups["driver"]
 
-    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[str, ...]:
-        if kind == "data" and operator == "sample stream" and into_home:
-            return ("sample stream", "gather")  # or one iteration of every actor, in order (coarse's edge)
-        return (operator,)
+    def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[Operator, ...]:
+        if kind == "data" and operator == Operator.SAMPLE_STREAM and into_home:
+            return (Operator.SAMPLE_STREAM, Operator.GATHER)  # or one iteration of every actor, in order (coarse's)
+        return (Operator(operator),)
 
     def relaxed(self, bound: int, stream: bool) -> Mode:
         return self  # free already: the bound is the run's max_staleness
@@ -309,16 +311,16 @@ class Decoupled(Mode):
             "not its values (RunResult.staleness says each update's)"
         )
 
-    def operator(self, kind: str, src: tuple[str, int], dst: tuple[str, int], home: str | None) -> str:
+    def operator(self, kind: str, src: tuple[str, int], dst: tuple[str, int], home: str | None) -> Operator:
         (sg, _), (dg, _) = src, dst
         if sg == dg:
-            return "local"
+            return Operator.LOCAL
         if dg == home:
-            return "sample stream"
+            return Operator.SAMPLE_STREAM
         if sg == home and kind == "state":
-            return "versioned pull"
+            return Operator.VERSIONED_PULL
         if home not in (sg, dg):
-            return "inference stream"
+            return Operator.INFERENCE_STREAM
         return super().operator(kind, src, dst, home)
 
     def goes_on_without(self, lost: list[str], forsaken: list[str], groups: dict[str, int], leader: str) -> bool:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..shards import num_envs
 from ..text import human, workers
 from . import relaxing
+from .operators import Operator
 from .policy import DistributionPolicy
 from .transfers import Transfer, averaged
 
@@ -72,8 +73,8 @@ class EdgePlacement:
         ``"data"`` (values) or ``"state"`` (a component's state: a network's weights).
     variables : tuple of str
         What it carries.
-    operator : str
-        What it becomes, as above.
+    operator : Operator or str
+        What it becomes, as above (:class:`~fragnb.policies.operators.Operator`; a name is taken as one).
     bytes_per_iteration : int, optional
         Its size, once measured (``Placement.measured(fragnb.measure(graph))``).
 
@@ -94,8 +95,11 @@ class EdgePlacement:
     dst: str
     kind: str
     variables: tuple[str, ...]
-    operator: str
+    operator: Operator
     bytes_per_iteration: int | None = None  # known once sizes were given: Placement.measured(fragnb.measure(graph))
+
+    def __post_init__(self):
+        object.__setattr__(self, "operator", Operator(self.operator))
 
     @property
     def label(self) -> str:
@@ -200,17 +204,16 @@ class Placement:
         """Each edge that crosses between worker groups, with the bytes it moves per iteration: its
         values' size, times the receiving replicas where each receives them whole (broadcast,
         versioned pull). None where no sizes were given (``placement.measured(fragnb.measure(graph))``)."""
-        whole = ("broadcast", "versioned pull")
         moved, seen = [], set()
         for e in self.edges:
             # the same values to two fragments of one group travel once (a model's weights to `act` and `value`)
             key = (self.fragments[e.src].group, self.fragments[e.dst].group, e.variables)
-            if e.operator == "local" or key in seen:
+            if not e.operator.crosses or key in seen:
                 continue
             seen.add(key)
             size = e.bytes_per_iteration
             moved.append(
-                (e, None if size is None else size * (self.fragments[e.dst].replicas if e.operator in whole else 1))
+                (e, None if size is None else size * (self.fragments[e.dst].replicas if e.operator.to_each else 1))
             )
         return moved
 
@@ -317,7 +320,7 @@ class Placement:
         lines += [
             f"  {e.src} -> {e.dst} [{e.labelled(self.graph.describe(e.variables))}]"
             for e in self.edges
-            if e.operator != "local"
+            if e.operator.crosses
         ]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)

@@ -19,16 +19,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .operators import Operator
 from .transfers import GRADIENTS, Transfer
 
 if TYPE_CHECKING:
     from .placement import Placement
 
-__all__ = ["labels", "transfer_named", "operators", "relax", "parse_edge", "STREAM", "SAYS"]
+__all__ = ["labels", "transfer_named", "operators", "relax", "parse_edge", "STREAM"]
 
-#: What the user writes for a relaxed trajectory edge, and what the drawing calls it (as under ``async``).
-STREAM = "sample stream"
-SAYS = {"stream": STREAM}  # what a user may write -> the operator's name
+#: What the drawing calls a relaxed trajectory edge (as under ``async``); a user may write ``"stream"``.
+STREAM = Operator.SAMPLE_STREAM
 #: A versioned pull's bound when none is given.
 DEFAULT_BOUND = 1
 
@@ -86,7 +86,7 @@ def relax(placement: Placement, edges: dict[str, Any], place) -> Placement:
     for label, choice in edges.items():
         t = transfer_named(placement, label)
         operator, bound = choice if isinstance(choice, tuple) else (choice, None)
-        operator = SAYS.get(operator, operator)
+        operator = Operator.named(operator)
         valid = operators(placement, label)
         if operator not in valid:
             raise ValueError(
@@ -94,13 +94,13 @@ def relax(placement: Placement, edges: dict[str, Any], place) -> Placement:
                 f"{' or '.join(repr(v) for v in valid)}"
                 + (f" (and {_listed(placement)} are its crossing edges)" if len(valid) == 1 else "")
             )
-        if operator == "versioned pull" and bound is None:  # the policy's own bound (async's), else the default
+        if operator == Operator.VERSIONED_PULL and bound is None:  # the policy's own bound (async's), else the default
             bound = placement.params.get("max_staleness", DEFAULT_BOUND)
         if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool) or bound < 0):
             raise ValueError(
                 f"edges={{{label!r}: ({operator!r}, {bound!r})}}: a bound is a whole number of versions, 0 or more"
             )
-        if bound is not None and operator not in ("versioned pull", STREAM):
+        if bound is not None and not operator.bounded:
             raise ValueError(
                 f"edges={{{label!r}: ({operator!r}, {bound})}}: only a versioned pull or a stream takes a bound"
             )

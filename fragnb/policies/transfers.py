@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .operators import Operator
+
 if TYPE_CHECKING:
     from .placement import EdgePlacement, FragmentPlacement
     from .policy import DistributionPolicy
@@ -38,8 +40,9 @@ class Transfer:
         ``"state"``, ``"data"`` or ``"gradients"``.
     carries : tuple of str
         What it moves.
-    operator : str
-        How it moves it (``"gather"``, ``"broadcast"``, ``"all-reduce"``, ...).
+    operator : Operator or str
+        How it moves it (``"gather"``, ``"broadcast"``, ``"all-reduce"``, ...: an
+        :class:`~fragnb.policies.operators.Operator`; a name is taken as one).
 
     Examples
     --------
@@ -58,7 +61,10 @@ class Transfer:
     dst: str
     kind: str
     carries: tuple[str, ...]
-    operator: str
+    operator: Operator
+
+    def __post_init__(self):
+        object.__setattr__(self, "operator", Operator(self.operator))
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -86,11 +92,11 @@ def transfers_of(
     out = [Transfer(s, d, k, tuple(carries), op) for (s, d, k), (carries, op) in found.items()]
     if policy.mode.averages():
         groups = {p.group: p.replicas for p in fragments.values()}
-        out += [Transfer(g, g, GRADIENTS, (GRADIENTS,), "all-reduce") for g, n in groups.items() if n > 1]
+        out += [Transfer(g, g, GRADIENTS, (GRADIENTS,), Operator.ALL_REDUCE) for g, n in groups.items() if n > 1]
     return tuple(out)
 
 
 def averaged(transfers) -> list[str]:
     """The groups whose replicas average their gradients (an all-reduce transfer): they join a process
     group before the run, and each holds a worker process of its own."""
-    return [t.src for t in transfers if t.kind == GRADIENTS and t.operator == "all-reduce"]
+    return [t.src for t in transfers if t.kind == GRADIENTS and t.operator == Operator.ALL_REDUCE]

@@ -393,13 +393,12 @@ class _Model:
             return None
         src = {self.fragment[i] for i in sender.statements}
         dst = {self.fragment[i] for i in receiver.statements}
-        edges = [e for e in self.placement.edges if e.src in src and e.dst in dst and e.operator != "local"]
+        edges = [e for e in self.placement.edges if e.src in src and e.dst in dst and e.operator.crosses]
         if not edges:
             return None
-        whole = ("broadcast", "versioned pull")  # weights: the same whatever the batch, to every receiver
         return sum(
             self.profile.edge_bytes.get((e.src, e.dst, e.kind), 0)
-            * (self.count[receiver.group] if e.operator in whole else self.scale)
+            * (self.count[receiver.group] if e.operator.to_each else self.scale)  # weights: whole to every receiver
             for e in edges
         )
 

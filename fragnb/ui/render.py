@@ -94,7 +94,7 @@ def render_placement(placement: Placement) -> graphviz.Digraph:
                 if placement.fragments[frag.name].group == group:
                     sub.node(frag.name, frag.name, fillcolor=ROLE_COLORS.get(frag.role, "#ffffff"))
     for edge in placement.edges:
-        crossing = edge.operator != "local"
+        crossing = edge.operator.crosses
         names = _variables(graph, edge.variables)
         dot.edge(
             edge.src,

@@ -24,6 +24,8 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
+from ...policies.operators import Operator
+
 __all__ = ["WeightSync", "Link", "Broadcast", "VersionedPull", "AllReduce", "SYNCS", "tag_of", "version_in"]
 
 
@@ -31,7 +33,7 @@ class WeightSync(Protocol):
     """How one transfer's state moves: the owner publishes each version, a user reads one at least as new
     as it needs."""
 
-    operator: ClassVar[str]
+    operator: ClassVar[Operator]
 
     def publish(self, version: int, state: Any) -> None:
         """Make ``version`` of ``state`` available to the users (from one owner replica)."""
@@ -74,7 +76,7 @@ class _OverChannels:
     """A sync between one group's replicas (``owners``) and another's (``users``) over the replicas' channels,
     for the weights one segment (``where``) loads."""
 
-    operator: ClassVar[str]
+    operator: ClassVar[Operator]
 
     def __init__(self, link: Link, where: str, owners: list[str], users: list[str]):
         self.link, self.where, self.owners, self.users = link, where, owners, users
@@ -85,7 +87,7 @@ class _OverChannels:
 class Broadcast(_OverChannels):
     """Every owner replica sends each version to every user; a user waits for exactly that version."""
 
-    operator = "broadcast"
+    operator = Operator.BROADCAST
 
     def publish(self, version: int, state: Any) -> None:
         self.link.send_to(self.users, tag_of(self.where, version), state)
@@ -101,7 +103,7 @@ class VersionedPull(_OverChannels):
     """The first owner replica sends each version as it makes it; a user takes the newest that has arrived,
     waiting only while neither it nor what it holds is ``min_version`` or newer."""
 
-    operator = "versioned pull"
+    operator = Operator.VERSIONED_PULL
 
     def publish(self, version: int, state: Any) -> None:
         if self.link.name == self.owners[0]:
@@ -128,7 +130,7 @@ class AllReduce:
     replica) and read back their mean over the group: one flat bucket, summed by ``all_reduce`` (in
     place: ``torch.distributed.all_reduce``) across ``world`` replicas."""
 
-    operator = "all-reduce"
+    operator = Operator.ALL_REDUCE
 
     def __init__(self, world: int, all_reduce=None):
         self.world = world
@@ -148,4 +150,4 @@ class AllReduce:
 
 
 #: The implementation of each operator that moves weights or gradients.
-SYNCS: dict[str, type] = {s.operator: s for s in (Broadcast, VersionedPull, AllReduce)}
+SYNCS: dict[Operator, type] = {s.operator: s for s in (Broadcast, VersionedPull, AllReduce)}

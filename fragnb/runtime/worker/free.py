@@ -47,6 +47,7 @@ from typing import Any
 
 from ...plan.program import DrivenLoop
 from ...plan.script import ReplicaId, peers
+from ...policies.operators import Operator
 from .bindings import bind
 from .machine import (
     Arrival,
@@ -438,4 +439,8 @@ class FreeWalker(Walker):
 
 #: How a decoupled walk receives values inside its loop, by the operator of the transfer that brings them
 #: (:meth:`fragnb.policies.modes.Decoupled.operator`); weights are the transfer's sync (:mod:`.loads`).
-STREAMS = {"inference stream": FreeWalker.in_step, "sample stream": FreeWalker.streamed, "gather": FreeWalker.gathered}
+STREAMS = {
+    Operator.INFERENCE_STREAM: FreeWalker.in_step,
+    Operator.SAMPLE_STREAM: FreeWalker.streamed,
+    Operator.GATHER: FreeWalker.gathered,
+}
