@@ -346,13 +346,10 @@ class Logs:
         self.pending.clear()
         self._perform(rest)
         said = [(name, n) for name, n in self.made.items() if not isinstance(self.ns[name], Quiet)]
-        watch = [getattr(self.ns[n], "log_dir", None) or getattr(self.ns[n], "logdir", "") for n, _ in said]
-        watch = [d for (n, _), d in zip(said, watch) if kind_of(self.ns[n]) == "tensorboard" and d]
-        return "; ".join(described(name, self.ns[name], n) for name, n in said) + (
-            f". Watch it in JupyterLab: %load_ext tensorboard, then %tensorboard --logdir {watch[0]} --host 127.0.0.1"
-            if watch
-            else ""
-        )
+        boards = [self.ns[name] for name, _ in said if kind_of(self.ns[name]) == "tensorboard"]
+        logdir = boards and (getattr(boards[0], "log_dir", None) or getattr(boards[0], "logdir", None))  # torch's, X's
+        watch = f". Watch it in JupyterLab: %load_ext tensorboard, then %tensorboard --logdir {logdir} --host 127.0.0.1"
+        return "; ".join(described(name, self.ns[name], n) for name, n in said) + (watch if logdir else "")
 
 
 def built_in_cell(statements, namespace: dict) -> tuple[str, str, int] | None:
