@@ -48,7 +48,6 @@ def test_async_without_staleness_is_coarse(canonical, ppo_ns):
 
 #: Corpus loops a decoupled policy refuses before any worker starts, and a name its message must give.
 REFUSED_DECOUPLED = {
-    "shadowed_names": "`action`",  # the learner's side reassigns what the actors read: they would wait for it
     "component_attribute_reads": "`env_steps`",  # one replica's share of a component: the safety net
     "while_budget_continue_break": "range(...)",  # actors count their own iterations
 }

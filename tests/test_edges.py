@@ -1,6 +1,8 @@
 """Choosing each edge (fragnb.policies.relaxing): a placement's crossing edges named as the drawing names them,
 the operators each may take, a relaxed edge's run, and what is refused before anything starts."""
 
+import dataclasses
+
 import pytest
 import torch
 from IPython.core.error import UsageError
@@ -86,6 +88,28 @@ def test_async_is_coarse_with_both_edges_relaxed(ppo):
     assert [(s.group, s.statements) for s in a.program.segments] == [
         (s.group, s.statements) for s in b.program.segments
     ]
+
+
+def test_a_coarse_gather_switched_to_a_sample_stream_changes_the_walk_and_the_drawing(ppo):
+    """What the placement draws is what runs: an edge given a stream is placed to run free (the Script's walk
+    changes with the drawing); a placement forged to draw a stream its mode walks in step is refused before
+    anything runs, not moved as a gather."""
+    graph, _ = ppo()
+    coarse = graph.place("coarse", actors=2)
+    streamed = coarse.with_operator("actors", "learner", "data", "sample stream")
+    assert _operator(streamed, "data") == "sample stream" and _operator(coarse, "data") == "gather"
+    assert (Script.of(coarse).mode.walker(), Script.of(streamed).mode.walker()) == ("lockstep", "free")
+    assert "sample stream" in streamed.render().source and "sample stream" not in coarse.render().source
+    forged = dataclasses.replace(
+        coarse,
+        transfers=tuple(
+            dataclasses.replace(t, operator="sample stream") if t.kind == "data" else t for t in coarse.transfers
+        ),
+    )
+    with pytest.raises(
+        ValueError, match=r"'coarse' walks its replicas in step, and cannot move actors -> learner: sample"
+    ):
+        Script.of(forged)
 
 
 @pytest.mark.parametrize(

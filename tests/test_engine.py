@@ -15,7 +15,9 @@ import torch
 from fragnb.components import Episode
 from fragnb.graph.normalize import Normalizer
 from fragnb.plan.keys import RecordKey, WeightsKey, kind_of, record_key, weights_key
-from fragnb.plan.script import ReplicaId, peers
+from fragnb.plan.script import ReplicaId, Weights, peers
+from fragnb.policies.modes import Lockstep
+from fragnb.policies.operators import Operator
 from fragnb.runtime.check import difference
 from fragnb.runtime.net.collectives import average
 from fragnb.runtime.net.weights import SYNCS, AllReduce, Broadcast, VersionedPull, tag_of
@@ -58,20 +60,26 @@ def test_overlap_pairs_each_replica_with_those_holding_its_environments(count, o
 
 
 def test_values_are_routed_only_when_both_groups_are_replicated_divide_and_every_value_is_split():
-    assert d.routed(2, 4, ["obs"], SHARDED, 16)
-    assert not d.routed(1, 4, ["obs"], SHARDED, 16)  # one sender: a scatter, everyone hears it
-    assert not d.routed(2, 3, ["obs"], SHARDED, 18)  # neither count divides the other
-    assert not d.routed(2, 4, ["obs", "step"], SHARDED, 16)  # a replicated value goes to everyone
-    assert not d.routed(2, 4, [weights_key("learner", "policy")], SHARDED, 16)  # weights travel whole
-    assert not d.routed(2, 4, ["obs"], SHARDED, None)  # no environment axis to split along
-    assert d.routed(4, 2, ["unknown"], SHARDED, 16)  # a value no kind is known for counts as sharded
+    x = Operator.EXCHANGE
+    assert d.routed(x, 2, 4, ["obs"], SHARDED, 16)
+    assert not d.routed(x, 1, 4, ["obs"], SHARDED, 16)  # one sender: everyone hears it
+    assert not d.routed(x, 2, 3, ["obs"], SHARDED, 18)  # neither count divides the other
+    assert not d.routed(x, 2, 4, ["obs", "step"], SHARDED, 16)  # a replicated value goes to everyone
+    assert not d.routed(x, 2, 4, [weights_key("learner", "policy")], SHARDED, 16)  # weights travel whole
+    assert not d.routed(x, 2, 4, ["obs"], SHARDED, None)  # no environment axis to split along
+    assert d.routed(x, 4, 2, ["unknown"], SHARDED, 16)  # a value no kind is known for counts as sharded
+    assert d.routed(Operator.INFERENCE_STREAM, 4, 2, ["obs"], SHARDED, 16)  # srl's actor and policy workers
+    # only those are routed: what a transfer's operator says, not the counts, decides
+    for other in (Operator.GATHER, Operator.SCATTER, Operator.BROADCAST, Operator.SAMPLE_STREAM, Operator.LOCAL):
+        assert not d.routed(other, 2, 4, ["obs"], SHARDED, 16), other
 
 
 def test_partners_are_the_overlapping_replicas_when_routed_and_all_of_them_otherwise():
-    assert d.partners(1, 2, 4, ["obs"], SHARDED, 16) == [2, 3]
-    assert d.partners(3, 4, 2, ["obs"], SHARDED, 16) == [1]
-    assert d.partners(0, 2, 4, ["step"], SHARDED, 16) == [0, 1, 2, 3]
-    assert d.partners(0, 2, 2, ["obs"], SHARDED, 16, same_group=True) == [0, 1]
+    x = Operator.EXCHANGE
+    assert d.partners(x, 1, 2, 4, ["obs"], SHARDED, 16) == [2, 3]
+    assert d.partners(x, 3, 4, 2, ["obs"], SHARDED, 16) == [1]
+    assert d.partners(x, 0, 2, 4, ["step"], SHARDED, 16) == [0, 1, 2, 3]
+    assert d.partners(Operator.LOCAL, 0, 2, 2, ["obs"], SHARDED, 16) == [0, 1]  # inside one group
 
 
 def test_each_replica_cuts_exactly_its_own_environments_out_of_what_its_partners_sent():
@@ -80,8 +88,10 @@ def test_each_replica_cuts_exactly_its_own_environments_out_of_what_its_partners
     for senders, receivers in [(2, 4), (4, 2), (1, 3), (3, 1), (3, 6), (2, 2)]:
         sent = list(whole.chunk(senders))
         for i in range(receivers):
-            got = [sent[j] for j in d.partners(i, receivers, senders, ["obs"], SHARDED, envs)]
-            index, count, num_envs = d.share(i, receivers, senders, ["obs"], SHARDED, envs)
+            # the operator a mode gives an edge between these counts (fragnb.policies.modes.Mode.operator)
+            moved = Lockstep().operator("data", ("a", senders), ("b", receivers), None)
+            got = [sent[j] for j in d.partners(moved, i, receivers, senders, ["obs"], SHARDED, envs)]
+            index, count, num_envs = d.share(moved, i, receivers, senders, ["obs"], SHARDED, envs)
             mine = combine("obs", got, index=index, count=count, num_envs=num_envs)
             assert torch.equal(mine, whole.chunk(receivers)[i]), (senders, receivers, i)
 
@@ -295,7 +305,7 @@ def test_a_fine_step_receives_obs_once_and_reads_it_twice():
 
 
 def test_weights_are_loaded_once_per_version_and_only_by_the_group_that_uses_them():
-    w = d.Weight(weights_key("learner", "net"), weights_key("actor", "net"), "actors", "actor")
+    w = Weights(weights_key("learner", "net"), "learner", "learner", weights_key("actor", "net"), "actors", "actor")
     latest = {w.source: ("learner", 2)}
     out, _, loaded = d.segment_inputs("actors", set(), {"actor"}, set(), [w], latest, {}, {})
     assert out == [("learner", "weights:learner:net", "weights:actor:net")] and loaded == {

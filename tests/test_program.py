@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from corpus.field import FIELD_BY_NAME
+from corpus.loops import LOOPS
 from fragnb import capture
 from fragnb.plan.program import DrivenLoop, plan
 from fragnb.runtime.worker.edges import combine, gather, scatter
@@ -36,6 +37,28 @@ def test_a_split_rollouts_counter_is_each_groups_own_not_a_value_that_crosses():
         assert any("global_step" in s.writes for s in learner) and any("obs" in s.writes for s in actors)
         assert not any("step" in s.reads for s in actors)  # its own loop's counter
         assert not any("step" in s.exports for s in learner)
+
+
+def test_a_segment_reads_no_value_it_binds_before_reading_it_and_only_that():
+    # The learner rebinds `action`, `reward` and `value` at the end of an iteration; the rollout binds each
+    # before it reads it. Read as the learner's, they crossed every iteration on no edge the placement draws.
+    loop = next(loop for loop in LOOPS if loop.name == "shadowed_names")
+
+    def rollout(cell):
+        graph = capture(cell, loop.namespace(), name=loop.name)
+        segments = plan(graph.place("coarse", actors=2)).segments
+        return next(s for s in segments if s.group == "actors" and "batch" in s.writes), segments
+
+    actors, segments = rollout(loop.cell)
+    assert not {"action", "reward", "value"} & actors.reads
+    assert not any({"action", "reward", "value"} & s.exports for s in segments)
+    # bound only where an `if` holds, or in a loop that may run no time: still read from its last writer
+    maybe = loop.cell.replace("    value = actor.value(obs)\n", "    if it >= 0:\n        value = actor.value(obs)\n")
+    assert maybe != loop.cell and "value" in rollout(maybe)[0].reads
+    looped = loop.cell.replace(
+        "    value = actor.value(obs)\n", "    for _ in range(1):\n        value = actor.value(obs)\n"
+    )
+    assert looped != loop.cell and "value" in rollout(looped)[0].reads
 
 
 def _records(cell: str) -> set[str]:

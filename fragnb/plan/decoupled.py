@@ -50,10 +50,20 @@ def refuse(placement, program: Program) -> None:
         raise FragmentError(f"policy {policy!r} needs one learner replica")
     inside = segments_of(loop.body)
     written = {v: s for s in inside if s.group == home for v in s.writes}
+    group_of = {s.index: placement.fragments[graph.fragment_of(s).name].group for s in graph.statements}
+
+    def from_home(seg, name: str) -> bool:
+        """Whether an assignment of the learner's side can reach a read of ``name`` in ``seg`` (the graph's
+        reach): `srl`'s environments read the `action` the policy workers assign just before, every step,
+        whatever the learner rebinds the name to afterwards."""
+        return any(group_of[p] == home for i in seg.statements for p in graph.reach.get(i, {}).get(name, ()))
+
     for seg in inside:
         if seg.group == home:
             continue
-        names = (seg.reads | header_names(loop.body)) & written.keys()
+        names = {n for n in seg.reads & written.keys() if from_home(seg, n)} | (
+            header_names(loop.body) & written.keys()
+        )
         if names:
             name = sorted(names)[0]
             line = next(

@@ -397,21 +397,27 @@ def _all_nodes(node: ast.stmt):
 
 def _outer_reads(nodes: list[ast.stmt], stmt_of: dict, replayed: dict) -> set[str]:
     """What a segment's statements and loop headers read from outside it: less what a replay gives a
-    statement, and less what a loop of the segment binds around it. A rollout's `for step in ...` split
-    between groups binds `step` in each group's own copy; read as another group's value, it made the
-    actors wait for the learner's `step` (or ``async`` refuse the loop)."""
+    statement, less what a loop of the segment binds around it, and less what an assignment of the segment
+    has bound before it in every way to it. A rollout's `for step in ...` split between groups binds `step`
+    in each group's own copy; read as another group's value, it made the actors wait for the learner's
+    `step` (or ``async`` refuse the loop). A rollout that assigns `action` before storing it reads no
+    `action` from the learner that last assigned one: received, it crossed no edge the placement draws."""
     out: set[str] = set()
 
-    def visit(node: ast.stmt, bound: frozenset[str]) -> None:
-        if isinstance(node, ast.For):
-            out.update({n.id for n in ast.walk(node.iter) if isinstance(n, ast.Name)} - bound)
-            inner = bound | {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
-            for child in node.body:
-                visit(child, inner)
-        elif id(node) in stmt_of:
-            s = stmt_of[id(node)]
-            out.update(s.reads - set(replayed.get(s.index, ())) - bound)
+    def visit(body: list[ast.stmt], bound: frozenset[str]) -> None:
+        bound = set(bound)
+        for node in body:
+            if isinstance(node, ast.For):
+                out.update({n.id for n in ast.walk(node.iter) if isinstance(n, ast.Name)} - bound)
+                # a loop may run no time: what its body binds is bound inside it only
+                visit(node.body, frozenset(bound | {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}))
+            elif id(node) in stmt_of:
+                s = stmt_of[id(node)]
+                out.update(s.reads - set(replayed.get(s.index, ())) - bound)
+                # statements of one body run in order, or jump out of it: an assignment binds for those after it
+                # (a compound statement, `if` or `with`, may bind in one way through it only)
+                if isinstance(node, (ast.Assign, ast.AugAssign)) or (isinstance(node, ast.AnnAssign) and node.value):
+                    bound |= s.writes
 
-    for node in nodes:
-        visit(node, frozenset())
+    visit(nodes, frozenset())
     return out

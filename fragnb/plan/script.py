@@ -218,6 +218,11 @@ class Script:
             (:func:`~fragnb.plan.recording.recording_of`), or that checked already.
         """
         graph, mode, start = placement.graph, placement.policy.mode, preflight.start
+        if unwalked := [str(t) for t in placement.transfers if not mode.walks(t.operator)]:
+            raise ValueError(  # what the placement draws is what runs: never a stream moved as a gather
+                f"{placement.policy.name!r} walks its replicas in step, and cannot move {'; '.join(unwalked)}: "
+                "Placement.with_operator and place(..., edges=...) place a stream's graph again, to run free"
+            )
         recording = record if isinstance(record, Recording) else recording_of(graph, record)
         program = plan(placement, recording.recorded)
         envs = [shards.num_envs(graph.namespace[c]) for c, r in graph.components.items() if r == "env"]

@@ -181,6 +181,11 @@ class Mode:
             return Operator.SCATTER
         return Operator.EXCHANGE
 
+    def walks(self, operator: Operator) -> bool:
+        """Whether its replicas' walk moves values by ``operator``: a walk in step meets at every iteration and
+        has no stream (a placement that draws one runs free: :meth:`relaxed`)."""
+        return operator not in (Operator.SAMPLE_STREAM, Operator.INFERENCE_STREAM)
+
     def operators(self, kind: str, operator: str, into_home: bool = False) -> tuple[Operator, ...]:
         """The operators this mode's replicas can move a transfer of ``kind`` with, where the mode
         chose ``operator`` (``into_home``: it brings values into the driver's one replica, a learner's
@@ -297,6 +302,9 @@ class Decoupled(Mode):
         if kind == "data" and operator == Operator.SAMPLE_STREAM and into_home:
             return (Operator.SAMPLE_STREAM, Operator.GATHER)  # or one iteration of every actor, in order (coarse's)
         return (Operator(operator),)
+
+    def walks(self, operator: Operator) -> bool:
+        return True  # inside the loop its free walk takes data by a stream alone (fragnb.runtime.worker.free.STREAMS)
 
     def relaxed(self, bound: int, stream: bool) -> Mode:
         return self  # free already: the bound is the run's max_staleness

@@ -227,7 +227,9 @@ class Placement:
         ``operator`` (and its edges drawn so): one the policy's mode can run
         (:meth:`~fragnb.policies.modes.Mode.operators`), else ValueError listing them. E.g.
         ``p.with_operator("replicas", "replicas", "gradients", "local")``: ``data_parallel``'s replicas
-        keep their own gradients, independent copies side by side."""
+        keep their own gradients, independent copies side by side. An operator the mode's walk does not move
+        (a sample stream under ``coarse``: :meth:`~fragnb.policies.modes.Mode.walks`) places the graph again to run
+        free, as ``place(..., edges={label: operator})`` does: the drawing and the run change together."""
         found = next((t for t in self.transfers if t.key == (src, dst, kind)), None)
         if found is None:
             raise ValueError(
@@ -238,6 +240,8 @@ class Placement:
         valid = self.policy.mode.operators(kind, found.operator, into_home=into_home)
         if operator not in valid:
             raise ValueError(f"{found}: policy {self.policy.name!r} moves it by one of {list(valid)}, not {operator!r}")
+        if not self.policy.mode.walks(Operator(operator)):  # a stream: the others run free of the driver's group
+            return relaxing.relax(self, {found.carries[0]: operator}, lambda p, **kw: self.graph.place(p, **kw))
         crosses = (
             {f for f, p in self.fragments.items() if p.group == src},
             {f for f, p in self.fragments.items() if p.group == dst},

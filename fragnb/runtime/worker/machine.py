@@ -15,18 +15,23 @@ How values of replicas combine is :mod:`fragnb.runtime.worker.edges`; the safety
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from ...plan.keys import kind_of
+from ...policies.operators import Operator
+
+if TYPE_CHECKING:
+    from ...plan.script import Weights
 
 __all__ = [
     "overlap",
     "checkpoint_due",
     "routed",
+    "undrawn",
     "partners",
     "share",
     "is_variable",
-    "Weight",
     "segment_inputs",
     "Arrival",
     "earliest",
@@ -64,27 +69,21 @@ def is_variable(key: str) -> bool:
     return kind_of(key) == "variable"
 
 
-def routed(senders: int, receivers: int, keys: list[str], kinds: dict[str, str], num_envs: int | None) -> bool:
-    """Whether values go only between replicas that hold the same environments: both groups are
-    replicated, one count divides the other, and every value is split along the environments.
-    (Else every replica sends all of its share to every replica, which takes its slice.)"""
+def routed(
+    operator: Operator, senders: int, receivers: int, keys: list[str], kinds: dict[str, str], num_envs: int | None
+) -> bool:
+    """Whether a transfer moved by ``operator`` goes only between replicas that hold the same environments:
+    an exchange (or ``srl``'s inference stream) between replicated groups, one count dividing the other,
+    every value split along the environments. (Else every replica sends all of its share to every replica, which takes its slice: a
+    gather's one receiver joins every sender's share, a scatter's receivers each cut theirs out of the one.)"""
     return (
-        senders > 1
+        operator in (Operator.EXCHANGE, Operator.INFERENCE_STREAM)
+        and senders > 1
         and receivers > 1
         and (senders % receivers == 0 or receivers % senders == 0)
         and num_envs is not None
         and all(is_variable(k) and kinds.get(k, "sharded") == "sharded" for k in keys)
     )
-
-
-class Weight(NamedTuple):
-    """A network whose weights travel: exported as ``source`` by its owner, loaded into ``target``
-    (``component:attribute``) of ``target_comp`` by the replicas of ``group``."""
-
-    source: str
-    target: str
-    group: str
-    target_comp: str
 
 
 Versions = dict  # exported key -> (group that wrote it last, version)
@@ -95,14 +94,15 @@ def segment_inputs(
     reads: set[str],
     components: set[str],
     replays: set[str],
-    weights: list[Weight],
+    weights: Sequence[Weights],
     latest: Versions,
     received: dict[tuple[str, str], tuple[str, int]],
     loaded: dict[tuple[str, str], int],
 ) -> tuple[list[tuple[str, str, str]], dict, dict]:
     """What a segment of ``group`` receives before it runs, from the versions every replica agrees on.
 
-    ``latest`` says which group wrote each exported key last and how often; ``received`` and
+    ``weights`` are the Script's (:class:`~fragnb.plan.script.Weights`: which network goes from its owner to
+    which component of which group); ``latest`` says which group wrote each exported key last and how often; ``received`` and
     ``loaded`` what ``group`` holds already. A group holds what it received until the sender writes it
     again: ``fine``'s actor side reads each step's observations twice (to act, to store them) and
     receives them once. Returns the inputs (sending group, key, where it goes) and the entries of
@@ -122,28 +122,48 @@ def segment_inputs(
     return out, got, load
 
 
+def undrawn(senders: int, receivers: int) -> Operator:
+    """How a value crossing between groups of ``senders`` and ``receivers`` replicas moves where the graph draws
+    no edge for it (a later loop's header rebinds it, read where an ``if`` may not have bound it: the graph's
+    reach misses such a definition): gathered, scattered or exchanged by the counts, as a synchronous mode
+    moves values (:meth:`fragnb.policies.modes.Mode.operator`), so that the run keeps plain Python's values."""
+    if senders > 1 and receivers == 1:
+        return Operator.GATHER
+    if senders == 1 and receivers > 1:
+        return Operator.SCATTER
+    return Operator.EXCHANGE
+
+
 def partners(
+    operator: Operator,
     index: int,
     count: int,
     other: int,
     keys: list[str],
     kinds: dict[str, str],
     num_envs: int | None,
-    same_group: bool = False,
 ) -> list[int]:
     """The replicas of an ``other``-replica group that replica ``index`` of ``count`` exchanges ``keys``
-    with (either way): those holding its environments when the values are routed, else all."""
-    if not same_group and (routed(count, other, keys, kinds, num_envs) or routed(other, count, keys, kinds, num_envs)):
+    with (either way) over a transfer moved by ``operator``: those holding its environments when the
+    transfer is :func:`routed`, else all."""
+    if routed(operator, count, other, keys, kinds, num_envs):
         return overlap(index, count, other)
     return list(range(other))
 
 
 def share(
-    index: int, count: int, senders: int, keys: list[str], kinds: dict[str, str], num_envs: int | None
+    operator: Operator,
+    index: int,
+    count: int,
+    senders: int,
+    keys: list[str],
+    kinds: dict[str, str],
+    num_envs: int | None,
 ) -> tuple[int, int, int | None]:
     """(index, count, environments) that cut replica ``index`` of ``count``'s share out of what its
-    partners among ``senders`` replicas sent: the arguments :func:`fragnb.runtime.worker.edges.combine` takes."""
-    if not routed(senders, count, keys, kinds, num_envs):
+    partners among ``senders`` replicas sent over a transfer moved by ``operator``: the arguments
+    :func:`fragnb.runtime.worker.edges.combine` takes."""
+    if not routed(operator, senders, count, keys, kinds, num_envs):
         return index, count, num_envs
     if senders >= count:  # its partners' shares make up exactly this replica's
         return 0, 1, None

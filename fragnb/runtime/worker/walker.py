@@ -24,6 +24,7 @@ from ...plan.instrument import DRIVER
 from ...plan.keys import RecordKey, WeightsKey
 from ...plan.program import DrivenLoop, Segment
 from ...plan.script import ReplicaId, Script, peers
+from ...policies.operators import Operator
 from ...policies.transfers import Transfer
 from ...shards import network
 from ...sinks import calls_of
@@ -33,7 +34,7 @@ from ..net.weights import WeightSync
 from .bindings import MISSING, CellExit, bind, holdings, shape_error, where
 from .edges import combine, refuse_autograd, to_device
 from .loads import Loads
-from .machine import Weight, checkpoint_due, partners, segment_inputs, segment_tag, share
+from .machine import checkpoint_due, partners, segment_inputs, segment_tag, share, undrawn
 from .recorder import Recorder, shipped
 from .report import ORDERS, Checkpointed, Finals, Progress
 from .stops import condition_held, interrupted, own_condition
@@ -331,9 +332,15 @@ class Walker(Loads):
     def inputs(self, seg: Segment) -> list[tuple[str, str, str]]:
         """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group
         (decided by :func:`~.machine.segment_inputs`; this applies what it says this group now holds)."""
-        weights = [Weight(w.source, w.target, w.group, w.target_comp) for w in self.script.weights]
         out, received, loaded = segment_inputs(
-            seg.group, seg.reads, seg.components, seg.replays, weights, self.latest, self.received, self.loaded
+            seg.group,
+            seg.reads,
+            seg.components,
+            seg.replays,
+            self.script.weights,
+            self.latest,
+            self.received,
+            self.loaded,
         )
         self.received.update(received)
         self.loaded.update(loaded)
@@ -343,7 +350,7 @@ class Walker(Loads):
     def send(self, group: str, tag: str, out: dict) -> None:
         """Send a segment of ``group`` what it reads from this replica."""
         try:
-            self.ch.send(self.partners(group, list(out)), tag, out)
+            self.ch.send(self.partners(group, list(out), sending=True), tag, out)
         except Unsendable:
             raise unsendable(out, dumps, self.script.program.origin, self.rep.group, group) from None
 
@@ -351,23 +358,35 @@ class Walker(Loads):
         """What each replica of ``group`` sent this replica for a segment (``keys``)."""
         return [self.recv(peer, tag) for peer in self.partners(group, keys)]
 
-    def partners(self, group: str, keys: list[str]) -> list[str]:
-        """The replicas of ``group`` this replica exchanges ``keys`` with."""
+    def operator_of(self, src: str, dst: str) -> Operator:
+        """The operator of the Script's transfer of values from group ``src`` to ``dst``: a crossing moves as
+        the placement drew it (inside one group, nothing crosses); a value the graph draws no edge for, by the
+        groups' replica counts (:func:`~.machine.undrawn`)."""
         script = self.script
+        if src == dst:
+            return Operator.LOCAL
+        drawn = next((t for t in script.transfers if t.key == (src, dst, "data")), None)
+        return drawn.operator if drawn is not None else undrawn(script.groups[src], script.groups[dst])
+
+    def partners(self, group: str, keys: list[str], sending: bool = False) -> list[str]:
+        """The replicas of ``group`` this replica sends ``keys`` to (``sending``) or receives them from."""
+        script, me = self.script, self.rep.group
+        operator = self.operator_of(me, group) if sending else self.operator_of(group, me)
         chosen = partners(
+            operator,
             self.rep.index,
-            script.groups[self.rep.group],
+            script.groups[me],
             script.groups[group],
             keys,
             script.program.kinds,
             script.num_envs,
-            same_group=group == self.rep.group,
         )
         return [str(ReplicaId(group, j)) for j in chosen]
 
     def share(self, sender: str, keys: list[str]) -> tuple[int, int, int | None]:
         """(index, count, environments) that cut this replica's share out of what ``sender``'s partners sent."""
         return share(
+            self.operator_of(sender, self.rep.group),
             self.rep.index,
             self.rep.count,
             self.script.groups[sender],
