@@ -12,10 +12,13 @@ import numpy as np
 import pytest
 import torch
 
+from fragnb import capture
+from fragnb.algos.ppo import SMALL_LOOP, small_setup
 from fragnb.components import Episode
 from fragnb.graph.normalize import Normalizer
 from fragnb.plan.keys import RecordKey, WeightsKey, kind_of, record_key, weights_key
-from fragnb.plan.script import ReplicaId, Weights, peers
+from fragnb.plan.program import DrivenLoop
+from fragnb.plan.script import ReplicaId, Script, Weights, peers
 from fragnb.policies.modes import Lockstep
 from fragnb.policies.operators import Operator
 from fragnb.runtime.check import difference
@@ -302,6 +305,36 @@ def test_a_fine_step_receives_obs_once_and_reads_it_twice():
     assert d.segment_inputs("actors", {"obs"}, {"actor"}, set(), [], latest, received, {})[0] == [
         ("envs", "obs", "obs")
     ]
+
+
+def _walked(script, iterations: int) -> list[tuple[str, list]]:
+    """What each segment of ``script`` receives, in the order a walk in step runs them: the driven loops
+    ``iterations`` times each (machine.Holdings alone, no replica)."""
+    held, out = d.Holdings(script.weights), []
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, DrivenLoop):
+                for _ in range(iterations):
+                    walk(item.body)
+            else:
+                out.append((item.group, [(sender, str(key)) for sender, key, _ in held.inputs(item)]))
+                held.ran(item)
+
+    walk(script.program.items)
+    return out
+
+
+def test_a_walks_holdings_say_what_each_segment_receives_iteration_after_iteration():
+    graph = capture(SMALL_LOOP, small_setup(seed=0), name="ppo")
+    walked = _walked(Script.of(graph.place("coarse", actors=2)), 3)
+    learner = [got for group, got in walked if group == "learner" and ("actors", "batch") in got]
+    assert len(learner) == 3  # the batch, every iteration, once
+    weights = [got for group, got in walked if group == "actors" and any(k.startswith("weights:") for _, k in got)]
+    assert len(weights) == 2  # the learner's weights, once per new version: none before its first update
+    assert all(("learner", "weights:learner:policy") in got for got in weights)
+    # a group holds what it received until the sender writes it again: nothing arrives twice per version
+    assert all(len(got) == len(set(got)) for _, got in walked)
 
 
 def test_weights_are_loaded_once_per_version_and_only_by_the_group_that_uses_them():

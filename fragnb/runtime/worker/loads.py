@@ -30,7 +30,7 @@ _POLL_S = 0.05
 
 class Loads:
     """The weights part of :class:`~fragnb.runtime.worker.walker.Walker` (which keeps ``syncs``, ``moved_by``,
-    ``latest`` and the replica's channels): a walker is the :class:`~fragnb.runtime.net.weights.Link` of its syncs."""
+    ``held`` and the replica's channels): a walker is the :class:`~fragnb.runtime.net.weights.Link` of its syncs."""
 
     syncs: dict[tuple[str, int], WeightSync]  # (owner group, segment) -> how its weights move
     moved_by: dict[tuple[str, int], Transfer]  # the same -> its transfer
@@ -53,7 +53,7 @@ class Loads:
     def version_of(self, keys: list[WeightsKey]) -> int:
         """The version of ``keys`` this walk is at: how often their owner has written them (every replica
         counts alike)."""
-        return max(self.latest[key][1] for key in keys)
+        return self.held.version(keys)
 
     def min_version(self, keys: list[WeightsKey]) -> int:
         """The oldest version of ``keys`` a segment may load: the one the walk is at (a synchronous run's

@@ -16,6 +16,7 @@ How values of replicas combine is :mod:`fragnb.runtime.worker.edges`; the safety
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...plan.keys import kind_of
@@ -33,6 +34,7 @@ __all__ = [
     "share",
     "is_variable",
     "segment_inputs",
+    "Holdings",
     "Arrival",
     "earliest",
     "fresh",
@@ -169,6 +171,49 @@ def share(
         return 0, 1, None
     k = count // senders  # one partner holds this replica's share and k - 1 others'
     return index % k, k, num_envs // senders
+
+
+@dataclass
+class Holdings:
+    """What every replica of a walk keeps alike about who holds what, as segments run (events in: a segment is
+    about to run, a segment ran; instructions out: what it receives first), tested as sequences without a
+    cluster: the version of each exported key and the group that wrote it last, what each group holds
+    already (values received, weights loaded), and the group that assigned each variable last.
+
+    Parameters
+    ----------
+    weights : sequence of Weights
+        The Script's networks that travel (:class:`~fragnb.plan.script.Weights`).
+    """
+
+    weights: Sequence[Weights] = ()
+    latest: Versions = field(default_factory=dict)
+    received: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    loaded: dict[tuple[str, str], int] = field(default_factory=dict)
+    last_writer: dict[str, str] = field(default_factory=dict)
+
+    def inputs(self, seg) -> list[tuple[str, str, str]]:
+        """(sending group, key it exports, where it goes) for each value ``seg`` receives before it runs
+        (:func:`segment_inputs`); from then on its group holds them."""
+        out, got, load = segment_inputs(
+            seg.group, seg.reads, seg.components, seg.replays, self.weights, self.latest, self.received, self.loaded
+        )
+        self.received.update(got)
+        self.loaded.update(load)
+        return out
+
+    def ran(self, seg) -> None:
+        """``seg`` ran: a new version of what it exports (its group's networks that travel included), and
+        who assigned what."""
+        owned = {w.source for w in self.weights if w.owner == seg.group and w.owner_comp in seg.components}
+        for key in seg.exports | owned:
+            self.latest[key] = (seg.group, self.latest.get(key, ("", 0))[1] + 1)
+        for var in seg.writes:
+            self.last_writer[var] = seg.group
+
+    def version(self, keys) -> int:
+        """The version of ``keys`` the walk is at: how often their owner has written them."""
+        return max(self.latest[key][1] for key in keys)
 
 
 # -- trajectory selection (async, srl) ------------------------------------------------------------

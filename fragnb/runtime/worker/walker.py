@@ -34,7 +34,7 @@ from ..net.weights import WeightSync
 from .bindings import MISSING, CellExit, bind, holdings, shape_error, where
 from .edges import combine, refuse_autograd, to_device
 from .loads import Loads
-from .machine import checkpoint_due, partners, segment_inputs, segment_tag, share, undrawn
+from .machine import Holdings, checkpoint_due, partners, segment_tag, share, undrawn
 from .recorder import Recorder, shipped
 from .report import ORDERS, Checkpointed, Finals, Progress
 from .stops import condition_held, interrupted, own_condition
@@ -54,6 +54,10 @@ __all__ = ["Walker", "REPORT_EVERY_S"]
 REPORT_EVERY_S = 0.1
 
 
+#: What :class:`~.machine.Holdings` keeps of a walk, in a checkpoint.
+_HELD = ("latest", "loaded", "received", "last_writer")
+
+
 class Walker(Loads):
     """Walks ``script`` as replica ``rep`` (what it needs of one:
     :class:`~fragnb.runtime.worker.replica.ReplicaState`), exchanging values over ``channels``.
@@ -68,12 +72,8 @@ class Walker(Loads):
     ):
         self.rep, self.script, self.ch, self.events = rep, script, channels, events
         self.name = str(ReplicaId(rep.group, rep.index))
-        self.latest: dict[str, tuple[str, int]] = {}  # exported key -> (group that wrote it last, version)
-        self.loaded: dict[tuple[str, str], int] = {}  # (group, weights target) -> version it holds
-        self.received: dict[
-            tuple[str, str], tuple[str, int]
-        ] = {}  # (group, variable) -> the version it holds from another group
-        self.last_writer: dict[str, str] = {}
+        #: who holds what, kept alike on every replica as segments run (a pure object: machine.Holdings)
+        self.held = Holdings(script.weights)
         self.scalars: dict[str, Any] = {}  # variables of the loops every replica iterates
         self.iterations = 0
         self.episodes: list[list] = []  # [wall time, env id, env steps of the whole batch, return]
@@ -158,10 +158,6 @@ class Walker(Loads):
     # -- checkpoints ----------------------------------------------------------------------------
     #: The bookkeeping a run resumed from a checkpoint needs to walk on as if it had never stopped.
     _STATE = (
-        "latest",
-        "loaded",
-        "received",
-        "last_writer",
         "scalars",
         "iterations",
         "episodes",
@@ -172,7 +168,8 @@ class Walker(Loads):
 
     def get_state(self) -> dict:
         """This walker's bookkeeping and its replica's global generators, for a checkpoint."""
-        return {**{k: getattr(self, k) for k in self._STATE}, "generators": self.rep.generators()}
+        held = {k: getattr(self.held, k) for k in _HELD}  # saved under their own names, as before Holdings held them
+        return {**held, **{k: getattr(self, k) for k in self._STATE}, "generators": self.rep.generators()}
 
     def set_state(self, state: dict) -> None:
         """Go on from a checkpoint's :meth:`get_state` (the replica holds its namespace then)."""
@@ -180,6 +177,7 @@ class Walker(Loads):
         self.rep.restore_generators(state.pop("generators"))  # the replica's generators as they were then
         for key in self._STATE:
             setattr(self, key, state[key])
+        self.held = Holdings(self.script.weights, **{k: state[k] for k in _HELD})
         self.resume = self.at
 
     def checkpoint(self) -> None:
@@ -203,13 +201,13 @@ class Walker(Loads):
         code, names = self.headers[id(loop)]
         local = dict(self.scalars)
         for name in names:
-            if name in self.last_writer and name not in self.scalars:
+            if name in self.held.last_writer and name not in self.scalars:
                 local[name] = self.control(name)
         return eval(code, self.rep.ns, local)
 
     def flagged(self) -> bool:
         """Whether a stop flag (`break`, a `while` condition) holds, as the group that assigns it says."""
-        if any(bool(self.control(flag, False)) for flag in self.script.stop_flags if flag in self.last_writer):
+        if any(bool(self.control(flag, False)) for flag in self.script.stop_flags if flag in self.held.last_writer):
             self.stopped = own_condition()
             return True
         return False
@@ -273,7 +271,7 @@ class Walker(Loads):
     def control(self, name: str, default: Any = None) -> Any:
         """A value every replica needs to walk on (a stop flag, a loop bound): the replicas of the
         group that assigned it last send it to everyone."""
-        group = self.last_writer[name]
+        group = self.held.last_writer[name]
         tag = f"control:{name}"
         senders = peers(group, self.script.groups[group])
         mine = None
@@ -320,31 +318,13 @@ class Walker(Loads):
         self.wrote(seg)
 
     def wrote(self, seg: Segment) -> None:
-        """What every replica records once ``seg`` has run: a new version of what it exports, and who wrote what."""
-        exports = seg.exports | {
-            w.source for w in self.script.weights if w.owner == seg.group and w.owner_comp in seg.components
-        }
-        for key in exports:
-            self.latest[key] = (seg.group, self.latest.get(key, ("", 0))[1] + 1)
-        for var in seg.writes:
-            self.last_writer[var] = seg.group
+        """What every replica records once ``seg`` has run (:meth:`~.machine.Holdings.ran`)."""
+        self.held.ran(seg)
 
     def inputs(self, seg: Segment) -> list[tuple[str, str, str]]:
         """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group
-        (decided by :func:`~.machine.segment_inputs`; this applies what it says this group now holds)."""
-        out, received, loaded = segment_inputs(
-            seg.group,
-            seg.reads,
-            seg.components,
-            seg.replays,
-            self.script.weights,
-            self.latest,
-            self.received,
-            self.loaded,
-        )
-        self.received.update(received)
-        self.loaded.update(loaded)
-        return out
+        (:meth:`~.machine.Holdings.inputs`)."""
+        return self.held.inputs(seg)
 
     # -- values in and out ----------------------------------------------------------------------
     def send(self, group: str, tag: str, out: dict) -> None:
@@ -524,7 +504,7 @@ class Walker(Loads):
             variables,
             comps,
             scalars=dict(self.scalars),
-            last_writer=dict(self.last_writer),
+            last_writer=dict(self.held.last_writer),
             streams={name: rep.ns[name].counters for name in rep.streams},
             iterations=self.iterations,
             stopped=self.stopped,
