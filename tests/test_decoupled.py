@@ -111,6 +111,17 @@ def test_async_refuses_a_loop_whose_actors_would_wait_for_the_learner(canonical,
     assert "stats" not in ns  # nothing ran
 
 
+def test_async_refuses_a_value_the_learners_loop_header_rebinds_where_the_actors_may_not_have_bound_it():
+    # the learner's `for value in stats.values()` rebinds `value`; the actors bind it only where an `if` holds, so
+    # they may read the learner's. The graph draws no edge for it: asked alone, the refusal let the run start, and
+    # the actors' walk raised a LookupError on the workers. Refused as the walk would meet it, naming the name.
+    loop = next(loop for loop in LOOPS if loop.name == "shadowed_names")
+    cell = loop.cell.replace("    value = actor.value(obs)\n", "    if it >= 0:\n        value = actor.value(obs)\n")
+    assert cell != loop.cell
+    with pytest.raises(fragnb.FragmentError, match=r"reads `value`, which the learner's side assigns"):
+        run(capture(cell, loop.namespace(), name=loop.name), "async", actors=2, progress=False, plot=False)
+
+
 def test_async_refuses_statements_after_the_loop_that_read_the_actors_values(canonical, ppo_ns):
     cell = canonical.body.rstrip() + "\nfinal_obs = obs.clone()\n"
     with pytest.raises(fragnb.FragmentError, match="after the loop"):

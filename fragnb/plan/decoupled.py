@@ -50,29 +50,27 @@ def refuse(placement, program: Program) -> None:
         raise FragmentError(f"policy {policy!r} needs one learner replica")
     inside = segments_of(loop.body)
     written = {v: s for s in inside if s.group == home for v in s.writes}
-    group_of = {s.index: placement.fragments[graph.fragment_of(s).name].group for s in graph.statements}
 
-    def from_home(seg, name: str) -> bool:
-        """Whether an assignment of the learner's side can reach a read of ``name`` in ``seg`` (the graph's
-        reach): `srl`'s environments read the `action` the policy workers assign just before, every step,
-        whatever the learner rebinds the name to afterwards."""
-        return any(group_of[p] == home for i in seg.statements for p in graph.reach.get(i, {}).get(name, ()))
+    def last_writer(at: int, name: str):
+        """The segment that assigned ``name`` last when ``inside[at]`` runs, as every replica's walk records it
+        (:class:`fragnb.runtime.worker.machine.Holdings`): the one before it in the iteration, else the last of the
+        iteration before (None: none inside the loop). `srl`'s environments read the `action` the policy workers
+        assign just before, every step, whatever the learner rebinds the name to afterwards."""
+        earlier = [inside[j] for j in range(at)][::-1] + [inside[j] for j in range(at + 1, len(inside))][::-1]
+        return next((seg for seg in earlier if name in seg.writes), None)
 
-    for seg in inside:
+    for at, seg in enumerate(inside):
         if seg.group == home:
             continue
-        names = {n for n in seg.reads & written.keys() if from_home(seg, n)} | (
-            header_names(loop.body) & written.keys()
-        )
+        names = {n for n in seg.reads & written.keys() if (w := last_writer(at, n)) is not None and w.group == home}
+        names |= header_names(loop.body) & written.keys()
         if names:
             name = sorted(names)[0]
-            line = next(
-                (n.lineno for n in seg.nodes for x in ast.walk(n) if isinstance(x, ast.Name) and x.id == name),
-                seg.nodes[0].lineno,
-            )
+            line = _first(seg, name, ast.Load)
+            writer = last_writer(at, name) or written[name]
             raise error(
                 f"under {policy!r} the {seg.group} run free of the learner, but this line reads `{name}`, which the "
-                f"learner's side assigns inside the loop ({written[name].group!r}, line {written[name].nodes[0].lineno}): "
+                f"learner's side assigns inside the loop ({writer.group!r}, line {_first(writer, name, ast.Store)}): "
                 "they would have to wait for it every iteration. Only the weights travel that way; compute "
                 f"`{name}` on the {seg.group}' side, or use a synchronous policy: 'coarse', or 'data_parallel', "
                 "which runs any loop with an optimiser whole in each replica",
@@ -87,6 +85,18 @@ def refuse(placement, program: Program) -> None:
                 "run it in a cell of its own afterwards",
                 seg.nodes[0].lineno,
             )
+
+
+def _first(seg, name: str, ctx: type) -> int:
+    """The line where ``seg`` first reads (``ast.Load``) or binds (``ast.Store``) ``name``, else its first line."""
+    found = (n.lineno for node in seg.nodes for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name)
+    typed = (
+        n.lineno
+        for node in seg.nodes
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ctx)
+    )
+    return next(typed, next(found, seg.nodes[0].lineno))
 
 
 def sample_ahead(placement, program: Program) -> tuple[Program, str]:
