@@ -29,7 +29,6 @@ __all__ = [
     "overlap",
     "checkpoint_due",
     "routed",
-    "undrawn",
     "partners",
     "share",
     "is_variable",
@@ -122,18 +121,6 @@ def segment_inputs(
             load[(group, w.target)] = v[1]
     out += [(latest[key][0], key, key) for key in sorted(replays)]
     return out, got, load
-
-
-def undrawn(senders: int, receivers: int) -> Operator:
-    """How a value crossing between groups of ``senders`` and ``receivers`` replicas moves where the graph draws
-    no edge for it (a later loop's header rebinds it, read where an ``if`` may not have bound it: the graph's
-    reach misses such a definition): gathered, scattered or exchanged by the counts, as a synchronous mode
-    moves values (:meth:`fragnb.policies.modes.Mode.operator`), so that the run keeps plain Python's values."""
-    if senders > 1 and receivers == 1:
-        return Operator.GATHER
-    if senders == 1 and receivers > 1:
-        return Operator.SCATTER
-    return Operator.EXCHANGE
 
 
 def partners(

@@ -24,6 +24,7 @@ from ...plan.instrument import DRIVER
 from ...plan.keys import RecordKey, WeightsKey
 from ...plan.program import DrivenLoop, Segment
 from ...plan.script import ReplicaId, Script, peers
+from ...policies.modes import Lockstep
 from ...policies.operators import Operator
 from ...policies.transfers import Transfer
 from ...shards import network
@@ -34,7 +35,7 @@ from ..net.weights import WeightSync
 from .bindings import MISSING, CellExit, bind, holdings, shape_error, where
 from .edges import combine, refuse_autograd, to_device
 from .loads import Loads
-from .machine import Holdings, checkpoint_due, partners, segment_tag, share, undrawn
+from .machine import Holdings, checkpoint_due, partners, segment_tag, share
 from .recorder import Recorder, shipped
 from .report import ORDERS, Checkpointed, Finals, Progress
 from .stops import condition_held, interrupted, own_condition
@@ -341,12 +342,15 @@ class Walker(Loads):
     def operator_of(self, src: str, dst: str) -> Operator:
         """The operator of the Script's transfer of values from group ``src`` to ``dst``: a crossing moves as
         the placement drew it (inside one group, nothing crosses); a value the graph draws no edge for, by the
-        groups' replica counts (:func:`~.machine.undrawn`)."""
+        groups' replica counts, as a synchronous mode moves values (:meth:`~fragnb.policies.modes.Mode.operator`;
+        the graph's reach misses a later loop header's rebinding), so that the run keeps plain Python's values."""
         script = self.script
         if src == dst:
             return Operator.LOCAL
         drawn = next((t for t in script.transfers if t.key == (src, dst, "data")), None)
-        return drawn.operator if drawn is not None else undrawn(script.groups[src], script.groups[dst])
+        if drawn is not None:
+            return drawn.operator
+        return Lockstep().operator("data", (src, script.groups[src]), (dst, script.groups[dst]), None)
 
     def partners(self, group: str, keys: list[str], sending: bool = False) -> list[str]:
         """The replicas of ``group`` this replica sends ``keys`` to (``sending``) or receives them from."""
