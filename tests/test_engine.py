@@ -501,7 +501,7 @@ def test_draws_not_looked_for_give_the_notebook_generators_to_the_driver_s_group
 
 
 def test_a_checkpoint_waits_for_its_iterations_and_by_default_for_time_enough_to_cost_at_most_its_share():
-    from fragnb.runtime.worker.machine import checkpoint_due
+    from fragnb.runtime.worker.rulings import checkpoint_due
 
     assert not checkpoint_due(1, (0, 0.0, 0.0), 2, None, 100.0)  # 1 of 2 iterations
     assert checkpoint_due(2, (0, 0.0, 5.0), 2, None, 0.1)  # exactly every 2, whatever it costs
@@ -510,6 +510,44 @@ def test_a_checkpoint_waits_for_its_iterations_and_by_default_for_time_enough_to
     assert not checkpoint_due(20, kept, 10, 0.05, 101.9)  # 10 iterations, but 0.1 s is more than 5 % of 1.9 s
     assert checkpoint_due(20, kept, 10, 0.05, 102.0)  # 5 % of 2 s
     assert not checkpoint_due(19, kept, 10, 0.05, 500.0)  # time enough, iterations not
+
+
+def test_the_leader_rules_each_iteration_from_every_replica_s_news_in_plain_python_s_order():
+    """The iteration loop's rulings as a sequence, without a cluster: a stop condition asked with every episode
+    so far in plain Python's order (by env step, then environment, whichever replica reported it), checkpoints
+    every 2 iterations counted from the last one kept, none once the run ends or with no notebook to fetch them,
+    and a stop the user asked for before any condition (shown failing with the episodes kept in arrival order)."""
+    from fragnb.runtime.worker.report import plain_order
+    from fragnb.runtime.worker.rulings import Ruling
+
+    asked_with = []
+
+    def until(returns, iteration, steps):
+        asked_with.append([r for _, r in returns])
+        return [r for _, r in returns] == [10.0, 20.0, 10.0]
+
+    ruling = Ruling(until, plain_order, every=2, share=None)
+    ruling.starting(0, now=0.0)
+    # episodes: [wall time, env id, env steps, return]; replica 0's episode ended first on the wall clock
+    first = [[[1.0, 0, 64, 10.0]], 64], [[[5.0, 2, 32, 20.0]], 96]
+    assert ruling.rule(False, list(first), 1, now=1.0) == ("", False)  # 1 of 2 iterations: no checkpoint
+    assert asked_with == [[20.0, 10.0]]  # env step 32 before 64, not the replicas' order
+    assert ruling.rule(False, [([], 128), ([], 128)], 2, now=2.0) == ("", True)  # the second iteration: keep one
+    ruling.checkpointed(2, now=2.1, cost=0.1)
+    assert not ruling.due(3, now=9.0) and ruling.due(4, now=9.0)  # counted from the checkpoint kept
+    why, keep = ruling.rule(False, [([[9.0, 1, 16, 10.0]], 160), ([], 160)], 4, now=9.0)
+    assert (why, keep) == ("the stop condition held after iteration 4", False)  # steps 16, 32, 64: it ends
+    assert ruling.rule(True, [([], 0)], 5, now=10.0)[0] == "interrupted: stopped after iteration 5, as asked"
+
+    # without a stop condition the leader rules ahead of the last collective round; the others hear it
+    ahead = Ruling(None, plain_order, every=1, share=None)
+    assert ahead.ahead(True, False, 1, now=0.0) == (False, True) and ahead.ahead(False, True, 1, now=0.0) == (
+        False,
+        False,
+    )
+    assert ahead.ahead(True, True, 1, now=0.0) == (True, False)  # stopping: no checkpoint
+    assert Ruling(until, plain_order, 2, None).ahead(True, False, 2, now=0.0) is None  # needs every replica's news
+    assert not Ruling(None, plain_order, 1, None, fetched=False).due(5, now=100.0)  # a replay keeps none
 
 
 def test_a_learner_samples_ahead_of_insertion_only_within_the_bound():

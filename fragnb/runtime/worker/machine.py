@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "overlap",
-    "checkpoint_due",
     "routed",
     "partners",
     "share",
@@ -307,15 +306,3 @@ def iteration_of(tag: str) -> int:
 def version_of(tag: str) -> int:
     """The version of the weights a free replica acted with, in a tag ``...@ITERATION/VERSION``."""
     return int(tag.rsplit("/", 1)[1])
-
-
-def checkpoint_due(
-    iterations: int, kept: tuple[int, float, float], every: int, share: float | None, now: float
-) -> bool:
-    """Whether replicas keep a checkpoint after ``iterations``: ``every`` iterations have passed since
-    the last one (``kept``: its iteration, when it ended, what it cost, in seconds), and, with a
-    ``share``, enough time since then that keeping one costs at most that share of it."""
-    last, when, cost = kept
-    if not every or iterations - last < every:
-        return False
-    return share is None or (now - when) * share >= cost

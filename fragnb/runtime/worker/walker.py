@@ -21,26 +21,23 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...plan.instrument import DRIVER
-from ...plan.keys import RecordKey, WeightsKey
+from ...plan.keys import WeightsKey
 from ...plan.program import DrivenLoop, Segment
 from ...plan.script import ReplicaId, Script, peers
-from ...policies.modes import Lockstep
-from ...policies.operators import Operator
 from ...policies.transfers import Transfer
-from ...shards import network
 from ...sinks import calls_of
 from ..net import collectives
-from ..net.channels import Unsendable, dumps
 from ..net.weights import WeightSync
-from .bindings import MISSING, CellExit, bind, holdings, shape_error, where
+from .bindings import CellExit, bind, holdings, shape_error, where
+from .crossings import Crossings
 from .edges import combine, refuse_autograd, to_device
 from .loads import Loads
-from .machine import Holdings, checkpoint_due, partners, segment_tag, share
+from .machine import Holdings, segment_tag
 from .recorder import Recorder, shipped
-from .report import ORDERS, Checkpointed, Finals, Progress
-from .stops import condition_held, interrupted, own_condition
-from .timing import note
-from .travel import pickled, unsendable
+from .report import Checkpointed, Finals, Progress
+from .rulings import Ruling
+from .stops import interrupted, own_condition
+from .travel import pickled
 
 if TYPE_CHECKING:
     from ..net.channels import Channels
@@ -59,7 +56,7 @@ REPORT_EVERY_S = 0.1
 _HELD = ("latest", "loaded", "received", "last_writer")
 
 
-class Walker(Loads):
+class Walker(Loads, Crossings):
     """Walks ``script`` as replica ``rep`` (what it needs of one:
     :class:`~fragnb.runtime.worker.replica.ReplicaState`), exchanging values over ``channels``.
 
@@ -82,7 +79,8 @@ class Walker(Loads):
         self.clock = time.time() - time.perf_counter()  # perf_counter -> wall time, comparable across machines
         self.headers: dict[int, Any] = {}
         self.stopped = ""  # why the iteration loop ended early, if it did
-        self.everyone: list[list] = []  # the deciding replica's record of all episodes, for the stop condition
+        #: the leader's rulings after each iteration: stop, keep a checkpoint (a pure object: rulings.Ruling)
+        self.ruling = Ruling.of(script, fetched=events is not None)
         self.at = (0, 0)  # where the walk is: (item of the program's top level, values its loop has taken)
         self.path: tuple = ()  # the same, down the loops the walk is in (a segment's place: rep.where)
         self.resume = (0, 0)  # where a run restored from a checkpoint starts again
@@ -131,7 +129,7 @@ class Walker(Loads):
         iterable = itertools.islice(
             iterable, self.at[1], self.script.limit
         )  # a resumed run skips what its checkpoint holds
-        self.kept = (self.iterations, time.perf_counter(), 0.0)  # the last checkpoint: iteration, when, its cost
+        self.ruling.starting(self.iterations, time.perf_counter())
         for value in iterable:
             if self.flagged():
                 break
@@ -158,19 +156,13 @@ class Walker(Loads):
 
     # -- checkpoints ----------------------------------------------------------------------------
     #: The bookkeeping a run resumed from a checkpoint needs to walk on as if it had never stopped.
-    _STATE = (
-        "scalars",
-        "iterations",
-        "episodes",
-        "ticks",
-        "everyone",
-        "at",
-    )
+    _STATE = ("scalars", "iterations", "episodes", "ticks", "at")
 
     def get_state(self) -> dict:
         """This walker's bookkeeping and its replica's global generators, for a checkpoint."""
         held = {k: getattr(self.held, k) for k in _HELD}  # saved under their own names, as before Holdings held them
-        return {**held, **{k: getattr(self, k) for k in self._STATE}, "generators": self.rep.generators()}
+        state = {**held, **{k: getattr(self, k) for k in self._STATE}, "everyone": self.ruling.everyone}
+        return {**state, "generators": self.rep.generators()}
 
     def set_state(self, state: dict) -> None:
         """Go on from a checkpoint's :meth:`get_state` (the replica holds its namespace then)."""
@@ -178,6 +170,7 @@ class Walker(Loads):
         self.rep.restore_generators(state.pop("generators"))  # the replica's generators as they were then
         for key in self._STATE:
             setattr(self, key, state[key])
+        self.ruling.everyone = state["everyone"]
         self.held = Holdings(self.script.weights, **{k: state[k] for k in _HELD})
         self.resume = self.at
 
@@ -189,7 +182,7 @@ class Walker(Loads):
         self.rep.keep(self.iterations, blob)
         took = time.perf_counter() - start
         self.checkpoint_seconds += took
-        self.kept = (self.iterations, time.perf_counter(), took)
+        self.ruling.checkpointed(self.iterations, time.perf_counter(), took)
         self.report()  # the notebook's view reaches the checkpoint before it hears of it
         self.events(Checkpointed(self.name, self.iterations, len(blob)).wire())
 
@@ -215,14 +208,9 @@ class Walker(Loads):
 
     def verdict_ahead(self) -> tuple[bool, bool] | None:
         """What the leader rules on the iteration ending now, before its last collective round (which carries
-        it to every replica: :func:`~fragnb.runtime.net.collectives.settle`): stop (the user asked), keep a
-        checkpoint. None where the ruling needs every replica's episodes first (a stop condition)."""
-        if self.script.until is not None:
-            return None
-        if self.name != self.script.leader:
-            return (False, False)
-        stop = self.rep.stop.is_set()
-        return stop, not stop and self.checkpoint_due(self.iterations + 1)  # the count decide() will see
+        it to every replica: :func:`~fragnb.runtime.net.collectives.settle`): :meth:`.rulings.Ruling.ahead`."""
+        leader = self.name == self.script.leader
+        return self.ruling.ahead(leader, self.rep.stop.is_set(), self.iterations + 1, time.perf_counter())
 
     def decide(self, news: tuple[list, int], ruled: tuple[bool, bool] | None = None) -> tuple[bool, bool]:
         """Whether the run ends after this iteration (its stop condition holds, or the user asked it
@@ -241,33 +229,15 @@ class Walker(Loads):
             self.ch.send([leader], tag, news if self.script.until else ([], 0))
             self.stopped, keep = self.recv(leader, tag)
             return bool(self.stopped), keep
-        self.stopped = self.judge([news] + [self.recv(peer, tag) for peer in others])
-        keep = not self.stopped and self.checkpoint_due()
+        reports = [news] + [self.recv(peer, tag) for peer in others]
+        self.stopped, keep = self.ruling.rule(self.rep.stop.is_set(), reports, self.iterations, time.perf_counter())
         self.ch.send(others, tag, (self.stopped, keep))
         return bool(self.stopped), keep
 
-    def checkpoint_due(self, iterations: int | None = None) -> bool:
-        """The leader's call after ``iterations`` (so far by default) (:func:`~fragnb.runtime.worker.machine.checkpoint_due`);
-        none without a notebook to fetch it."""
-        script = self.script
-        return bool(self.events) and checkpoint_due(
-            self.iterations if iterations is None else iterations,
-            self.kept,
-            script.checkpoint_every,
-            script.checkpoint_share,
-            time.perf_counter(),
-        )
-
     def judge(self, reports: list[tuple[list, int]]) -> str:
-        """Why the run ends after this iteration ("" if it goes on), given every replica's news."""
-        if self.rep.stop.is_set():
-            return interrupted(self.iterations)
-        if self.script.until is not None:
-            self.everyone += [e for new, _ in reports for e in new]
-            self.everyone.sort(key=ORDERS[self.script.mode.episode_order()])
-            if self.script.until([(e[2], e[3]) for e in self.everyone], self.iterations, sum(s for _, s in reports)):
-                return condition_held(self.iterations)
-        return ""
+        """Why the run ends after this iteration ("" if it goes on), given every replica's news
+        (:meth:`.rulings.Ruling.judge`)."""
+        return self.ruling.judge(self.rep.stop.is_set(), reports, self.iterations)
 
     def control(self, name: str, default: Any = None) -> Any:
         """A value every replica needs to walk on (a stop flag, a loop bound): the replicas of the
@@ -326,101 +296,6 @@ class Walker(Loads):
         """(sending group, key it exports, where it goes) for each value ``seg`` needs from another group
         (:meth:`~.machine.Holdings.inputs`)."""
         return self.held.inputs(seg)
-
-    # -- values in and out ----------------------------------------------------------------------
-    def send(self, group: str, tag: str, out: dict) -> None:
-        """Send a segment of ``group`` what it reads from this replica."""
-        try:
-            self.ch.send(self.partners(group, list(out), sending=True), tag, out)
-        except Unsendable:
-            raise unsendable(out, dumps, self.script.program.origin, self.rep.group, group) from None
-
-    def receive(self, group: str, tag: str, keys: list[str]) -> list[dict]:
-        """What each replica of ``group`` sent this replica for a segment (``keys``)."""
-        return [self.recv(peer, tag) for peer in self.partners(group, keys)]
-
-    def operator_of(self, src: str, dst: str) -> Operator:
-        """The operator of the Script's transfer of values from group ``src`` to ``dst``: a crossing moves as
-        the placement drew it (inside one group, nothing crosses); a value the graph draws no edge for, by the
-        groups' replica counts, as a synchronous mode moves values (:meth:`~fragnb.policies.modes.Mode.operator`;
-        the graph's reach misses a later loop header's rebinding), so that the run keeps plain Python's values."""
-        script = self.script
-        if src == dst:
-            return Operator.LOCAL
-        drawn = next((t for t in script.transfers if t.key == (src, dst, "data")), None)
-        if drawn is not None:
-            return drawn.operator
-        return Lockstep().operator("data", (src, script.groups[src]), (dst, script.groups[dst]), None)
-
-    def partners(self, group: str, keys: list[str], sending: bool = False) -> list[str]:
-        """The replicas of ``group`` this replica sends ``keys`` to (``sending``) or receives them from."""
-        script, me = self.script, self.rep.group
-        operator = self.operator_of(me, group) if sending else self.operator_of(group, me)
-        chosen = partners(
-            operator,
-            self.rep.index,
-            script.groups[me],
-            script.groups[group],
-            keys,
-            script.program.kinds,
-            script.num_envs,
-        )
-        return [str(ReplicaId(group, j)) for j in chosen]
-
-    def share(self, sender: str, keys: list[str]) -> tuple[int, int, int | None]:
-        """(index, count, environments) that cut this replica's share out of what ``sender``'s partners sent."""
-        return share(
-            self.operator_of(sender, self.rep.group),
-            self.rep.index,
-            self.rep.count,
-            self.script.groups[sender],
-            keys,
-            self.script.program.kinds,
-            self.script.num_envs,
-        )
-
-    def recv(self, peer: str, tag: str) -> Any:
-        start = time.perf_counter()
-        value = self.ch.recv(peer, tag)
-        end = time.perf_counter()
-        note(self.rep.intervals, f"waits for {ReplicaId.parse(peer).group}", "wait", start, end)
-        self.rep.waited += end - start
-        return value
-
-    def export(self, key: str) -> Any:
-        ns = self.rep.ns
-        if isinstance(key, WeightsKey):
-            return network(ns[key.component], key.attribute).state_dict()
-        if isinstance(key, RecordKey):
-            return self.rep.records.pop(key, [])
-        return ns[key] if key in ns else MISSING
-
-    def combine_into(self, key: str, into: str, parts: list, cut: tuple[int, int, int | None]) -> None:
-        """Combine the senders' ``parts`` of ``key`` into this replica's share (``cut``: its index and
-        count among the replicas sharing what the parts make up, and their environments), on its device."""
-        rep, script, program = self.rep, self.script, self.script.program
-        kinds, origin = program.kinds, program.origin
-        index, count, num_envs = cut
-
-        def share(var: str, values: list):
-            value = combine(
-                var,
-                values,
-                index=index,
-                count=count,
-                num_envs=num_envs,
-                kind=kinds.get(var, "sharded"),
-                origin=origin.get(var, ""),
-                strict=script.strict,
-                full=script.shapes.get(var),
-                axis=program.axes.get(var, 0),
-            )
-            return to_device(value, rep.device)
-
-        if isinstance(key, RecordKey):
-            rep.replays[key] = [{v: share(v, [p[v] for p in steps]) for v in steps[0]} for steps in zip(*parts)][::-1]
-        elif not any(p is MISSING for p in parts):
-            rep.ns[into] = share(key, parts)
 
     def execute(self, seg: Segment, code: Any = None) -> None:
         """Run ``seg`` in this replica's namespace (or ``code``, a variant of it compiled alongside)."""
