@@ -5,6 +5,7 @@ place it with a distribution policy and run it.
 """
 
 from . import algos, components, envs, policies, streams
+from .batch import SavedRun, load_run
 from .errors import FragmentError
 from .graph import FragmentGraph, capture
 from .predict import profile
@@ -24,6 +25,8 @@ __all__ = [
     "debug",
     "runs",
     "attach",
+    "load_run",
+    "SavedRun",
     "shutdown",
     "FragmentGraph",
     "FragmentError",

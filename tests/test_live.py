@@ -40,11 +40,31 @@ def test_plot_and_progress_can_be_switched_off(displays):
     assert progress.bar is None and displays == []
 
 
-def test_progress_bar_counts_iterations_and_shows_the_return(capsys):
+def test_progress_bar_counts_iterations_and_shows_the_return(capsys, monkeypatch):
+    monkeypatch.setattr(live.sys.stderr, "isatty", lambda: True)  # a terminal: the bar
     progress = live.LiveProgress(total=2, title="ppo", progress=True, plot=False)
     progress.update([(10, 20.0), (20, 30.0)], env_steps=20)
     assert progress.bar.n == 1 and progress.bar.postfix == "env_steps=20, return=25.0"
     progress.close([])
+
+
+def test_written_to_a_log_the_progress_is_a_line_every_few_seconds_and_one_at_the_end(capsys, monkeypatch):
+    """A batch job's log (stderr a file or a pipe, no notebook): lines, not a bar redrawn in place."""
+    now = [100.0]
+    monkeypatch.setattr(live.time, "perf_counter", lambda: now[0])
+    progress = live.LiveProgress(total=3, title="ppo (coarse)", progress=True, plot=False)
+    assert progress.bar is None
+    progress.update([(10, 20.0)], env_steps=10)  # the first at once
+    now[0] += live.LINE_EVERY_S / 2
+    progress.update([(10, 20.0), (20, 30.0)], env_steps=20)  # too soon for another
+    now[0] += live.LINE_EVERY_S / 2
+    progress.update([(10, 20.0), (20, 30.0)], env_steps=30)
+    progress.close([(10, 20.0), (20, 30.0)])
+    assert capsys.readouterr().err.splitlines() == [
+        "fragnb: ppo (coarse): iteration 1 of 3, env_steps=10, return=20.0, 0 s",
+        "fragnb: ppo (coarse): iteration 3 of 3, env_steps=30, return=25.0, 10 s",
+        "fragnb: ppo (coarse): iteration 3 of 3, episodes=2, return=25.0, 10 s",
+    ]
 
 
 def test_learning_curve_plots_returns_and_their_rolling_mean():
@@ -54,7 +74,8 @@ def test_learning_curve_plots_returns_and_their_rolling_mean():
     assert lines[1].get_ydata()[-1] == pytest.approx(sum(range(10, 30)) / 20)
 
 
-def test_decoupled_runs_show_staleness_below_the_curve_and_on_the_bar():
+def test_decoupled_runs_show_staleness_below_the_curve_and_on_the_bar(monkeypatch):
+    monkeypatch.setattr(live.sys.stderr, "isatty", lambda: True)  # a terminal: the bar
     fig = live.learning_curve([(10, 1.0), (20, 2.0)], "t", staleness=[0.0, 0.5, 1.0])
     assert len(fig.axes) == 2 and list(fig.axes[1].get_lines()[0].get_ydata()) == [0.0, 0.5, 1.0]
     progress = live.LiveProgress(total=2, title="ppo", progress=True, plot=False)

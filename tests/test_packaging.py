@@ -139,7 +139,10 @@ LAYERS = [
     ("execution: the run and its executors", ["fragnb.runtime"]),
     ("prediction", ["fragnb.predict"]),  # after execution: profile and calibrate run the loop
     ("results", ["fragnb.ui", "fragnb.widgets", "fragnb.setups", "fragnb.seeds"]),
-    ("entry points", [ROOT_PACKAGE, "fragnb.notebook", "fragnb.demo", "fragnb.course"]),
+    (
+        "entry points",
+        [ROOT_PACKAGE, "fragnb.notebook", "fragnb.demo", "fragnb.course", "fragnb.batch", "fragnb.__main__"],
+    ),
 ]
 #: Facades: a method of a lower layer's object that hands over to a later layer, importing it inside
 #: the method (so importing the lower module loads nothing of the later one). Each is a user-facing

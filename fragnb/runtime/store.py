@@ -30,7 +30,7 @@ import fsspec
 
 from ..errors import FragmentError
 
-__all__ = ["Checkpoint", "Store", "identity", "cell_identity", "latest", "KEEP", "FORMAT"]
+__all__ = ["Checkpoint", "Store", "identity", "cell_identity", "latest", "holds_checkpoint", "KEEP", "FORMAT"]
 
 #: How many checkpoints a directory keeps, the newest: the last one and the one before, in case the last
 #: was being written when the machine went down (it is then absent: a write is renamed into place whole).
@@ -162,6 +162,12 @@ def _checkpoints(fs, root: str) -> list[str]:
         return []
     whole = [n for n in names if n.rsplit("/", 1)[-1].startswith(_PREFIX) and n.endswith(_SUFFIX)]
     return sorted(whole, key=lambda n: n.rsplit("/", 1)[-1])
+
+
+def holds_checkpoint(url: str) -> bool:
+    """Whether ``url`` holds a whole checkpoint to resume from (a batch job's first run has none yet)."""
+    fs, root = fsspec.core.url_to_fs(str(url))
+    return fs.isfile(root) or bool(_checkpoints(fs, root))
 
 
 def latest(url: str) -> Checkpoint:

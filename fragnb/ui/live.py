@@ -1,5 +1,7 @@
 """Progress of a run: a tqdm bar over training iterations and a live dashboard (learning curve, env
-steps/s over time, each fragment's share of the time).
+steps/s over time, each fragment's share of the time). Written to a file or a pipe (a batch job's log:
+``python -m fragnb run ... > run.log``), the bar is a line every :data:`LINE_EVERY_S` seconds instead, and
+one at the end: a log holds lines, not a bar redrawn in place.
 
 The dashboard follows the display-handle pattern (``display(..., display_id=True)`` then
 ``handle.update``), which both JupyterLab and nbval accept.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import io
+import sys
 import time
 from collections.abc import Sequence
 
@@ -178,6 +181,8 @@ def shown_in_place(fig, handle=None):
 
 #: The shortest span an env steps/s point of the live dashboard is measured over (seconds).
 RATE_WINDOW_S = 0.2
+#: Outside a notebook, with the bar's stream not a terminal: the least seconds between two progress lines.
+LINE_EVERY_S = 10.0
 
 
 class LiveProgress:
@@ -209,7 +214,11 @@ class LiveProgress:
     ):
         self.total, self.title, self.plot_every = total, title, plot_every
         self.bar = None
-        if progress:
+        #: a log's progress lines instead of the bar (a file or a pipe): when the last was written
+        self.lines: float | None = None
+        if progress and not in_notebook() and not sys.stderr.isatty():
+            self.lines = -float("inf")
+        elif progress:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=title, unit="it", leave=True)
@@ -273,6 +282,16 @@ class LiveProgress:
         if self.bar is not None:
             self.bar.set_postfix(postfix, refresh=False)
             self.bar.update(1)
+        elif self.lines is not None and time.perf_counter() - self.lines >= LINE_EVERY_S:
+            self.line(postfix)
+
+    def line(self, postfix: dict) -> None:
+        """One progress line, for a log: ``fragnb: ppo: iteration 40 of 200, env_steps=163840, return=212.3, 14 s``."""
+        self.lines = time.perf_counter()
+        done = f"iteration {self.iterations}" + (f" of {self.total}" if self.total else "")
+        said = ", ".join(f"{k}={v}" for k, v in postfix.items())
+        name = f"{self.title}: " if self.title else ""
+        print(f"fragnb: {name}{done}, {said}, {self.lines - self.start:.0f} s", file=sys.stderr, flush=True)
 
     def draw(self, curve: Sequence[tuple[int, float]]) -> None:
         self.show_figure(
@@ -295,6 +314,9 @@ class LiveProgress:
             self.draw(curve)
         if self.bar is not None:
             self.bar.close()
+        if self.lines is not None and self.iterations:  # the log's last line: where the run ended
+            last = [r for _, r in curve[-20:]]
+            self.line({"episodes": len(curve), **({"return": f"{sum(last) / len(last):.1f}"} if last else {})})
 
     def finished(self, result) -> None:
         """The run ended with ``result`` (a :class:`~fragnb.runtime.result.RunResult`): the dashboard's last
