@@ -116,16 +116,23 @@ def test_a_batch_job_killed_mid_run_resumes_and_the_notebook_loads_plain_pythons
     assert mine["returns"] == ns["returns"] and json.loads((out / "run.json").read_text())["cell"] == "ppo"
 
 
-def test_the_batch_command_refuses_a_bad_command_line_or_setup_by_name_before_any_worker_starts(tmp_path):
+def test_the_batch_command_refuses_a_bad_command_line_or_setup_by_name_before_any_worker_starts(tmp_path, capsys):
+    from fragnb.batch import main
+
+    def refused(*args) -> str:  # the command line's checks, here: they run before the setup, in this process
+        with pytest.raises(SystemExit) as exit:
+            main(list(map(str, args)))
+        assert exit.value.code == 2
+        return capsys.readouterr().err
+
+    assert "no `%%fragment dqn` cell; its %%fragment cells: ppo (cell 3)" in refused(NOTEBOOK_01, "--cell", "dqn")
+    assert "--seeds makes no batch job: it runs a sweep" in refused(NOTEBOOK_01, "--cell", "ppo", "--seeds", "0-3")
+    assert "--set takes NAME=VALUE" in refused(NOTEBOOK_01, "--cell", "ppo", "--set", "iterations")
+    assert "no notebook at" in refused(tmp_path / "none.ipynb", "--cell", "ppo")
+
     def run(*args):
         return subprocess.run(_command(*args), capture_output=True, text=True, timeout=120)
 
-    done = run(NOTEBOOK_01, "--cell", "dqn")
-    assert done.returncode == 2 and "no `%%fragment dqn` cell; its %%fragment cells: ppo (cell 3)" in done.stderr
-    done = run(NOTEBOOK_01, "--cell", "ppo", "--seeds", "0-3")
-    assert done.returncode == 2 and "--seeds makes no batch job: it runs a sweep" in done.stderr
-    done = run(NOTEBOOK_01, "--cell", "ppo", "--set", "iterations")
-    assert done.returncode == 2 and "--set takes NAME=VALUE" in done.stderr
     done = run(NOTEBOOK_01, "--cell", "ppo", "--set", "iteration=3", "--no-check")
     assert done.returncode == 2 and "the setup cells assign no `iteration`" in done.stderr
 
