@@ -230,6 +230,8 @@ def test_fragnb_exports_the_contract():
         "debug",
         "runs",
         "attach",
+        "load_run",
+        "SavedRun",
         "shutdown",
         "FragmentGraph",
         "FragmentError",

@@ -15,7 +15,11 @@ def _weights(ns):
 
 
 def test_async_with_bounded_staleness_solves_cartpole(canonical):
+    """Statistical: which weights each trajectory was collected with depends on the machine's timing, and on a
+    loaded CI machine seed 0 once went notebook 01's whole budget (150k steps) without solving; the test gives
+    it twice that (a run that solves stops there)."""
     ns = canonical.namespace()
+    ns["iterations"] *= 2
     result = run(
         capture(canonical.body, ns, name="ppo"),
         "async",
@@ -25,7 +29,7 @@ def test_async_with_bounded_staleness_solves_cartpole(canonical):
         plot=False,
         until=lambda r: r.mean_return() >= 475,
     )
-    assert result.stopped.startswith("the stop condition held") and result.mean_return() >= 475
+    assert result.stopped.startswith("the stop condition held") and result.mean_return() >= 475, result
     ages = [a for per in result.staleness for a in per]
     assert len(result.staleness) == result.iterations and len(ages) == 2 * result.iterations
     assert max(ages) <= 1 and any(ages), "actors ran ahead by one version at least once"
@@ -198,7 +202,7 @@ def test_srl_learns_cartpole_with_a_ring_of_environment_groups(canonical):
         plot=False,
         until=lambda r: r.mean_return() >= 475,
     )
-    assert result.stopped.startswith("the stop condition held") and result.mean_return() >= 475
+    assert result.stopped.startswith("the stop condition held") and result.mean_return() >= 475, result
     assert (
         result.inference_batch == 16
     )  # a policy thread serves one ring slot (8 environments) of each of 2 actor workers

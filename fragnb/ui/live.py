@@ -306,7 +306,7 @@ class LiveProgress:
 
     def show_link(self, link: str) -> None:
         """The address of the cluster's Dask dashboard, once the run's workers are ready."""
-        if self.bar is not None or self.plot:
+        if self.bar is not None or self.plot or self.lines is not None:
             print(f"Dask dashboard (workers, task stream): {link}")
 
     def close(self, curve: Sequence[tuple[int, float]]) -> None:
