@@ -1,3 +1,4 @@
+import inspect
 import textwrap
 
 import pytest
@@ -209,6 +210,35 @@ def test_cells_plain_python_runs_run_under_single_and_distributed_policies_refus
             assert (
                 torch.equal(ns[name], plain[name]) if isinstance(plain[name], torch.Tensor) else ns[name] == plain[name]
             )
+
+
+class _Trainer:
+    """An agent whose training loop is its own method, as object-oriented tutorials write it."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def train(self, iterations):
+        for _ in range(iterations):
+            self.env.step(torch.zeros(2, dtype=torch.long))
+        return self.env.vector_steps
+
+
+def test_a_loop_inside_a_method_the_cell_calls_is_refused_naming_the_method_and_its_loop():
+    """Issue 71: the cell `steps = trainer.train(3)` has no loop of its own. Saying "the cell has no loop" or
+    "the loop calls no component" is false to the user; the refusal names the method and where its loop is."""
+    trainer = _Trainer(CartPole(num_envs=2, seed=0))
+    g = capture("steps = trainer.train(3)\n", {"trainer": trainer})
+    loop_line = inspect.getsourcelines(_Trainer.train)[1] + 1
+    for policy, params in (("fine", {}), ("data_parallel", {"learners": 2})):
+        with pytest.raises(FragmentError) as info:
+            Script.of(g.place(policy, **params))
+        message = str(info.value)
+        assert info.value.lineno == 1, message
+        assert f"inside `_Trainer.train` ({__file__}, line {loop_line})" in message, message
+        assert "`single` runs it as plain Python" in message and "no component" not in message, message
+    fragnb.run(g, "single", progress=False)
+    assert g.namespace["steps"] == 3  # plain Python: the method ran its loop
 
 
 def test_fragment_error_renders_as_one_message_in_ipython():

@@ -131,7 +131,7 @@ class _Capture:
     def graph(self) -> FragmentGraph:
         """Run capture's stages over the cell, in order: parse, normalise, collect statements, check
         names, give roles, group fragments, draw edges."""
-        tree = parse(self.source, self.name, self.refusals)
+        tree = parse(self.source, self.name, self.refusals, self.namespace)
         # A loop that acts or learns through fragnb's components keeps their roles alone; one that only
         # steps a fragnb environment (a text task, the Gymnasium adapter) with its own networks and
         # optimiser is the field's kind of loop, its roles from the ecosystem's types.
@@ -153,11 +153,11 @@ class _Capture:
         self.temps, self.synthetic = normalizer.temps, normalizer.synthetic
         self.cell_writes |= set(self.temps)
         self.collect(tree.body, None)
-        if not any(s.components for s in self.statements):
+        if self.loops and not any(s.components for s in self.statements):  # no loop: parse() said so
             self.refusals.limit(
                 "the loop calls no component: call an environment (a Gymnasium env or a fragnb Env), a network, "
                 "an optimiser or a fragnb Actor, Buffer or Learner from an earlier cell",
-                self.loops[0].lineno if self.loops else None,
+                self.loops[0].lineno,
             )
         check_defined(tree.body, set(self.namespace) | set(dir(builtins)), self.cell_writes, self.refusals)
         reach = Reach(self.statements, self.loops)

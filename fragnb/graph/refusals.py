@@ -11,13 +11,16 @@ foreign objects it calls), while the statement-by-statement ones happen where st
 from __future__ import annotations
 
 import ast
+import inspect
 import sys
+import textwrap
+import types
 
 from ..errors import FragmentError
 from ..shards import unsupported
 from .flow import names
 from .model import Statement, cell_filename
-from .roles import is_foreign, reentrant_context
+from .roles import _library, is_foreign, reentrant_context
 
 __all__ = ["SPANS", "UNSUPPORTED", "Refusals", "parse", "check_constructs", "check_defined", "limit_foreign"]
 
@@ -95,8 +98,9 @@ class Refusals:
             self.whole_limits.append(self.limits[-1])
 
 
-def parse(source: str, name: str, refusals: Refusals) -> ast.Module:
-    """The cell's AST; refused where plain Python refuses it, a limit where it holds no training loop or several."""
+def parse(source: str, name: str, refusals: Refusals, namespace: dict | None = None) -> ast.Module:
+    """The cell's AST; refused where plain Python refuses it, a limit where it holds no training loop or several
+    (naming the function or method of ``namespace``'s objects that holds the loop the cell calls)."""
     try:
         tree = ast.parse(source)
         compile(tree, cell_filename(name), "exec")  # what plain Python refuses too (`return` in a cell)
@@ -106,10 +110,20 @@ def parse(source: str, name: str, refusals: Refusals) -> ast.Module:
         raise FragmentError("the cell is empty: write the training loop below the %%fragment line")
     loops = [n for n in tree.body if isinstance(n, (ast.For, ast.While))]
     if not loops and not any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(tree)):
-        refusals.limit(
-            "the cell has no loop: write the training loop as `for it in range(n):` "
-            "(the outermost loop counts training iterations)"
-        )
+        inside = _loop_inside(tree, namespace or {})
+        if inside is None:
+            refusals.limit(
+                "the cell has no loop: write the training loop as `for it in range(n):` "
+                "(the outermost loop counts training iterations)"
+            )
+        else:
+            call, where, fn = inside
+            refusals.limit(
+                f"the training loop is inside `{fn.__qualname__}` ({where}), which this line calls: fragnb splits a "
+                "loop written in the cell itself, and reads no function's body. Write the loop in the cell, calling "
+                "what it calls through `self` on the object (its environment, networks and optimiser)",
+                call,
+            )
     if len(loops) > 1:
         refusals.limit(
             f"the cell has {len(loops)} top-level loops (lines {', '.join(str(n.lineno) for n in loops)}); "
@@ -117,6 +131,36 @@ def parse(source: str, name: str, refusals: Refusals) -> ast.Module:
             loops[1],
         )
     return tree
+
+
+def _loop_inside(tree: ast.Module, namespace: dict):
+    """The first call of the cell's top level to a function or method of the user's (not a library's) whose
+    body holds a loop: (the call, where the loop is, the function), or None."""
+    for node in tree.body:
+        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+            path, func = [], call.func
+            while isinstance(func, ast.Attribute):
+                path.append(func.attr)
+                func = func.value
+            if not isinstance(func, ast.Name) or func.id not in namespace:
+                continue
+            obj = namespace[func.id]
+            for attr in reversed(path):
+                obj = getattr(obj, attr, None)
+            fn = getattr(obj, "__func__", obj)  # a bound method's function
+            if not isinstance(fn, types.FunctionType) or _library(fn):
+                continue
+            try:
+                lines, first = inspect.getsourcelines(fn)
+            except (OSError, TypeError):
+                continue
+            body = ast.parse(textwrap.dedent("".join(lines)))
+            loop = next((n for n in ast.walk(body) if isinstance(n, (ast.For, ast.While))), None)
+            if loop is not None:
+                filename = fn.__code__.co_filename
+                origin = "a notebook cell" if filename.startswith("<") or "ipykernel" in filename else filename
+                return call, f"{origin}, line {first + loop.lineno - 1}", fn
+    return None
 
 
 def check_constructs(tree: ast.Module, namespace: dict, refusals: Refusals) -> None:
