@@ -9,7 +9,8 @@ Gymnasium and torch distributes as it stands:
   ``reset(seed=s)`` seeds its sub-environment ``i`` with ``s + i`` counted in the whole batch, as
   plain Python's ``reset`` does, so the seeds do not depend on the split;
 - networks and optimisers are not split: each replica holds a whole copy (a learner's weights go to
-  the actors' copies after each update, see :mod:`fragnb.plan.script`).
+  the actors' copies after each update, see :mod:`fragnb.plan.script`); :func:`torch_held` finds them
+  wherever a loop keeps them (an agent's attributes, a network's own optimiser, a dict per agent group).
 
 Objects of other ecosystem types (one Gymnasium env, an ``AsyncVectorEnv``, a vector wrapper) are
 refused under distributed policies: :func:`unsupported` says why.
@@ -26,6 +27,8 @@ import copy
 import copyreg
 import inspect
 import sys
+import types
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -48,6 +51,7 @@ __all__ = [
     "networks",
     "network",
     "faithful_copies",
+    "torch_held",
 ]
 
 #: A vector env's attributes that every shard has as the whole batch has them: reading one where
@@ -350,3 +354,60 @@ def _rebuilt(cls, state: dict):
     env = cls.__new__(cls)
     vars(env).update(state)
     return env
+
+
+#: How far :func:`torch_held` looks inside what it is given, and the longest list or dict it looks through
+#: (a replay buffer's list of transitions holds no optimiser).
+_HELD_DEPTH, _HELD_WIDTH = 3, 256
+
+
+def torch_held(values: Iterable[Any], depth: int = _HELD_DEPTH) -> list:
+    """The torch optimisers and networks among ``values`` and held by them, in the order first found: in
+    dicts, lists and tuples (one optimiser per agent group), objects' attributes (a tutorial's agent class,
+    a network that keeps its own optimiser as minimalRL's do), what a function reaches through the globals
+    its code names and its closure (a DQN tutorial's ``optimize_model()``) and a bound method's object;
+    ``depth`` levels deep. The order depends only on how the objects are built, so every replica of a
+    loop finds its copies in the same order.
+
+    Examples
+    --------
+    >>> import torch
+    >>> class Agent:
+    ...     def __init__(self):
+    ...         self.net = torch.nn.Linear(2, 1)
+    ...         self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.1)
+    >>> [type(v).__name__ for v in torch_held([Agent()])]
+    ['Linear', 'SGD']
+    """
+    found: dict[int, Any] = {}
+    visited: set[int] = set()
+
+    def visit(value: Any, left: int) -> None:
+        if isinstance(value, (torch.optim.Optimizer, torch.nn.Module)):
+            found.setdefault(id(value), value)
+            if isinstance(value, torch.optim.Optimizer):
+                return
+        if left == 0 or id(value) in visited or isinstance(value, (type, types.ModuleType, torch.Tensor)):
+            return
+        visited.add(id(value))
+        if isinstance(value, types.MethodType):
+            inner = [value.__self__, value.__func__]
+        elif isinstance(value, types.FunctionType):
+            inner = [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
+            inner += [c.cell_contents for c in value.__closure__ or () if c.cell_contents is not None]
+        elif isinstance(value, torch.nn.Module):  # its plain attributes: an optimiser it keeps as self.optimizer
+            inner = [v for k, v in vars(value).items() if not k.startswith("_")]
+        elif isinstance(value, dict):
+            inner = list(value.values())[:_HELD_WIDTH]
+        elif isinstance(value, (list, tuple)):
+            inner = list(value)[:_HELD_WIDTH]
+        elif hasattr(value, "__dict__") and not isinstance(value, types.FunctionType):
+            inner = list(vars(value).values())
+        else:
+            return
+        for v in inner:
+            visit(v, left - 1)
+
+    for value in values:
+        visit(value, depth)
+    return list(found.values())

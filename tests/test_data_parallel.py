@@ -307,6 +307,86 @@ def test_two_replicas_improve_the_return_on_a_small_budget(name, one_thread):
         assert len(returns) >= 40 and last >= 2 * first, (replica, first, last)
 
 
+# Where the field keeps its optimiser: inside the network (minimalRL's style: `self.optimizer`, stepped by the
+# network's own `train_net()`), or in an agent object a tutorial's class builds. Each loop ends its iteration with
+# the weights' checksum: before the iteration's end, where tensors no optimiser steps follow replica 0's, so
+# an optimiser data_parallel does not find (each replica stepping on its own data) shows as checksums apart.
+HELD_SETUP = """
+import gymnasium as gym
+import torch
+import torch.nn as nn
+
+
+def reinforce(optimizer, data):
+    ret, loss = 0.0, 0.0
+    optimizer.zero_grad()
+    for r, p in data[::-1]:
+        ret = r + 0.98 * ret
+        loss = loss - torch.log(p) * ret
+    loss.backward()
+    optimizer.step()
+    data.clear()
+
+
+class Policy(nn.Module):
+    def __init__(self, owns_optimizer):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.data = []
+        if owns_optimizer:
+            self.optimizer = torch.optim.Adam(self.parameters(), lr=1e-2)
+
+    def forward(self, x):
+        return torch.softmax(self.fc(x), -1)
+
+    def train_net(self):
+        reinforce(self.optimizer, self.data)
+
+
+class Agent:
+    def __init__(self, net):
+        self.net = net
+        self.optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+
+    def train_net(self):
+        reinforce(self.optimizer, self.net.data)
+
+
+torch.manual_seed(3)
+env = gym.make("CartPole-v1")
+pi = Policy(owns_optimizer=OWNER == "network")
+trainer = pi if OWNER == "network" else Agent(pi)
+sums = []
+"""
+HELD_CELL = """
+for n_epi in range(4):
+    s, _ = env.reset(seed=n_epi)
+    done = False
+    while not done:
+        prob = pi(torch.from_numpy(s).float())
+        a = torch.distributions.Categorical(prob).sample()
+        s, r, term, trunc, _ = env.step(a.item())
+        pi.data.append((r, prob[a]))
+        done = term or trunc
+    trainer.train_net()
+    sums.append(sum(p.double().sum().item() for p in pi.parameters()))
+"""
+
+
+@pytest.mark.parametrize("owner", ["network", "agent"])
+def test_an_optimiser_a_network_or_an_agent_keeps_is_averaged_as_one_from_the_setup(owner):
+    """Shown failing before fragnb.shards.torch_held: the replicas' checksums parted at the first iteration
+    (each stepped its own data, replica 0's weights then copied over replica 1's), a data-parallel run in
+    name that learned from one replica's episodes."""
+    ns = {"OWNER": owner}
+    exec(HELD_SETUP, ns)
+    result = fragnb.run(
+        fragnb.capture(HELD_CELL, ns, name=owner), "data_parallel", replicas=2, plot=False, progress=False
+    )
+    first, second = (result.replica_values[r]["sums"] for r in ("replicas[0]", "replicas[1]"))
+    assert len(first) == 4 and first == second
+
+
 def test_a_loop_that_steps_no_optimiser_is_refused_with_more_than_one_replica(canonical, ppo_ns):
     env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)])
     ns = {"envs": env, "np": np, "returns": []}

@@ -136,33 +136,12 @@ def check_plain_learners(
 def check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> None:
     """A whole-cell policy keeps its replicas' networks equal by averaging what torch optimisers step:
     a loop that steps none (tabular values, weights updated by hand) would learn N times alone."""
-    import types
-
     import torch
 
-    def optimisers(value, depth: int, visited: set) -> bool:
-        """Whether ``value`` is or holds a torch optimiser: in a dict or list (TorchRL's multi-agent tutorial
-        keeps one per agent group in a dict), an object's attributes (a Learner's), or the globals of a
-        function the cell calls (the DQN tutorial's optimize_model()); a few levels deep."""
-        if isinstance(value, torch.optim.Optimizer):
-            return True
-        if depth == 0 or id(value) in visited or isinstance(value, (type, types.ModuleType, torch.Tensor)):
-            return False
-        visited.add(id(value))
-        if isinstance(value, types.FunctionType):
-            inner = [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
-        elif isinstance(value, dict):
-            inner = list(value.values())
-        elif isinstance(value, (list, tuple)):
-            inner = list(value)
-        elif hasattr(value, "__dict__"):  # minimalRL's networks hold their optimiser as an attribute
-            inner = list(vars(value).values())
-        else:
-            return False
-        return any(optimisers(v, depth - 1, visited) for v in inner)
+    from ..shards import torch_held
 
-    visited: set = set()
-    if not any(optimisers(graph.namespace[n], 3, visited) for n in graph.inputs if n in graph.namespace):
+    held = torch_held(graph.namespace[n] for n in sorted(graph.inputs) if n in graph.namespace)
+    if not any(isinstance(v, torch.optim.Optimizer) for v in held):
         first = graph.loops[0].lineno if graph.loops else None
         raise FragmentError.in_source(
             f"policy {policy.name!r} keeps its replicas' networks equal by averaging the gradients torch optimisers "

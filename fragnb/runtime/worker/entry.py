@@ -18,8 +18,7 @@ import functools
 import pickle
 import sys
 import threading
-import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import distributed
 
@@ -27,7 +26,7 @@ from ...components import Component, Env, Learner, modules_of
 from ...plan.instrument import remember_source
 from ...plan.script import ReplicaId
 from ...rows import whole_rows
-from ...shards import faithful_copies, reseed, shard
+from ...shards import faithful_copies, reseed, shard, torch_held
 from ...sinks import Held
 from ...streams import serving
 from ..cluster import dask_profiler
@@ -347,26 +346,17 @@ def stepped_and_followed(ns: dict) -> tuple[list, list]:
     """What a whole-cell replica keeps equal to the others, in the same order on every replica: the
     torch optimisers its cell can step (averaged at each step), and the tensors no optimiser steps
     (a target network's weights, running statistics), which follow replica 0's after every iteration.
-    Found among the namespace's values, its components' attributes and what its functions reach
-    (``optimize_model()`` from an earlier cell, stepping the optimiser among its globals)."""
+    Found among the namespace's values and what they hold (:func:`fragnb.shards.torch_held`: an agent's
+    attributes, a network's own optimiser, ``optimize_model()``'s globals): an optimiser missed here would
+    step each replica on its own data while its weights followed replica 0's, a run that looks data-parallel
+    and learns from one replica's data."""
     import torch
 
-    found: dict[int, Any] = {}
-    for value in ns.values():
-        if isinstance(value, Component):
-            held = list(vars(value).values())
-        elif isinstance(value, types.FunctionType):
-            held = [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
-            held += [c.cell_contents for c in value.__closure__ or () if c.cell_contents is not None]
-        else:
-            held = []
-        for v in (value, *held):
-            if isinstance(v, (torch.optim.Optimizer, torch.nn.Module)):
-                found.setdefault(id(v), v)
-    optimizers = [v for v in found.values() if isinstance(v, torch.optim.Optimizer)]
+    found = torch_held(ns.values())
+    optimizers = [v for v in found if isinstance(v, torch.optim.Optimizer)]
     stepped = {id(p) for opt in optimizers for group in opt.param_groups for p in group["params"]}
     followed: dict[int, torch.Tensor] = {}
-    for module in (v for v in found.values() if isinstance(v, torch.nn.Module)):
+    for module in (v for v in found if isinstance(v, torch.nn.Module)):
         for t in [*module.parameters(), *module.buffers()]:
             if id(t) not in stepped:
                 followed.setdefault(id(t), t)
