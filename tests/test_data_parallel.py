@@ -398,6 +398,48 @@ def test_a_loop_that_steps_no_optimiser_is_refused_with_more_than_one_replica(ca
     fragnb.capture(canonical.body, ppo_ns(), name="ppo").place("data_parallel", replicas=2)  # a Learner's optimiser
 
 
+BUILT_SETUP = """
+import gymnasium as gym
+import torch
+
+
+class Reinforce:
+    def __init__(self):
+        self.net = torch.nn.Linear(4, 2)
+        self.optimizer = torch.optim.AdamW(self.net.parameters(), lr=1e-3)
+
+
+env = gym.make("CartPole-v1")
+"""
+
+
+@pytest.mark.parametrize(
+    "cell, line, made",
+    [
+        # the Gymnasium REINFORCE tutorial's shape: an agent (and its optimiser) per seed, built in the loop
+        (
+            "for seed in range(2):\n    agent = Reinforce()\n    obs, _ = env.reset(seed=seed)\n",
+            2,
+            "its `__init__` builds a torch.optim.AdamW",
+        ),
+        (
+            "net = torch.nn.Linear(4, 2)\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\nfor it in range(2):\n    env.reset(seed=it)\n",
+            2,
+            "makes one",
+        ),
+    ],
+)
+def test_an_optimiser_built_inside_the_cell_is_refused_naming_its_line(cell, line, made):
+    """Issue 71: it was refused as "this loop steps no torch.optim optimiser", false where the cell steps one."""
+    ns = {}
+    exec(BUILT_SETUP, ns)
+    graph = fragnb.capture(cell, ns, name="built")
+    with pytest.raises(fragnb.FragmentError) as info:
+        graph.place("data_parallel", replicas=2)
+    assert info.value.lineno == line and made in str(info.value) and "inside the cell" in str(info.value)
+    graph.place("data_parallel", replicas=1)  # one replica is plain Python
+
+
 @pytest.mark.timeout(180)
 def test_a_recursion_error_in_a_replica_ends_the_run_with_the_error_not_a_wait():
     """A RecursionError's traceback, thousands of frames deep, never reached the notebook: the client did not

@@ -140,6 +140,17 @@ def check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> None
 
     from ..shards import torch_held
 
+    built = _optimiser_built_in_the_cell(graph)
+    if built is not None:
+        call, what = built
+        raise FragmentError.in_source(
+            f"policy {policy.name!r} averages, at each step, the gradients of the torch optimisers that exist when "
+            f"the run starts, and `{ast.unparse(call.func)}(...)` {what} inside the cell, where no replica can "
+            "match it with the others' before its loop runs: each replica would train that one alone. Build it "
+            "in an earlier cell and use it here, or use 'single'",
+            call.lineno,
+            graph.source,
+        )
     held = torch_held(graph.namespace[n] for n in sorted(graph.inputs) if n in graph.namespace)
     if not any(isinstance(v, torch.optim.Optimizer) for v in held):
         first = graph.loops[0].lineno if graph.loops else None
@@ -151,6 +162,40 @@ def check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> None
             first,
             graph.source,
         )
+
+
+def _optimiser_built_in_the_cell(graph: FragmentGraph) -> tuple[ast.Call, str] | None:
+    """The first call of the cell that makes a torch optimiser: a ``torch.optim`` class, or a class of the
+    user's whose ``__init__`` names one (the Gymnasium REINFORCE tutorial's agent, built in its seed loop),
+    with what it makes; None if none does."""
+    import inspect
+
+    import torch
+
+    def optimiser_class(name: str) -> bool:
+        cls = getattr(torch.optim, name, None)
+        return isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)
+
+    for call in (n for n in ast.walk(graph.tree) if isinstance(n, ast.Call)):
+        path, func = [], call.func
+        while isinstance(func, ast.Attribute):
+            path.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name) or func.id not in graph.namespace:
+            continue
+        obj = graph.namespace[func.id]
+        for attr in reversed(path):
+            obj = getattr(obj, attr, None)
+        if not isinstance(obj, type):
+            continue
+        if issubclass(obj, torch.optim.Optimizer):
+            return call, "makes one"
+        init = getattr(obj, "__init__", None)
+        if inspect.isfunction(init):
+            made = next((n for n in init.__code__.co_names if optimiser_class(n)), None)
+            if made is not None:
+                return call, f"makes one (its `__init__` builds a torch.optim.{made})"
+    return None
 
 
 def check_no_bare_parameters_shared(graph: FragmentGraph, fragments: dict[str, FragmentPlacement]) -> None:
