@@ -28,7 +28,7 @@ import copyreg
 import inspect
 import sys
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,7 @@ __all__ = [
     "network",
     "faithful_copies",
     "torch_held",
+    "reached",
 ]
 
 #: A vector env's attributes that every shard has as the whole batch has them: reading one where
@@ -195,6 +196,9 @@ def reseed(objects: dict[str, Any], index: int, seed: int) -> None:
     - Gymnasium environments, vector environments and their wrappers add ``index * SEED_STRIDE`` to
       every integer seed ``reset`` gets, and their generators and spaces (``action_space.sample()``)
       start from ``(seed, index)`` for the resets and draws that get none.
+
+    Those held by the objects (an agent's ``self.env``, a list of environments) are found as
+    :func:`reached` finds them; an environment reached twice is reseeded once.
     """
     if index == 0:
         return
@@ -202,7 +206,8 @@ def reseed(objects: dict[str, Any], index: int, seed: int) -> None:
 
     seen: set[int] = set()
     rng = np.random.default_rng([seed & 0xFFFFFFFF, index])
-    for obj in objects.values():
+    # what the loop reaches through attributes too (a tutorial agent's `self.env`), not inside what is reseeded
+    for obj in reached(objects.values(), stop=lambda o: isinstance(o, (EnvStreams, Component)) or _gymnasium_env(o)):
         if id(obj) in seen:
             continue
         seen.add(id(obj))
@@ -356,18 +361,52 @@ def _rebuilt(cls, state: dict):
     return env
 
 
-#: How far :func:`torch_held` looks inside what it is given, and the longest list or dict it looks through
-#: (a replay buffer's list of transitions holds no optimiser).
+#: How far :func:`reached` looks inside what it is given, and the longest list or dict it looks through
+#: (a replay buffer's list of transitions holds no optimiser and no environment).
 _HELD_DEPTH, _HELD_WIDTH = 3, 256
 
 
-def torch_held(values: Iterable[Any], depth: int = _HELD_DEPTH) -> list:
-    """The torch optimisers and networks among ``values`` and held by them, in the order first found: in
-    dicts, lists and tuples (one optimiser per agent group), objects' attributes (a tutorial's agent class,
-    a network that keeps its own optimiser as minimalRL's do), what a function reaches through the globals
-    its code names and its closure (a DQN tutorial's ``optimize_model()``) and a bound method's object;
-    ``depth`` levels deep. The order depends only on how the objects are built, so every replica of a
-    loop finds its copies in the same order.
+def reached(values: Iterable[Any], depth: int = _HELD_DEPTH, stop: Callable[[Any], bool] = lambda obj: False):
+    """Every object among ``values`` and held by them, each once, in the order first found: in dicts,
+    lists and tuples, objects' attributes (a tutorial's agent class; a network's public ones, such as an
+    optimiser it keeps as ``self.optimizer``), what a function reaches through the globals its code names
+    and its closure (a DQN tutorial's ``optimize_model()``) and a bound method's object; ``depth`` levels
+    deep, not inside an object ``stop`` holds true for (it is yielded). The order depends only on how the
+    objects are built, so every replica of a loop finds its copies in the same order."""
+    visited: set[int] = set()
+
+    def visit(value: Any, left: int):
+        if id(value) in visited or isinstance(value, (type, types.ModuleType)):
+            return
+        visited.add(id(value))
+        yield value
+        if left == 0 or isinstance(value, (torch.Tensor, torch.optim.Optimizer)) or stop(value):
+            return
+        if isinstance(value, types.MethodType):
+            inner = [value.__self__, value.__func__]
+        elif isinstance(value, types.FunctionType):
+            inner = [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
+            inner += [c.cell_contents for c in value.__closure__ or () if c.cell_contents is not None]
+        elif isinstance(value, torch.nn.Module):  # its public attributes: its submodules' tensors are its own
+            inner = [v for k, v in vars(value).items() if not k.startswith("_")]
+        elif isinstance(value, dict):
+            inner = list(value.values())[:_HELD_WIDTH]
+        elif isinstance(value, (list, tuple)):
+            inner = list(value)[:_HELD_WIDTH]
+        elif hasattr(value, "__dict__"):
+            inner = list(vars(value).values())
+        else:
+            return
+        for v in inner:
+            yield from visit(v, left - 1)
+
+    for value in values:
+        yield from visit(value, depth)
+
+
+def torch_held(values: Iterable[Any]) -> list:
+    """The torch optimisers and networks among ``values`` and held by them (:func:`reached`), in the order
+    first found.
 
     Examples
     --------
@@ -379,35 +418,4 @@ def torch_held(values: Iterable[Any], depth: int = _HELD_DEPTH) -> list:
     >>> [type(v).__name__ for v in torch_held([Agent()])]
     ['Linear', 'SGD']
     """
-    found: dict[int, Any] = {}
-    visited: set[int] = set()
-
-    def visit(value: Any, left: int) -> None:
-        if isinstance(value, (torch.optim.Optimizer, torch.nn.Module)):
-            found.setdefault(id(value), value)
-            if isinstance(value, torch.optim.Optimizer):
-                return
-        if left == 0 or id(value) in visited or isinstance(value, (type, types.ModuleType, torch.Tensor)):
-            return
-        visited.add(id(value))
-        if isinstance(value, types.MethodType):
-            inner = [value.__self__, value.__func__]
-        elif isinstance(value, types.FunctionType):
-            inner = [value.__globals__[n] for n in value.__code__.co_names if n in value.__globals__]
-            inner += [c.cell_contents for c in value.__closure__ or () if c.cell_contents is not None]
-        elif isinstance(value, torch.nn.Module):  # its plain attributes: an optimiser it keeps as self.optimizer
-            inner = [v for k, v in vars(value).items() if not k.startswith("_")]
-        elif isinstance(value, dict):
-            inner = list(value.values())[:_HELD_WIDTH]
-        elif isinstance(value, (list, tuple)):
-            inner = list(value)[:_HELD_WIDTH]
-        elif hasattr(value, "__dict__") and not isinstance(value, types.FunctionType):
-            inner = list(vars(value).values())
-        else:
-            return
-        for v in inner:
-            visit(v, left - 1)
-
-    for value in values:
-        visit(value, depth)
-    return list(found.values())
+    return [v for v in reached(values) if isinstance(v, (torch.optim.Optimizer, torch.nn.Module))]

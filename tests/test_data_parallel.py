@@ -398,6 +398,53 @@ def test_a_loop_that_steps_no_optimiser_is_refused_with_more_than_one_replica(ca
     fragnb.capture(canonical.body, ppo_ns(), name="ppo").place("data_parallel", replicas=2)  # a Learner's optimiser
 
 
+AGENT_SETUP = """
+import gymnasium as gym
+import torch
+
+
+class Agent:
+    def __init__(self):
+        self.env = gym.make("CartPole-v1")
+        self.net = torch.nn.Linear(4, 2)
+        self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.01)
+
+
+torch.manual_seed(0)
+agent = Agent()
+"""
+AGENT_CELL = """
+firsts, sums = [], []
+for ep in range(3):
+    obs, _ = agent.env.reset(seed=ep)
+    firsts.append(float(obs[0]))
+    loss = agent.net(torch.as_tensor(obs)).logsumexp(0)
+    agent.optimizer.zero_grad()
+    loss.backward()
+    agent.optimizer.step()
+    sums.append(sum(p.double().sum().item() for p in agent.net.parameters()))
+"""
+
+
+def test_a_loop_through_an_agents_attributes_runs_under_data_parallel_and_is_refused_naming_them_where_split():
+    """Issue 71: `agent.env.reset(...)`, `agent.net(obs)`, `agent.optimizer.step()` were refused everywhere as
+    "the loop calls no component". A policy that splits the loop still refuses, naming the attributes and
+    data_parallel; data_parallel runs it, reseeding the environment the agent holds (shown failing with the
+    reseed walk left at the namespace's top level: both replicas reset to the same observations)."""
+    ns = {}
+    exec(AGENT_SETUP, ns)
+    graph = fragnb.capture(AGENT_CELL, ns, name="agent_loop")
+    with pytest.raises(fragnb.FragmentError) as info:
+        graph.place("coarse", actors=2)
+    message = str(info.value)
+    assert info.value.lineno == 4 and "`agent.env`, an environment, line 4" in message, message
+    assert "`agent.optimizer`, an optimiser, line 7" in message and "'data_parallel'" in message, message
+    result = fragnb.run(graph, "data_parallel", replicas=2, plot=False, progress=False)
+    first, second = (result.replica_values[r] for r in ("replicas[0]", "replicas[1]"))
+    assert first["sums"] == second["sums"] and len(first["sums"]) == 3  # averaged: equal networks
+    assert all(a != b for a, b in zip(first["firsts"], second["firsts"]))  # each replica its own episodes
+
+
 BUILT_SETUP = """
 import gymnasium as gym
 import torch

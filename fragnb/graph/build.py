@@ -40,7 +40,7 @@ from .flow import call_root, mutated, names, reads_only
 from .fragments import data_edges, group, state_edges
 from .model import FragmentGraph, Loop, Statement
 from .normalize import Normalizer
-from .refusals import Refusals, check_constructs, check_defined, limit_foreign, parse
+from .refusals import Refusals, check_constructs, check_defined, held_components, limit_foreign, parse
 from .roles import MODULE, call_role, is_foreign, reentrant_context, role
 
 __all__ = ["capture"]
@@ -154,11 +154,23 @@ class _Capture:
         self.cell_writes |= set(self.temps)
         self.collect(tree.body, None)
         if self.loops and not any(s.components for s in self.statements):  # no loop: parse() said so
-            self.refusals.limit(
-                "the loop calls no component: call an environment (a Gymnasium env or a fragnb Env), a network, "
-                "an optimiser or a fragnb Actor, Buffer or Learner from an earlier cell",
-                self.loops[0].lineno,
-            )
+            held = held_components(tree, self.namespace, self.cell_writes)
+            if held:  # a policy running the loop whole needs no names: only one that splits it does
+                found = "; ".join(f"`{text}`, {kind}, line {line}" for text, kind, line in held[:4])
+                self.refusals.limit(
+                    f"the loop reaches what it calls through an object's attributes ({found}): a policy that "
+                    "splits the loop places the objects the cell names, not an object's attributes. Name them in "
+                    f"an earlier cell (`{held[0][0].rpartition('.')[2]} = {held[0][0]}`) and call those, or use "
+                    "'data_parallel', which runs the loop whole",
+                    held[0][2],
+                    whole=False,
+                )
+            else:
+                self.refusals.limit(
+                    "the loop calls no component: call an environment (a Gymnasium env or a fragnb Env), a network, "
+                    "an optimiser or a fragnb Actor, Buffer or Learner from an earlier cell",
+                    self.loops[0].lineno,
+                )
         check_defined(tree.body, set(self.namespace) | set(dir(builtins)), self.cell_writes, self.refusals)
         reach = Reach(self.statements, self.loops)
         self.statements, reached = assign_roles(self.statements, reach, self.namespace)

@@ -20,9 +20,18 @@ from ..errors import FragmentError
 from ..shards import unsupported
 from .flow import names
 from .model import Statement, cell_filename
-from .roles import _library, is_foreign, reentrant_context
+from .roles import _library, is_foreign, reentrant_context, role
 
-__all__ = ["SPANS", "UNSUPPORTED", "Refusals", "parse", "check_constructs", "check_defined", "limit_foreign"]
+__all__ = [
+    "SPANS",
+    "UNSUPPORTED",
+    "Refusals",
+    "parse",
+    "check_constructs",
+    "check_defined",
+    "limit_foreign",
+    "held_components",
+]
 
 # Constructs a distributed policy cannot split, and why: fragments run in separate processes.
 # (``single`` runs them as plain Python does.)
@@ -161,6 +170,39 @@ def _loop_inside(tree: ast.Module, namespace: dict):
                 origin = "a notebook cell" if filename.startswith("<") or "ipykernel" in filename else filename
                 return call, f"{origin}, line {first + loop.lineno - 1}", fn
     return None
+
+
+#: How a refusal names what a role is.
+_KINDS = {
+    "env": "an environment",
+    "module": "a network",
+    "learner": "an optimiser",
+    "actor": "an actor",
+    "buffer": "a buffer",
+}
+
+
+def held_components(tree: ast.Module, namespace: dict, cell_writes: set[str]) -> list[tuple[str, str, int]]:
+    """What the cell calls through an object's attributes that has a role of its own (a tutorial agent's
+    ``agent.env.step(a)``, ``agent.net(obs)``, ``agent.optimizer.step()``): ``(text, kind, line)`` for each,
+    first line first, each text once."""
+    found: dict[str, tuple[str, str, int]] = {}
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        chain, func = [], call.func
+        while isinstance(func, ast.Attribute):
+            chain.append(func)
+            func = func.value
+        if not isinstance(func, ast.Name) or func.id in cell_writes or func.id not in namespace or not chain:
+            continue
+        obj = namespace[func.id]
+        for attribute in reversed(chain):  # the object itself, then each attribute along the chain
+            obj = getattr(obj, attribute.attr, None)
+            r = role(obj)
+            if r is not None and r in _KINDS:
+                text = ast.unparse(attribute)
+                found.setdefault(text, (text, _KINDS[r], call.lineno))
+                break
+    return sorted(found.values(), key=lambda f: f[2])
 
 
 def check_constructs(tree: ast.Module, namespace: dict, refusals: Refusals) -> None:
