@@ -218,27 +218,55 @@ class _Trainer:
     def __init__(self, env):
         self.env = env
 
-    def train(self, iterations):
+    def train(self, iterations, scale=2):
         for _ in range(iterations):
-            self.env.step(torch.zeros(2, dtype=torch.long))
+            self.env.step(torch.zeros(scale, dtype=torch.long))
         return self.env.vector_steps
 
+    def train_until(self, iterations):
+        for it in range(iterations):
+            self.env.step(torch.zeros(2, dtype=torch.long))
+            if it == 1:
+                return it  # a return inside the loop: not a cell's shape
 
-def test_a_loop_inside_a_method_the_cell_calls_is_refused_naming_the_method_and_its_loop():
-    """Issue 71: the cell `steps = trainer.train(3)` has no loop of its own. Saying "the cell has no loop" or
-    "the loop calls no component" is false to the user; the refusal names the method and where its loop is."""
+
+def test_a_loop_inside_a_method_the_cell_calls_is_read_from_the_method_at_its_own_lines():
+    """Issue 71: `steps = trainer.train(3)` was refused under every distributed policy as "the cell has no
+    loop". Capture reads the method's body (self as `trainer`, the parameters bound, the return assigned),
+    each statement at its line in the method's source; `single` is plain Python; a policy that splits the
+    loop names the attributes it calls through and data_parallel."""
+    trainer, plain = _Trainer(CartPole(num_envs=2, seed=0)), _Trainer(CartPole(num_envs=2, seed=0))
+    g = capture("steps = trainer.train(3)\n", {"trainer": trainer, "torch": torch})
+    lines, first = inspect.getsourcelines(_Trainer.train)
+    assert g.read_from == f"_Trainer.train, lines {first}-{first + len(lines) - 1} of {__file__}"
+    assert g.source.splitlines()[first].strip() == "for _ in range(iterations):"  # the method's own line
+    assert g.source.splitlines()[first - 1] == "iterations = 3; scale = 2"  # on the `def` line
+    assert g.loops[0].lineno == first + 1
+    with pytest.raises(FragmentError) as info:
+        Script.of(g.place("fine"))
+    message = str(info.value)
+    assert info.value.lineno == first + 2 and "`trainer.env`, an environment" in message, message
+    assert "'data_parallel'" in message and f"read from _Trainer.train, lines {first}" in message, message
+    fragnb.run(g, "single", progress=False)
+    assert g.namespace["steps"] == plain.train(3) == 3  # plain Python: the method's loop ran, its return assigned
+
+
+def test_a_loop_inside_a_method_capture_cannot_read_as_a_cell_is_refused_naming_the_method_and_its_loop():
+    """A method that returns from inside its loop is not a cell's shape: the refusal names the method and where
+    its loop is (it said "the cell has no loop" or "the loop calls no component", false to the user)."""
     trainer = _Trainer(CartPole(num_envs=2, seed=0))
-    g = capture("steps = trainer.train(3)\n", {"trainer": trainer})
-    loop_line = inspect.getsourcelines(_Trainer.train)[1] + 1
+    g = capture("steps = trainer.train_until(3)\n", {"trainer": trainer, "torch": torch})
+    assert g.read_from is None
+    loop_line = inspect.getsourcelines(_Trainer.train_until)[1] + 1
     for policy, params in (("fine", {}), ("data_parallel", {"learners": 2})):
         with pytest.raises(FragmentError) as info:
             Script.of(g.place(policy, **params))
         message = str(info.value)
         assert info.value.lineno == 1, message
-        assert f"inside `_Trainer.train` ({__file__}, line {loop_line})" in message, message
+        assert f"inside `_Trainer.train_until` ({__file__}, line {loop_line})" in message, message
         assert "`single` runs it as plain Python" in message and "no component" not in message, message
     fragnb.run(g, "single", progress=False)
-    assert g.namespace["steps"] == 3  # plain Python: the method ran its loop
+    assert g.namespace["steps"] == 1
 
 
 def test_fragment_error_renders_as_one_message_in_ipython():

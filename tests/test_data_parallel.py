@@ -445,6 +445,75 @@ def test_a_loop_through_an_agents_attributes_runs_under_data_parallel_and_is_ref
     assert all(a != b for a, b in zip(first["firsts"], second["firsts"]))  # each replica its own episodes
 
 
+METHOD_SETUP = """
+import gymnasium as gym
+import torch
+
+
+class Reinforce:
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        self.env = gym.make("CartPole-v1")
+        self.net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-2)
+        self.seed = seed
+
+    def act(self, obs):
+        dist = torch.distributions.Categorical(logits=self.net(torch.as_tensor(obs)))
+        action = dist.sample()
+        return action.item(), dist.log_prob(action)
+
+    def train(self, num_episodes, gamma=0.99):
+        returns, sums = [], []
+        for episode in range(num_episodes):
+            obs, _ = self.env.reset(seed=self.seed + episode)
+            log_probs, rewards, done = [], [], False
+            while not done:
+                action, log_prob = self.act(obs)
+                obs, reward, terminated, truncated, _ = self.env.step(action)
+                log_probs.append(log_prob)
+                rewards.append(reward)
+                done = terminated or truncated
+            ret, discounted = 0.0, []
+            for r in reversed(rewards):
+                ret = r + gamma * ret
+                discounted.insert(0, ret)
+            loss = -(torch.stack(log_probs) * torch.tensor(discounted)).sum()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            returns.append(sum(rewards))
+            sums.append(sum(p.double().sum().item() for p in self.net.parameters()))
+        return returns
+"""
+
+
+def test_a_loop_in_an_agents_method_runs_through_the_magic_under_single_as_plain_python_and_data_parallel(
+    shell, capsys
+):
+    """Issue 71: the rainbow-is-all-you-need style, `agent.train(n)`, in a notebook: the magic reads the
+    method's body, `single` is plain Python (returns and weights), data_parallel x2 runs it announced, each
+    replica its own episodes (the agent's env reseeded) with equal networks after every update."""
+    shell.run_cell(METHOD_SETUP, store_history=False).raise_error()
+    plain = shell.user_ns["Reinforce"](0)
+    expected = plain.train(3)
+    flags = "--run --no-progress --no-plot --no-dashboard"
+    shell.run_cell("agent = Reinforce(0)", store_history=False).raise_error()
+    shell.run_cell_magic("fragment", f"train_single --policy single {flags}", "returns = agent.train(3)\n")
+    assert shell.user_ns["returns"] == expected
+    assert all(torch.equal(a, b) for a, b in zip(plain.net.parameters(), shell.user_ns["agent"].net.parameters()))
+    shell.run_cell("agent = Reinforce(0)", store_history=False).raise_error()
+    shell.run_cell_magic(
+        "fragment", f"train_dp --policy data_parallel --replicas 2 {flags}", "returns = agent.train(3)\n"
+    )
+    result = shell.user_ns["train_dp"].last_run
+    assert result.guarantee == "data-parallel" and shell.user_ns["train_dp"].read_from.startswith("Reinforce.train")
+    first, second = (result.replica_values[r] for r in ("replicas[0]", "replicas[1]"))
+    assert first["sums"] == second["sums"] and len(first["sums"]) == 3
+    assert first["returns"] != second["returns"]  # each replica's own episodes
+    assert "data-parallel run: each of the 2 replicas" in capsys.readouterr().err
+
+
 BUILT_SETUP = """
 import gymnasium as gym
 import torch

@@ -38,6 +38,7 @@ from ..sinks import kind_of
 from .defuse import Reach, assign_roles
 from .flow import call_root, mutated, names, reads_only
 from .fragments import data_edges, group, state_edges
+from .inline import method_loop
 from .model import FragmentGraph, Loop, Statement
 from .normalize import Normalizer
 from .refusals import Refusals, check_constructs, check_defined, held_components, limit_foreign, parse
@@ -90,7 +91,11 @@ def capture(
     else:
         source, default_ns = str(source_or_function), sys._getframe(1).f_globals
     namespace = default_ns if namespace is None else namespace
-    return _Capture(source, namespace, name, _overrides(roles or {}, namespace)).graph()
+    inlined = None if callable(source_or_function) else method_loop(source, namespace)
+    if inlined is not None:  # `agent.train(n)`: the loop is the method's body
+        source = inlined.source
+    read_from = inlined.origin if inlined is not None else None
+    return _Capture(source, namespace, name, _overrides(roles or {}, namespace), read_from).graph()
 
 
 def _overrides(roles: dict[str, str], namespace: dict) -> dict[int, str]:
@@ -121,11 +126,18 @@ class _Capture:
     """One cell's capture: the pipeline of stages (:meth:`graph`), and what it reads of each
     statement (the components it uses, their roles as this cell gives them)."""
 
-    def __init__(self, source: str, namespace: dict[str, Any], name: str, overrides: dict[int, str] | None = None):
-        self.source, self.namespace, self.name = source, namespace, name
+    def __init__(
+        self,
+        source: str,
+        namespace: dict[str, Any],
+        name: str,
+        overrides: dict[int, str] | None = None,
+        read_from: str | None = None,
+    ):
+        self.source, self.namespace, self.name, self.read_from = source, namespace, name, read_from
         self.overrides = overrides or {}  # id(object) -> the role the user gave it
         self.lines = source.splitlines()
-        self.refusals = Refusals(source)
+        self.refusals = Refusals(source, read_from)
 
     # -- pipeline -----------------------------------------------------------------------------
     def graph(self) -> FragmentGraph:
@@ -194,6 +206,7 @@ class _Capture:
             limits=sorted(self.refusals.limits, key=lambda e: e.lineno or 0),
             whole_limits=sorted(self.refusals.whole_limits, key=lambda e: e.lineno or 0),
             inputs=frozenset(names(tree)[0]),
+            read_from=self.read_from,
         )
 
     # -- statements ---------------------------------------------------------------------------

@@ -182,6 +182,9 @@ class FragmentGraph:
     whole_limits: list = field(default_factory=list, repr=False, compare=False)
     #: Names the cell reads before it assigns them: what it takes from the notebook.
     inputs: frozenset = field(default_factory=frozenset, repr=False, compare=False)
+    #: Where the loop was read from when the cell calls a method holding it (``agent.train(n)``): the
+    #: method and its lines; ``source`` is then its body, each statement on the method's own line.
+    read_from: str | None = field(default=None, repr=False, compare=False)
 
     def describe(self, variables: tuple[str, ...]) -> str:
         """Variables as the cell writes them: capture's temporaries show the expression they hold."""

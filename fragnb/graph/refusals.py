@@ -79,6 +79,8 @@ class Refusals:
     ----------
     source : str
         The cell's source, which errors quote.
+    read_from : str, optional
+        Where the source was read from, where it is a method's body the cell calls.
 
     Attributes
     ----------
@@ -88,14 +90,17 @@ class Refusals:
         Those of them that a policy running the whole cell in each replica meets too.
     """
 
-    def __init__(self, source: str):
-        self.source = source
+    def __init__(self, source: str, read_from: str | None = None):
+        self.source, self.read_from = source, read_from
         self.limits: list[FragmentError] = []
         self.whole_limits: list[FragmentError] = []
 
     def error(self, message: str, node: ast.AST | int | None = None) -> FragmentError:
-        """A refusal of the cell at ``node`` (a node or a line number), to raise."""
+        """A refusal of the cell at ``node`` (a node or a line number), to raise; where the loop was read
+        from a method (:mod:`fragnb.graph.inline`), the line is the method's and the message says so."""
         lineno = node if isinstance(node, int) or node is None else node.lineno
+        if self.read_from is not None:
+            message = f"{message} [the loop as read from {self.read_from}]"
         return FragmentError.in_source(message, lineno, self.source)
 
     def limit(self, message: str, node: ast.AST | int | None = None, *, whole: bool = True) -> None:

@@ -42,7 +42,7 @@ def render_graph(graph: FragmentGraph) -> graphviz.Digraph:
         graph_attr={
             "rankdir": "TB",
             "fontname": "Helvetica",
-            "label": f"%%fragment {graph.name}",
+            "label": f"%%fragment {graph.name}" + (f"\nthe loop of {graph.read_from}" if graph.read_from else ""),
             "labelloc": "t",
             "size": FIT,
         },
