@@ -91,7 +91,8 @@ def method_loop(source: str, namespace: dict) -> Inlined | None:
         value = ast.unparse(_Rename(self_name, receiver.id).visit(last.value)) if last.value is not None else "None"
         line = body[last.lineno - body_start]
         indent = line[: len(line) - len(line.lstrip())]
-        body[last.lineno - body_start] = indent + (f"{ast.unparse(target)} = {value}" if target is not None else value)
+        assign = value if target is None else f"{ast.unparse(target)} = {value}" if ast.unparse(target) != value else ""
+        body[last.lineno - body_start] = indent + assign if assign else ""  # `scores = scores` needs no line
         for i in range(last.lineno + 1, last.end_lineno + 1):
             body[i - body_start] = ""
     elif target is not None:
