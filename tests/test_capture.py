@@ -251,6 +251,17 @@ def test_a_loop_inside_a_method_the_cell_calls_is_read_from_the_method_at_its_ow
     assert g.namespace["steps"] == plain.train(3) == 3  # plain Python: the method's loop ran, its return assigned
 
 
+def test_a_methods_variables_stay_its_own_where_the_notebook_has_its_own_of_the_same_names():
+    """Plain Python keeps a method's variables inside the call: read as the cell, they are capture's
+    temporaries, and one whose name the notebook holds is renamed, so the notebook's value stays."""
+    trainer = _Trainer(CartPole(num_envs=2, seed=0))
+    ns = {"trainer": trainer, "torch": torch, "iterations": "mine", "_": None}
+    g = capture("steps = trainer.train(iterations=2)\n", ns)
+    assert "_fragnb_m_iterations = 2; scale = 2" in g.source
+    fragnb.run(g, "single", progress=False)
+    assert ns["steps"] == 2 and ns["iterations"] == "mine" and "scale" not in ns
+
+
 def test_a_loop_inside_a_method_capture_cannot_read_as_a_cell_is_refused_naming_the_method_and_its_loop():
     """A method that returns from inside its loop is not a cell's shape: the refusal names the method and where
     its loop is (it said "the cell has no loop" or "the loop calls no component", false to the user)."""

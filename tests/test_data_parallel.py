@@ -457,6 +457,7 @@ class Reinforce:
         self.net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-2)
         self.seed = seed
+        self.sums = []  # the weights' checksum after each update
 
     def act(self, obs):
         dist = torch.distributions.Categorical(logits=self.net(torch.as_tensor(obs)))
@@ -464,7 +465,7 @@ class Reinforce:
         return action.item(), dist.log_prob(action)
 
     def train(self, num_episodes, gamma=0.99):
-        returns, sums = [], []
+        returns = []
         for episode in range(num_episodes):
             obs, _ = self.env.reset(seed=self.seed + episode)
             log_probs, rewards, done = [], [], False
@@ -483,8 +484,8 @@ class Reinforce:
             loss.backward()
             self.optimizer.step()
             returns.append(sum(rewards))
-            sums.append(sum(p.double().sum().item() for p in self.net.parameters()))
-        return returns
+            self.sums.append(sum(p.double().sum().item() for p in self.net.parameters()))
+        return returns, self.sums
 """
 
 
@@ -496,15 +497,15 @@ def test_a_loop_in_an_agents_method_runs_through_the_magic_under_single_as_plain
     replica its own episodes (the agent's env reseeded) with equal networks after every update."""
     shell.run_cell(METHOD_SETUP, store_history=False).raise_error()
     plain = shell.user_ns["Reinforce"](0)
-    expected = plain.train(3)
+    expected, _ = plain.train(3)
     flags = "--run --no-progress --no-plot --no-dashboard"
     shell.run_cell("agent = Reinforce(0)", store_history=False).raise_error()
-    shell.run_cell_magic("fragment", f"train_single --policy single {flags}", "returns = agent.train(3)\n")
-    assert shell.user_ns["returns"] == expected
+    shell.run_cell_magic("fragment", f"train_single --policy single {flags}", "returns, sums = agent.train(3)\n")
+    assert shell.user_ns["returns"] == expected and "episode" not in shell.user_ns  # its variables stay its own
     assert all(torch.equal(a, b) for a, b in zip(plain.net.parameters(), shell.user_ns["agent"].net.parameters()))
     shell.run_cell("agent = Reinforce(0)", store_history=False).raise_error()
     shell.run_cell_magic(
-        "fragment", f"train_dp --policy data_parallel --replicas 2 {flags}", "returns = agent.train(3)\n"
+        "fragment", f"train_dp --policy data_parallel --replicas 2 {flags}", "returns, sums = agent.train(3)\n"
     )
     result = shell.user_ns["train_dp"].last_run
     assert result.guarantee == "data-parallel" and shell.user_ns["train_dp"].read_from.startswith("Reinforce.train")

@@ -38,7 +38,7 @@ from ..sinks import kind_of
 from .defuse import Reach, assign_roles
 from .flow import call_root, mutated, names, reads_only
 from .fragments import data_edges, group, state_edges
-from .inline import method_loop
+from .inline import Inlined, method_loop
 from .model import FragmentGraph, Loop, Statement
 from .normalize import Normalizer
 from .refusals import Refusals, check_constructs, check_defined, held_components, limit_foreign, parse
@@ -94,8 +94,7 @@ def capture(
     inlined = None if callable(source_or_function) else method_loop(source, namespace)
     if inlined is not None:  # `agent.train(n)`: the loop is the method's body
         source = inlined.source
-    read_from = inlined.origin if inlined is not None else None
-    return _Capture(source, namespace, name, _overrides(roles or {}, namespace), read_from).graph()
+    return _Capture(source, namespace, name, _overrides(roles or {}, namespace), inlined).graph()
 
 
 def _overrides(roles: dict[str, str], namespace: dict) -> dict[int, str]:
@@ -132,12 +131,14 @@ class _Capture:
         namespace: dict[str, Any],
         name: str,
         overrides: dict[int, str] | None = None,
-        read_from: str | None = None,
+        inlined: Inlined | None = None,
     ):
-        self.source, self.namespace, self.name, self.read_from = source, namespace, name, read_from
+        self.source, self.namespace, self.name = source, namespace, name
+        self.read_from = inlined.origin if inlined is not None else None
+        self.own = inlined.temps if inlined is not None else {}  # a method's variables: never the notebook's
         self.overrides = overrides or {}  # id(object) -> the role the user gave it
         self.lines = source.splitlines()
-        self.refusals = Refusals(source, read_from)
+        self.refusals = Refusals(source, self.read_from)
 
     # -- pipeline -----------------------------------------------------------------------------
     def graph(self) -> FragmentGraph:
@@ -162,7 +163,7 @@ class _Capture:
         self.cell_writes |= set(normalizer.temps)
         normalizer.role_of_call = self.role_of_call
         tree.body = normalizer.body(tree.body)
-        self.temps, self.synthetic = normalizer.temps, normalizer.synthetic
+        self.temps, self.synthetic = {**self.own, **normalizer.temps}, normalizer.synthetic
         self.cell_writes |= set(self.temps)
         self.collect(tree.body, None)
         if self.loops and not any(s.components for s in self.statements):  # no loop: parse() said so

@@ -14,7 +14,8 @@ reads that body instead, as the cell it stands for:
 Only that shape is read: one statement, a method of a user's class (not a library's) with a loop, a
 parameter list of plain names, ``return`` only as the last statement, ``self`` never rebound. Anything else
 is captured as written, and refused with the method named (:func:`~fragnb.graph.refusals.parse`). The method's
-variables are the cell's, as if the loop were written in the cell: they reach the notebook's namespace.
+variables stay its own, as in plain Python: they are capture's temporaries (never written to the notebook), and
+one the notebook also names is renamed ``_fragnb_m_<name>``, so the notebook's value stays as it was.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import tokenize
 import types
 from dataclasses import dataclass
 
+from .normalize import TEMP_PREFIX
 from .roles import _library
 
 __all__ = ["Inlined", "method_loop"]
@@ -37,11 +39,14 @@ _LITERALS = (int, float, str, bool, type(None))
 
 @dataclass(frozen=True)
 class Inlined:
-    """A method's body read as a cell: its ``source`` (the method's lines at their own numbers) and where
-    it was read from (``origin``, e.g. "Agent.train, lines 12-30 of a notebook cell")."""
+    """A method's body read as a cell: its ``source`` (the method's lines at their own numbers), where it
+    was read from (``origin``, e.g. "Agent.train, lines 12-30 of a notebook cell") and its variables."""
 
     source: str
     origin: str
+    #: The method's own variables, which plain Python keeps inside the call: never written to the notebook
+    #: (capture's temporaries), those whose names the notebook already uses renamed ``_fragnb_m_<name>``.
+    temps: dict[str, str]
 
 
 def method_loop(source: str, namespace: dict) -> Inlined | None:
@@ -83,12 +88,16 @@ def method_loop(source: str, namespace: dict) -> Inlined | None:
     if bindings is None or not _same_globals(func, fn, namespace):
         return None
     self_name = func.args.args[0].arg
-    text_lines = _rename(text, self_name, receiver.id).splitlines()
+    assigned = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} if target is not None else set()
+    own = ({a.arg for a in func.args.args[1:]} | _stored(func)) - assigned
+    renames = {self_name: receiver.id, **{v: f"{TEMP_PREFIX}m_{v}" for v in sorted(own) if v in namespace}}
+    temps = {renames.get(v, v): v for v in own}
+    text_lines = _rename(text, renames).splitlines()
     body_start = func.body[0].lineno  # in `text`; its line in the method's source is this + first - 1
     body = text_lines[body_start - 1 : func.end_lineno]
     last = func.body[-1]
     if isinstance(last, ast.Return):  # the cell's assignment, on the return's first line
-        value = ast.unparse(_Rename(self_name, receiver.id).visit(last.value)) if last.value is not None else "None"
+        value = ast.unparse(_Rename(renames).visit(last.value)) if last.value is not None else "None"
         line = body[last.lineno - body_start]
         indent = line[: len(line) - len(line.lstrip())]
         assign = value if target is None else f"{ast.unparse(target)} = {value}" if ast.unparse(target) != value else ""
@@ -98,14 +107,20 @@ def method_loop(source: str, namespace: dict) -> Inlined | None:
     elif target is not None:
         body.append(body[0][: len(body[0]) - len(body[0].lstrip())] + f"{ast.unparse(target)} = None")
     head = body_start + first - 2  # the line before the body (the `def` line): the parameters' bindings
-    source = "\n" * (head - 1) + "; ".join(bindings) + "\n" + textwrap.dedent("\n".join(body)) + "\n"
+    bound = "; ".join(f"{renames.get(p, p)} = {value}" for p, value in bindings.items()) or "pass"
+    source = "\n" * (head - 1) + bound + "\n" + textwrap.dedent("\n".join(body)) + "\n"
     try:
         ast.parse(source)
     except SyntaxError:  # a body dedent cannot align (a multi-line string less indented than the code)
         return None
     where = fn.__code__.co_filename
     where = "a notebook cell" if where.startswith("<") or "ipykernel" in where else where
-    return Inlined(source, f"{fn.__qualname__}, lines {first}-{first + len(lines) - 1} of {where}")
+    return Inlined(source, f"{fn.__qualname__}, lines {first}-{first + len(lines) - 1} of {where}", temps)
+
+
+def _stored(func: ast.FunctionDef) -> set[str]:
+    """The names the method's body assigns (its local variables)."""
+    return {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
 
 
 def _simple(func: ast.FunctionDef, receiver: str) -> bool:
@@ -143,9 +158,9 @@ def _same_globals(func: ast.FunctionDef, fn: types.FunctionType, namespace: dict
     return all(namespace.get(name) is fn.__globals__[name] for name in read if name in fn.__globals__)
 
 
-def _bindings(func: ast.FunctionDef, call: ast.Call, fn: types.FunctionType) -> list[str] | None:
-    """``param = argument`` for each parameter after ``self``, as the call binds it; None where a parameter
-    gets no argument and its default is not a literal."""
+def _bindings(func: ast.FunctionDef, call: ast.Call, fn: types.FunctionType) -> dict[str, str] | None:
+    """Each parameter after ``self`` and the argument the call binds it to, as source; None where one gets
+    no argument and its default is not a literal."""
     params = [p.arg for p in func.args.args[1:]]
     if len(call.args) > len(params):
         return None
@@ -159,37 +174,46 @@ def _bindings(func: ast.FunctionDef, call: ast.Call, fn: types.FunctionType) -> 
         for name, p in inspect.signature(fn).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    out = []
     for p in params:
-        if p in given:
-            out.append(f"{p} = {given[p]}")
-        elif p in defaults and isinstance(defaults[p], _LITERALS):
-            out.append(f"{p} = {defaults[p]!r}")
-        else:
-            return None
-    return out or ["pass"]
+        if p not in given:
+            if p not in defaults or not isinstance(defaults[p], _LITERALS):
+                return None
+            given[p] = repr(defaults[p])
+    return {p: given[p] for p in params}
 
 
 class _Rename(ast.NodeTransformer):
-    def __init__(self, old: str, new: str):
-        self.old, self.new = old, new
+    def __init__(self, renames: dict[str, str]):
+        self.renames = renames
 
     def visit_Name(self, node: ast.Name) -> ast.Name:
-        return ast.copy_location(ast.Name(self.new, node.ctx), node) if node.id == self.old else node
+        new = self.renames.get(node.id)
+        return ast.copy_location(ast.Name(new, node.ctx), node) if new is not None else node
 
 
-def _rename(text: str, old: str, new: str) -> str:
-    """``text`` with the variable ``old`` written ``new`` (not an attribute or keyword of that name),
-    line for line."""
+def _rename(text: str, renames: dict[str, str]) -> str:
+    """``text`` with each variable of ``renames`` written as its new name, line for line: not an attribute
+    (``x.obs``) nor a keyword argument (``f(obs=...)``) of that name."""
     lines = text.splitlines(keepends=True)
-    spots: list[tuple[int, int]] = []
-    previous = None
-    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        if tok.type == tokenize.NAME and tok.string == old and not (previous and previous.string == "."):
-            spots.append(tok.start)
-        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
-            previous = tok
-    for row, col in reversed(spots):
+    spots: list[tuple[int, int, str]] = []
+    tokens = [
+        t
+        for t in tokenize.generate_tokens(io.StringIO(text).readline)
+        if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+    ]
+    depth = 0
+    for i, tok in enumerate(tokens):
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+        if tok.type != tokenize.NAME or tok.string not in renames:
+            continue
+        attribute = i > 0 and tokens[i - 1].string == "."
+        keyword = depth > 0 and i + 1 < len(tokens) and tokens[i + 1].string == "="
+        if not (attribute or keyword):
+            spots.append((*tok.start, tok.string))
+    for row, col, old in reversed(spots):
         line = lines[row - 1]
-        lines[row - 1] = line[:col] + new + line[col + len(old) :]
+        lines[row - 1] = line[:col] + renames[old] + line[col + len(old) :]
     return "".join(lines)
