@@ -1,6 +1,8 @@
 """Loops as the field writes them (tests/corpus/field.py): ``single`` runs each as plain Python does,
 and capture finds the roles from the ecosystem's types."""
 
+import re
+
 import pytest
 import torch
 from IPython.core.error import UsageError
@@ -8,6 +10,8 @@ from IPython.core.error import UsageError
 import fragnb
 from corpus.compare import compare_namespaces
 from corpus.field import FIELD, FIELD_BY_NAME
+from corpus.objects import OBJECTS
+from fragnb.plan.script import Script
 
 
 def _plain(loop):
@@ -422,3 +426,47 @@ def test_a_vector_env_the_replicas_cannot_split_is_refused_at_the_loops_line_nam
             fragnb.FragmentError, match=r"line \d+: `envs` has num_envs=1.*`args.num_envs`.*data_parallel"
         ):
             graph.place(policy, actors=2)
+
+
+#: What each object-style loop (tests/corpus/objects.py) gives under a policy that splits the loop, and under
+#: two data_parallel replicas: a run, or a refusal before any worker starts whose text names the cause.
+OBJECT_STYLES = {
+    "agent_method": {
+        "split": "through an object's attributes (`agent.env`, an environment, line 49",
+        "data_parallel": None,
+    },
+    "agent_in_cell": {
+        "split": "`wrapped_env` (gymnasium.wrappers.RecordEpisodeStatistics), which a distributed policy cannot move",
+        "data_parallel": "`REINFORCE(...)` makes one (its `__init__` builds a torch.optim.AdamW) inside the cell",
+    },
+    "old_reset": {
+        "split": "it is one environment, stepped episode by episode: use policy 'data_parallel'",
+        "data_parallel": None,
+    },
+}
+
+
+@pytest.mark.parametrize("loop", OBJECTS, ids=[loop.name for loop in OBJECTS])
+def test_object_style_loops_are_plain_python_under_single_and_run_or_refuse_naming_the_cause_elsewhere(loop):
+    """Issue 71: a loop in an agent's method, an agent built inside the cell, an older gym-style environment:
+    `single` leaves plain Python's namespace (the agent's state included); the policies that split the loop
+    refuse before a worker starts naming what they cannot carry, and data_parallel x2 runs (each replica its
+    own episodes) or refuses naming the line that builds the optimiser. Never a raw error."""
+    plain = _plain(loop)
+    ns = loop.namespace()
+    graph = fragnb.capture(loop.cell, ns, name=loop.name)
+    fragnb.run(graph, "single", progress=False, plot=False)
+    compare_namespaces(plain, ns, loop.cell)
+    expect = OBJECT_STYLES[loop.name]
+    for policy, params in (("coarse", {"actors": 2}), ("fine", {}), ("async", {"actors": 2})):
+        with pytest.raises(fragnb.FragmentError) as info:
+            Script.of(graph.place(policy, **params))
+        assert expect["split"] in str(info.value) and info.value.lineno is not None, str(info.value)
+    graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
+    if expect["data_parallel"] is not None:
+        with pytest.raises(fragnb.FragmentError, match=re.escape(expect["data_parallel"])):
+            graph.place("data_parallel", replicas=2)
+        return
+    result = fragnb.run(graph, "data_parallel", replicas=2, progress=False, plot=False)
+    first, second = (result.replica_values[r] for r in ("replicas[0]", "replicas[1]"))
+    assert result.guarantee == "data-parallel" and first != second  # each replica its own episodes

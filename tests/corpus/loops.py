@@ -9,6 +9,7 @@ name says which.
 
 from __future__ import annotations
 
+import linecache
 from dataclasses import dataclass
 from textwrap import dedent
 
@@ -24,9 +25,12 @@ class CorpusLoop:
     cell: str
 
     def namespace(self) -> dict:
-        """A fresh namespace holding what ``setup`` builds."""
+        """A fresh namespace holding what ``setup`` builds; its source is in ``linecache``, as a notebook
+        cell's is in a kernel, so that ``inspect`` reads the classes it defines (a method holding the loop)."""
+        filename = f"<setup {self.name}>"
+        linecache.cache[filename] = (len(self.setup), None, self.setup.splitlines(keepends=True), filename)
         ns: dict = {}
-        exec(compile(self.setup, f"<setup {self.name}>", "exec"), ns)
+        exec(compile(self.setup, filename, "exec"), ns)
         return ns
 
 
