@@ -431,9 +431,10 @@ def test_a_vector_env_the_replicas_cannot_split_is_refused_at_the_loops_line_nam
 #: What each object-style loop (tests/corpus/objects.py) gives under a policy that splits the loop, and under
 #: two data_parallel replicas: a run, or a refusal before any worker starts whose text names the cause.
 OBJECT_STYLES = {
+    # placed only here: a loop in an agent's method runs under data_parallel in test_data_parallel.py (the magic)
     "agent_method": {
         "split": "through an object's attributes (`agent.env`, an environment, line 49",
-        "data_parallel": None,
+        "data_parallel": "places",
     },
     "agent_in_cell": {
         "split": "`wrapped_env` (gymnasium.wrappers.RecordEpisodeStatistics), which a distributed policy cannot move",
@@ -463,6 +464,9 @@ def test_object_style_loops_are_plain_python_under_single_and_run_or_refuse_nami
             Script.of(graph.place(policy, **params))
         assert expect["split"] in str(info.value) and info.value.lineno is not None, str(info.value)
     graph = fragnb.capture(loop.cell, loop.namespace(), name=loop.name)
+    if expect["data_parallel"] == "places":
+        Script.of(graph.place("data_parallel", replicas=2))
+        return
     if expect["data_parallel"] is not None:
         with pytest.raises(fragnb.FragmentError, match=re.escape(expect["data_parallel"])):
             graph.place("data_parallel", replicas=2)

@@ -8,8 +8,9 @@ order the statement runs them), :func:`mutated` (objects a statement may change 
 from __future__ import annotations
 
 import ast
+from typing import Any
 
-__all__ = ["PURE_METHODS", "names", "mutated", "call_root", "reads_only", "stores"]
+__all__ = ["PURE_METHODS", "names", "mutated", "call_root", "along", "reads_only", "stores"]
 
 # Methods of tensors, arrays, lists, dicts and strings that never change their receiver: calling one
 # is a read. Any other method call may change the object it is called on (``returns.append(x)``,
@@ -207,6 +208,24 @@ def call_root(func: ast.expr) -> ast.Name | None:
     while isinstance(func, ast.Attribute):
         func = func.value
     return func if isinstance(func, ast.Name) else None
+
+
+def along(expr: ast.expr, namespace: dict) -> list[tuple[ast.expr, Any]]:
+    """The objects a dotted expression passes through, from the namespace's variable out: ``agent.env.step``
+    gives ``agent``, ``agent.env`` and ``agent.env.step`` with each object (None past a missing attribute);
+    empty where it is not a namespace variable's attribute chain."""
+    chain = []
+    while isinstance(expr, ast.Attribute):
+        chain.append(expr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name) or expr.id not in namespace:
+        return []
+    obj = namespace[expr.id]
+    out = [(expr, obj)]
+    for attribute in reversed(chain):
+        obj = getattr(obj, attribute.attr, None)
+        out.append((attribute, obj))
+    return out
 
 
 def reads_only(node: ast.AST, name: str, attributes: frozenset[str]) -> bool:

@@ -18,7 +18,7 @@ import types
 
 from ..errors import FragmentError
 from ..shards import unsupported
-from .flow import names
+from .flow import along, names
 from .model import Statement, cell_filename
 from .roles import _library, is_foreign, reentrant_context, role
 
@@ -152,16 +152,10 @@ def _loop_inside(tree: ast.Module, namespace: dict):
     body holds a loop: (the call, where the loop is, the function), or None."""
     for node in tree.body:
         for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
-            path, func = [], call.func
-            while isinstance(func, ast.Attribute):
-                path.append(func.attr)
-                func = func.value
-            if not isinstance(func, ast.Name) or func.id not in namespace:
+            chain = along(call.func, namespace)
+            if not chain:
                 continue
-            obj = namespace[func.id]
-            for attr in reversed(path):
-                obj = getattr(obj, attr, None)
-            fn = getattr(obj, "__func__", obj)  # a bound method's function
+            fn = getattr(chain[-1][1], "__func__", chain[-1][1])  # a bound method's function
             if not isinstance(fn, types.FunctionType) or _library(fn):
                 continue
             try:
@@ -193,15 +187,10 @@ def held_components(tree: ast.Module, namespace: dict, cell_writes: set[str]) ->
     first line first, each text once."""
     found: dict[str, tuple[str, str, int]] = {}
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
-        chain, func = [], call.func
-        while isinstance(func, ast.Attribute):
-            chain.append(func)
-            func = func.value
-        if not isinstance(func, ast.Name) or func.id in cell_writes or func.id not in namespace or not chain:
+        chain = along(call.func, namespace)
+        if len(chain) < 2 or chain[0][0].id in cell_writes:
             continue
-        obj = namespace[func.id]
-        for attribute in reversed(chain):  # the object itself, then each attribute along the chain
-            obj = getattr(obj, attribute.attr, None)
+        for attribute, obj in chain[1:]:  # each attribute along the chain, the object's own first
             r = role(obj)
             if r is not None and r in _KINDS:
                 text = ast.unparse(attribute)
