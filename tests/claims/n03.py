@@ -29,7 +29,7 @@ CLAIMS = [
     # the runs to solve and the timelines
     ("`until=solved` ends a run after the first learner iteration", Explained("the stop condition's definition")),
     (
-        "Each policy runs from three seeds (one run per policy would compare noise)",
+        "Each policy runs from two seeds (one run per policy would compare noise)",
         Explained("how the comparison is run: the method, not its outcome"),
     ),
     ("Each row of a timeline is one replica", Explained("how to read the timeline figure")),
@@ -129,7 +129,7 @@ CLAIMS = [
         Explained("what the ring is designed to hide, SRL's argument"),
     ),
     (
-        "the cell prints, from three seeds, which kept its actor workers busier here",
+        "the cell prints, from two seeds, which kept its actor workers busier here",
         Shown("here ring=2's actor workers were"),
     ),
     (
@@ -138,7 +138,7 @@ CLAIMS = [
     ),
     (
         "so the tight bounds should win there (the cell prints which setting did)",
-        Shown("fewest env steps (median of 3 seeds)"),
+        Shown("fewest env steps (median of 2 seeds)"),
     ),
     (
         "a looser bound lets the actors run ahead, and can solve sooner",

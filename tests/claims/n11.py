@@ -33,7 +33,7 @@ CLAIMS = [
     ),
     ("Train it here, colocated:", Explained("an instruction to run the next cell")),
     (
-        "The same cell, under four placements, from three seeds each",
+        "The same cell, under four placements, from two seeds each",
         Explained("describes the setup the next cell builds, by construction"),
     ),
     (
