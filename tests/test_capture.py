@@ -229,6 +229,13 @@ class _Trainer:
             if it == 1:
                 return it  # a return inside the loop: not a cell's shape
 
+    def train_private(self, iterations):
+        self.__done = 0  # `self._Trainer__done` inside the class only: not a cell's shape
+        for _ in range(iterations):
+            self.env.step(torch.zeros(2, dtype=torch.long))
+            self.__done += 1
+        return self.__done
+
 
 def test_a_loop_inside_a_method_the_cell_calls_is_read_from_the_method_at_its_own_lines():
     """Issue 71: `steps = trainer.train(3)` was refused under every distributed policy as "the cell has no
@@ -262,22 +269,25 @@ def test_a_methods_variables_stay_its_own_where_the_notebook_has_its_own_of_the_
     assert ns["steps"] == 2 and ns["iterations"] == "mine" and "scale" not in ns
 
 
-def test_a_loop_inside_a_method_capture_cannot_read_as_a_cell_is_refused_naming_the_method_and_its_loop():
-    """A method that returns from inside its loop is not a cell's shape: the refusal names the method and where
-    its loop is (it said "the cell has no loop" or "the loop calls no component", false to the user)."""
+@pytest.mark.parametrize("method, steps", [("train_until", 1), ("train_private", 3)])
+def test_a_loop_inside_a_method_capture_cannot_read_as_a_cell_is_refused_naming_the_method_and_its_loop(method, steps):
+    """A method that returns from inside its loop, or uses a private `self.__x` (mangled inside its class only),
+    is not a cell's shape: the refusal names the method and where its loop is (it said "the cell has no loop"
+    or "the loop calls no component", false to the user); `single` runs it as plain Python."""
     trainer = _Trainer(CartPole(num_envs=2, seed=0))
-    g = capture("steps = trainer.train_until(3)\n", {"trainer": trainer, "torch": torch})
+    g = capture(f"steps = trainer.{method}(3)\n", {"trainer": trainer, "torch": torch})
     assert g.read_from is None
-    loop_line = inspect.getsourcelines(_Trainer.train_until)[1] + 1
+    lines, first = inspect.getsourcelines(getattr(_Trainer, method))
+    loop_line = first + next(i for i, line in enumerate(lines) if line.strip().startswith("for "))
     for policy, params in (("fine", {}), ("data_parallel", {"learners": 2})):
         with pytest.raises(FragmentError) as info:
             Script.of(g.place(policy, **params))
         message = str(info.value)
         assert info.value.lineno == 1, message
-        assert f"inside `_Trainer.train_until` ({__file__}, line {loop_line})" in message, message
+        assert f"inside `_Trainer.{method}` ({__file__}, line {loop_line})" in message, message
         assert "`single` runs it as plain Python" in message and "no component" not in message, message
     fragnb.run(g, "single", progress=False)
-    assert g.namespace["steps"] == 1
+    assert g.namespace["steps"] == steps
 
 
 def test_fragment_error_renders_as_one_message_in_ipython():

@@ -12,7 +12,8 @@ reads that body instead, as the cell it stands for:
   so the drawing and every refusal quote the method's own lines.
 
 Only that shape is read: one statement, a method of a user's class (not a library's) with a loop, a
-parameter list of plain names, ``return`` only as the last statement, ``self`` never rebound. Anything else
+parameter list of plain names, ``return`` only as the last statement, ``self`` never rebound, no ``super()``
+and no private ``self.__x`` (both need the class the method is compiled in). Anything else
 is captured as written, and refused with the method named (:func:`~fragnb.graph.refusals.parse`). The method's
 variables stay its own, as in plain Python: they are capture's temporaries (never written to the notebook), and
 one the notebook also names is renamed ``_fragnb_m_<name>``, so the notebook's value stays as it was.
@@ -139,6 +140,10 @@ def _simple(func: ast.FunctionDef, receiver: str) -> bool:
             return False
         if isinstance(node, ast.Return) and node is not func.body[-1]:
             return False
+        if isinstance(node, ast.Name) and node.id in ("super", "__class__"):
+            return False  # both need the class the method is compiled in
+        if isinstance(node, ast.Attribute) and node.attr.startswith("__") and not node.attr.endswith("__"):
+            return False  # `self.__x` is `self._Agent__x` inside the class only
         if isinstance(node, ast.Name) and (
             node.id == receiver or (node.id == self_name and isinstance(node.ctx, (ast.Store, ast.Del)))
         ):
