@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -174,13 +175,30 @@ def test_a_handout_holds_no_key_and_its_autograder_every_test(path, handouts):
     assert tests.count("'hidden': True") == len(_quiz(_cells(path))["tests"]) - 1
 
 
+def test_no_link_from_the_course_page_or_the_readme_reaches_a_teachers_copy():
+    """Issue 72: the course page linked every week to `notebooks/NN.ipynb`, the teacher's copy with the quiz's key
+    and hidden tests; a student's links lead to the rendered copies, which hold neither (the instructor guide
+    links the teachers')."""
+    teachers = {path.name for path in COURSE}
+    for page in (ROOT / "README.md", ROOT / "notebooks" / "README.md"):
+        links = re.findall(r"\]\(([^)#]+\.ipynb)\)", page.read_text())
+        reached = [link for link in links if (page.parent / link).resolve().parent == ROOT / "notebooks"]
+        assert not [link for link in reached if Path(link).name in teachers], (page, reached)
+    rendered = ROOT / "docs" / "course"
+    for path in COURSE:
+        cells = json.loads((rendered / path.name).read_text())["cells"]
+        sources = ["".join(c["source"]) for c in cells]
+        assert not any(s.startswith("# HIDDEN") for s in sources), path.name
+        assert not any(s.startswith("# The quiz's key") for s in sources), path.name
+
+
 def test_the_course_page_lists_every_notebook_with_the_minutes_its_rendered_copy_ran():
     """The minutes a teacher plans with are the rendered copies' own (`make course` writes them), not typed."""
     from fragnb.course.rendered import course_minutes
 
     page = (ROOT / "notebooks" / "README.md").read_text()
     for path in COURSE:
-        assert f"({path.name})" in page, f"notebooks/README.md does not link {path.name}"
+        assert f"(../docs/course/{path.name})" in page, f"notebooks/README.md does not link {path.name}'s rendered copy"
     computed, taken = course_minutes(page, ROOT / "docs" / "course")
     assert sorted(taken) == [p.name for p in COURSE]
     assert page == computed, (

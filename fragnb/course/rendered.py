@@ -236,7 +236,7 @@ def course_minutes(page: str, rendered) -> tuple[str, dict[str, float]]:
 
     taken, days, lines = {}, [], []
     for line in page.splitlines():
-        link = re.search(r"\]\((\d\d_[^)]+\.ipynb)\)", line)
+        link = re.search(r"\]\((?:\.\./docs/course/)?(\d\d_[^)]+\.ipynb)\)", line)  # a week's rendered copy
         if link and line.rstrip().endswith("|"):
             spent, day = minutes(json.loads((Path(rendered) / link[1]).read_text(encoding="utf-8")))
             taken[link[1]], days = spent, [*days, day]
