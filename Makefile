@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab lint test test-fast demo course docs handouts binder bench gpu-check gpu-wheels graphviz chromium clean
+.PHONY: setup lab lint test test-fast demo course docs handouts binder bench gpu-check gpu-wheels graphviz chromium slurm clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -56,8 +56,12 @@ lint: setup
 # whenever BUSY is not 0: on a 2-core machine two neighbours halve every notebook's speed, and CI's 90 minutes
 # cannot hold all eleven so. `make test BUSY=0` runs them on a quiet one.
 BUSY ?= 1
-test: setup chromium lint
-	$(PY) -m pytest --busy=$(BUSY)
+test: setup chromium slurm lint
+	$(PY) -m pytest --busy=$(BUSY); status=$$?; .ci/slurm stop; exit $$status
+
+# A one-node Slurm for tests/test_slurm.py (as root: Debian's packages, plain daemons; otherwise those tests skip).
+slurm:
+	@bash .ci/slurm start
 
 # The quick loop while changing fragnb: every test and notebook but those that train to a target
 # return (slow) or drive JupyterLab in a browser; CI runs `make test`.

@@ -1,0 +1,101 @@
+"""A real Slurm: docs/clusters.md's ``SLURMCluster`` recipe on the one-node Slurm that ``make test`` starts
+(``.ci/slurm``: Debian's slurmctld, slurmd and munge). Its workers are ``sbatch`` jobs Slurm runs; notebook 01's
+loop runs on them through ``fragnb.run`` and through the magic's ``--cluster``, with ``single``'s weights where
+the policy is exact. Skipped, naming why, where no Slurm answers (not root, no apt)."""
+
+import shutil
+import subprocess
+import time
+
+import pytest
+import torch
+
+from fragnb import capture, run
+from fragnb.runtime.cluster import clusters
+
+dask_jobqueue = pytest.importorskip("dask_jobqueue")
+
+#: Worker jobs: four actors and the learner of `coarse` x4.
+JOBS = 5
+
+
+def _why_not() -> str | None:
+    """Why no Slurm can take jobs here, or None."""
+    if shutil.which("sinfo") is None:
+        return "no Slurm here (`make test` installs and starts one where it runs as root: .ci/slurm)"
+    done = subprocess.run(["sinfo", "-h", "-o", "%T %P"], capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        return f"no Slurm controller answers: {done.stderr.strip()}"
+    if not any(line.split()[0] in ("idle", "mixed") for line in done.stdout.splitlines() if line.strip()):
+        return f"no Slurm node takes jobs: {done.stdout.strip()}"
+    return None
+
+
+_WHY_NOT = _why_not()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_WHY_NOT is not None, reason=str(_WHY_NOT))]
+
+
+def _jobs() -> list[str]:
+    done = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True, timeout=30, check=True)
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """docs/clusters.md's recipe with this test node's values (one core and 900 MiB a job, its partition, loopback):
+    the cluster, its client, and the seconds from ``scale()`` to every worker up."""
+    from distributed import Client
+
+    partition = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, check=True).stdout.split()[
+        0
+    ]
+    with dask_jobqueue.SLURMCluster(
+        cores=1,
+        processes=1,
+        memory="900MiB",
+        worker_extra_args=["--nthreads", "1"],  # one thread each (fragnb's replicas)
+        queue=partition.rstrip("*"),
+        walltime="00:20:00",
+        interface="lo",
+        scheduler_options={"host": "127.0.0.1", "dashboard_address": None},
+    ) as cluster:
+        begin = time.monotonic()
+        cluster.scale(jobs=JOBS)
+        with Client(cluster) as client:
+            client.wait_for_workers(JOBS, timeout=180)
+            yield cluster, client, time.monotonic() - begin
+            clusters.shutdown()
+    deadline = time.monotonic() + 30
+    while _jobs() and time.monotonic() < deadline:  # closing the cluster cancels its jobs
+        time.sleep(1)
+    assert not _jobs(), f"jobs left in Slurm's queue: {_jobs()}"
+
+
+def test_the_recipe_runs_coarse_x4_on_workers_slurm_started_with_singles_weights(slurm, canonical, ppo_ns):
+    cluster, client, seconds = slurm
+    print(f"{JOBS} sbatch jobs up {seconds:.1f} s after scale()")
+    running = [line for line in _jobs() if line.endswith("RUNNING")]
+    assert len(running) == JOBS, _jobs()  # the workers are Slurm's jobs, not local processes
+    assert "#SBATCH" in cluster.job_script() and "--nthreads 1" in cluster.job_script()
+    single = ppo_ns(3)
+    run(capture(canonical.body, single, name="ppo"), "single", progress=False, plot=False)
+    ns = ppo_ns(3)
+    result = run(capture(canonical.body, ns, name="ppo"), "coarse", client, actors=4, progress=False, plot=False)
+    assert result.iterations == 3 and result.guarantee == "exact"
+    for key, value in single["learner"].policy.state_dict().items():
+        assert torch.equal(ns["learner"].policy.state_dict()[key], value), key  # to the last bit
+
+
+def test_the_magic_runs_data_parallel_x2_on_the_same_slurm_workers(slurm, canonical, shell, capsys):
+    _, client, _ = slurm
+    shell.run_cell(canonical.setup, store_history=False).raise_error()
+    shell.user_ns.update(iterations=3, client=client)
+    shell.run_cell_magic(
+        "fragment",
+        "ppo --policy data_parallel --replicas 2 --cluster client --run --no-progress --no-plot --no-dashboard",
+        canonical.body,
+    )
+    result = shell.user_ns["ppo"].last_run
+    assert result.guarantee == "data-parallel" and result.iterations == 3
+    assert set(result.replica_values) == {"replicas[0]", "replicas[1]"}
+    assert "data-parallel run: each of the 2 replicas" in capsys.readouterr().err
