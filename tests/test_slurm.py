@@ -41,7 +41,7 @@ def _jobs() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(tmp_path_factory):
     """docs/clusters.md's recipe with this test node's values (one core and 900 MiB a job, its partition, loopback):
     the cluster, its client, and the seconds from ``scale()`` to every worker up."""
     from distributed import Client
@@ -58,6 +58,7 @@ def slurm():
         walltime="00:20:00",
         interface="lo",
         scheduler_options={"host": "127.0.0.1", "dashboard_address": None},
+        log_directory=str(tmp_path_factory.mktemp("slurm-logs")),  # the jobs' output, not the working directory
     ) as cluster:
         begin = time.monotonic()
         cluster.scale(jobs=JOBS)
@@ -99,3 +100,36 @@ def test_the_magic_runs_data_parallel_x2_on_the_same_slurm_workers(slurm, canoni
     assert result.guarantee == "data-parallel" and result.iterations == 3
     assert set(result.replica_values) == {"replicas[0]", "replicas[1]"}
     assert "data-parallel run: each of the 2 replicas" in capsys.readouterr().err
+
+
+def test_a_worker_job_scancelled_mid_run_resumes_from_its_checkpoint_with_the_uninterrupted_weights(
+    slurm, canonical, ppo_ns, monkeypatch, capsys
+):
+    """As a preempted or cancelled job ends a worker: `scancel` of the newest worker's job once the notebook shows
+    iteration 3 (each of coarse x4's five replicas has a job of its own); the run says so (Slurm's own word for the job's end, not "out of memory"), resumes from its
+    checkpoint on the workers left and ends with plain Python's weights. Last in this module: the cluster has a
+    job fewer after it."""
+    from fragnb.ui import live
+
+    _, client, _ = slurm
+    single = ppo_ns(6)
+    run(capture(canonical.body, single, name="ppo"), "single", progress=False, plot=False)
+    cancelled, shown, update = [], [], live.LiveProgress.update
+
+    def cancel(self, *args, **kwargs):
+        shown.append(1)
+        if len(shown) == 3 and not cancelled:
+            newest = max(int(line.split()[0]) for line in _jobs())
+            subprocess.run(["scancel", str(newest)], check=True, timeout=30)
+            cancelled.append(newest)
+        update(self, *args, **kwargs)
+
+    monkeypatch.setattr(live.LiveProgress, "update", cancel)
+    ns = ppo_ns(6)
+    result = run(capture(canonical.body, ns, name="ppo"), "coarse", client, actors=4, checkpoint_every=1, plot=False)
+    assert cancelled and result.iterations == 6, (cancelled, result.iterations)
+    said = capsys.readouterr().err
+    assert f"its Slurm job {cancelled[0]} was cancelled" in said and "out of memory" not in said, said[-2000:]
+    assert str(cancelled[0]) not in " ".join(_jobs())  # Slurm ended that job
+    for key, value in single["learner"].policy.state_dict().items():
+        assert torch.equal(ns["learner"].policy.state_dict()[key], value), key

@@ -24,6 +24,7 @@ from ..policies import Placement
 from ..policies.transfers import averaged
 from ..shards import shard
 from .cluster.clusters import ClusterError, workers
+from .cluster.jobs import job_ends, job_ids
 from .events import EventStream
 from .net import shm
 from .net.channels import root_cause
@@ -74,12 +75,14 @@ class Attempt:
         self.start_wall = time.time()
         self.checked = time.monotonic()  # when the workers' liveness was last read
         self.logs = None  # the run's sinks on the notebook's side (fragnb.sinks.Logs), if it makes their calls live
+        self.jobs: dict[str, str] = {}  # worker address -> its batch job, where a batch system ran it
 
     def start(self) -> None:
         """Place every task (one replica, or several as threads) on a worker thread of its own, ship
         each replica its objects and code, open its channel inbox, and start its program."""
         placement, script = self.placement, self.script
         self.tasks, self.slots = self.place()
+        self.jobs = job_ids(self.client, set(self.slots.values()))  # a batch system's workers: their jobs
         setup = {}
         key = secrets.token_bytes(32)  # signs the run's channel messages; travels only through Dask
         for g, (n, device) in placement.groups.items():
@@ -293,10 +296,9 @@ class Attempt:
             self.client.run(registry.forsake, self.run_id, self.forsaken, workers=survivors, on_error="ignore")
             return
         if lost:
-            reason = (
-                f"lost the worker of {'; '.join(lost)} during the run (a worker can die when it runs out of memory); "
-                "the state of its replicas is gone with it"
-            )
+            ends = job_ends({w: self.jobs[w] for w in gone if w in self.jobs})
+            why = "; ".join(ends.values()) or "a worker can die when it runs out of memory"
+            reason = f"lost the worker of {'; '.join(lost)} during the run ({why}); the state of its replicas is gone with it"
             self.abort(reason)
             raise LostWorker(reason)
 
