@@ -57,7 +57,7 @@ lint: setup
 # cannot hold all eleven so. `make test BUSY=0` runs them on a quiet one.
 BUSY ?= 1
 test: setup chromium slurm lint
-	$(PY) -m pytest --busy=$(BUSY); status=$$?; .ci/slurm stop; exit $$status
+	$(PY) -m pytest --busy=$(BUSY); status=$$?; bash .ci/slurm stop; exit $$status
 
 # A one-node Slurm for tests/test_slurm.py (as root: Debian's packages, plain daemons; otherwise those tests skip).
 slurm:
