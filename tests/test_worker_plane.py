@@ -170,7 +170,7 @@ def test_a_checkpoint_is_not_asked_of_a_worker_the_scheduler_has_dropped(monkeyp
     monkeypatch.setattr(attempt, "workers", lambda client: {})  # the scheduler lists none: the worker died
     run = Attempt.__new__(Attempt)
     run.client, run.run_id, run.slots = Client(), "dead-run", {"actors[0]": "tcp://w", "learner[0]": "tcp://w"}
-    run.reported, run.saved, run.fetch_seconds, run.forsaken, run.lost = {}, None, 0.0, [], []
+    run.reported, run.saved, run.fetch_seconds, run.forsaken, run.lost, run.jobs = {}, None, 0.0, [], [], {}
     run.futures, run.stream = {}, EventStream(Client(), "dead-run")
     run.script = SimpleNamespace(transfers=[], mode=SimpleNamespace(goes_on_without=lambda *a: False))
     run.kept("actors[0]", 2)
