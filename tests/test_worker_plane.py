@@ -1,9 +1,11 @@
 """Dask's profile sampler paused on a worker while replica programs run there; a cluster that grows slowly says so;
-a dropped run leaves a playing replica's sockets to its own thread; a notebook that reads a checkpoint event late takes the newest checkpoint."""
+a dropped run leaves a playing replica's sockets to its own thread; a notebook that reads a checkpoint event late takes the newest checkpoint; a worker whose heartbeats stop (a host
+cut off) is silent after a bound, and a call waiting on it is watched (`fragnb.runtime.cluster.silence`)."""
 
 import pytest
 
 from fragnb.runtime.cluster import dask_profiler as profiler
+from fragnb.runtime.cluster.silence import Silence
 
 
 class _Sampler:
@@ -136,6 +138,7 @@ def test_a_notebook_that_reads_a_checkpoint_event_late_takes_the_replicas_newest
     run = Attempt.__new__(Attempt)
     run.client, run.run_id, run.slots = Client(), "late-run", {"actors[0]": "tcp://w", "actors[1]": "tcp://w"}
     run.reported, run.saved, run.fetch_seconds, run.forsaken, run.script = {}, None, 0.0, [], None
+    run.silence = Silence()  # no worker has gone silent
     try:
         for name in run.slots:  # the first event, read after the replicas kept all three (their worker may die next)
             run.kept(name, 2)
@@ -171,8 +174,56 @@ def test_a_checkpoint_is_not_asked_of_a_worker_the_scheduler_has_dropped(monkeyp
     run = Attempt.__new__(Attempt)
     run.client, run.run_id, run.slots = Client(), "dead-run", {"actors[0]": "tcp://w", "learner[0]": "tcp://w"}
     run.reported, run.saved, run.fetch_seconds, run.forsaken, run.lost, run.jobs = {}, None, 0.0, [], [], {}
+    run.silence = Silence()
     run.futures, run.stream = {}, EventStream(Client(), "dead-run")
     run.script = SimpleNamespace(transfers=[], mode=SimpleNamespace(goes_on_without=lambda *a: False))
     run.kept("actors[0]", 2)
     with pytest.raises(LostWorker, match="actors\\[0\\], learner\\[0\\] on tcp://w"):
         run.kept("learner[0]", 2)
+
+
+def test_a_worker_whose_heartbeat_stamp_stops_while_others_move_is_silent_after_the_bound():
+    from fragnb.runtime.cluster.silence import SILENT_S
+
+    silence = Silence()
+    assert silence.observe(0.0, {"a": 1.0, "b": 1.0}) == {}
+    # a's stamp moves every half second (its heartbeats); b's stops at 1.0, as a host cut off does.
+    silent = []
+    for t in range(1, 25):
+        quiet = silence.observe(t / 2, {"a": 1.0 + t / 2, "b": 1.0})
+        assert quiet == ({"b": t / 2} if t / 2 > SILENT_S else {}), (t, quiet)
+        silent += list(quiet)
+    assert silent == ["b"] * 4  # at 10.5, 11, 11.5 and 12 s
+    assert silence.observe(12.5, {"a": 20.0, "b": 2.0}) == {}  # b heard again: silent no more
+    assert silence.observe(30.0, {"a": 21.0}) == {}  # gone from the scheduler: forgotten here
+
+
+def test_no_worker_is_silent_while_none_is_heard_and_a_large_clusters_bound_follows_its_heartbeats():
+    from fragnb.runtime.cluster.silence import SILENT_S
+
+    silence = Silence()
+    silence.observe(0.0, {"a": 1.0, "b": 1.0})
+    # A scheduler too busy to read heartbeats stamps none: that is no evidence against any worker.
+    assert silence.observe(60.0, {"a": 1.0, "b": 1.0}) == {}
+    assert Silence().limit(4) == SILENT_S and Silence().limit(4000) == 4 * (4000 / 200 + 1)
+    assert Silence(after=2.0).limit(4) == 2.0
+
+
+def test_a_watched_call_returns_its_value_or_error_and_a_check_that_raises_ends_the_wait():
+    import threading
+
+    from fragnb.runtime.cluster.silence import waiting
+
+    assert waiting(lambda: 42, lambda: None, 0.01) == 42
+    with pytest.raises(KeyError):
+        waiting(lambda: {}["x"], lambda: None, 0.01)
+    hung, checks = threading.Event(), []
+
+    def check():
+        checks.append(1)
+        if len(checks) == 3:
+            raise TimeoutError("lost")
+
+    with pytest.raises(TimeoutError, match="lost"):
+        waiting(hung.wait, check, 0.01)  # a call that never returns: the check ends the wait
+    hung.set()

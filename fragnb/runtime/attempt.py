@@ -25,6 +25,7 @@ from ..policies.transfers import averaged
 from ..shards import shard
 from .cluster.clusters import ClusterError, workers
 from .cluster.jobs import job_ends, job_ids
+from .cluster.silence import Silence, waiting
 from .events import EventStream
 from .net import shm
 from .net.channels import root_cause
@@ -76,6 +77,7 @@ class Attempt:
         self.checked = time.monotonic()  # when the workers' liveness was last read
         self.logs = None  # the run's sinks on the notebook's side (fragnb.sinks.Logs), if it makes their calls live
         self.jobs: dict[str, str] = {}  # worker address -> its batch job, where a batch system ran it
+        self.silence = Silence()  # workers whose heartbeats stopped (a host cut off): lost, as a dead one
 
     def start(self) -> None:
         """Place every task (one replica, or several as threads) on a worker thread of its own, ship
@@ -251,9 +253,9 @@ class Attempt:
         # its checkpoint, it made the notebook wait out a 30 s connect (measured 2026-12-05)
         self.check_alive()
         start = time.perf_counter()
-        per_worker = self.client.run(
-            registry.checkpoint_of, self.run_id, iteration, workers=sorted(set(self.slots.values())), on_error="ignore"
-        )
+        every = sorted(set(self.slots.values()))
+        ask = lambda: self.client.run(registry.checkpoint_of, self.run_id, iteration, workers=every, on_error="ignore")  # noqa: E731
+        per_worker = waiting(ask, self.check_alive, LIVENESS_S)  # a worker cut off mid-fetch: lost, not waited on
         got = {name: kept for reply in per_worker.values() if isinstance(reply, dict) for name, kept in reply.items()}
         at = {it for it, _ in got.values()}
         # Every replica's, after the same iteration: else a worker died meanwhile, or (read late) its replicas
@@ -278,7 +280,9 @@ class Attempt:
         self.client.run(registry.request_stop, self.run_id, workers=[self.slots[self.script.leader]], on_error="ignore")
 
     def check_alive(self) -> None:
-        alive = set(workers(self.client))
+        known = workers(self.client)
+        quiet = self.silence.lost(self.client, known, set(self.slots.values()))  # address -> why
+        alive = set(known) - set(quiet)
         gone: dict[str, list[str]] = {}
         for name, w in self.slots.items():
             if w not in alive and name not in self.forsaken:
@@ -297,6 +301,7 @@ class Attempt:
             return
         if lost:
             ends = job_ends({w: self.jobs[w] for w in gone if w in self.jobs})
+            ends.update({w: quiet[w] for w in gone if w in quiet})
             why = "; ".join(ends.values()) or "a worker can die when it runs out of memory"
             reason = f"lost the worker of {'; '.join(lost)} during the run ({why}); the state of its replicas is gone with it"
             self.abort(reason)
