@@ -133,3 +133,49 @@ def test_a_worker_job_scancelled_mid_run_resumes_from_its_checkpoint_with_the_un
     assert str(cancelled[0]) not in " ".join(_jobs())  # Slurm ended that job
     for key, value in single["learner"].policy.state_dict().items():
         assert torch.equal(ns["learner"].policy.state_dict()[key], value), key
+
+
+def test_a_worker_job_that_reaches_its_walltime_mid_run_reads_as_one_and_resumes_with_the_uninterrupted_weights(
+    slurm, canonical, ppo_ns, monkeypatch, tmp_path
+):
+    """A job past its walltime, for real: once the notebook holds the checkpoint after iteration 2, an actor's job
+    has its limit lowered to the time it has used (``scontrol update TimeLimit=0``, as an administrator may), and
+    Slurm ends it at its next check (within 30 s) as it ends any job past its walltime: state TIMEOUT. The run
+    says so, and resumes from its checkpoint with plain Python's weights. Until the run starts again, the loop
+    sleeps half a second an iteration (no value changes), so that it outlasts Slurm's check; run after the
+    scancel test, on the four workers it left."""
+    from fragnb.runtime.attempt import Attempt
+
+    _, client, _ = slurm
+    iterations = 120
+    resumed = tmp_path / "resumed"  # written when the run starts again: the loop stops sleeping
+    single = ppo_ns(iterations)
+    run(capture(canonical.body, single, name="ppo"), "single", progress=False, plot=False)
+    limited, poll, start = [], Attempt.poll, Attempt.start
+
+    def watch(self, *args, **kwargs):
+        if not limited and self.saved and self.saved[0] >= 2 and self.slots.get("actors[1]") in self.jobs:
+            job = self.jobs[self.slots["actors[1]"]]
+            subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=0"], check=True, timeout=30)
+            limited.append(job)
+        return poll(self, *args, **kwargs)
+
+    def again(self, *args, **kwargs):
+        if limited:
+            resumed.touch()
+        return start(self, *args, **kwargs)
+
+    monkeypatch.setattr(Attempt, "poll", watch)
+    monkeypatch.setattr(Attempt, "start", again)
+    slow = canonical.body.replace("for it in range(iterations):\n", "for it in range(iterations):\n    pause()\n")
+    ns = ppo_ns(iterations)
+    ns["pause"] = lambda: None if resumed.exists() else time.sleep(0.5)  # the workers share this machine's files
+    result = run(
+        capture(slow, ns, name="ppo"), "coarse", client, actors=2, checkpoint_every=1, progress=False, plot=False
+    )
+    assert limited and result.iterations == iterations, (limited, result.iterations)
+    assert len(result.lost_workers) == 1, result.lost_workers
+    assert f"its Slurm job {limited[0]} reached its walltime" in result.lost_workers[0], result.lost_workers
+    assert "resumed from the checkpoint after iteration" in str(result)
+    for key, value in single["learner"].policy.state_dict().items():
+        assert torch.equal(ns["learner"].policy.state_dict()[key], value), key
