@@ -7,6 +7,8 @@ are skipped); ``--set NAME=VALUE`` then changes a setup value (``--set iteration
 through the ``%%fragment`` magic itself, with the options of its own ``%%fragment`` line and then those
 given here, which win (``--policy coarse --actors 8 --cluster tcp://... --checkpoint-dir ckpt``): the
 same refusals, the same run, the same disk checkpoints, and ``--resume ckpt`` goes on after a lost job.
+``--slurm-runner``, in every task of an ``srun``, makes the job's tasks the cluster: the scheduler, the run
+and its workers (dask-jobqueue's SLURMRunner).
 Its progress is a line every few seconds, which a log file holds.
 
 What the run leaves is saved in ``--out`` (default ``NOTEBOOK-NAME/``): ``values.pt``, every variable the
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import pickle
 import shlex
 import sys
@@ -137,6 +140,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cell", required=True, metavar="NAME", help="the %%%%fragment NAME cell to run")
     parser.add_argument("--out", type=Path, metavar="DIR", help="where to save what the run leaves (NOTEBOOK-NAME/)")
     parser.add_argument(
+        "--slurm-runner",
+        action="store_true",
+        help="inside `srun` (each task runs this command): task 0 is the Dask scheduler, task 1 the run, the "
+        "others its single-threaded workers (dask-jobqueue's SLURMRunner: pip install 'fragnb[slurm]')",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -222,8 +231,43 @@ def _first_run(options: list[str]) -> list[str]:
     return options
 
 
-def run_cell(args: argparse.Namespace, options: list[str]) -> int:
-    """Run the setup and the cell in an IPython shell; save what the run leaves. The exit status."""
+def _out(args: argparse.Namespace) -> Path:
+    return args.out or args.notebook.with_name(f"{args.notebook.stem}-{args.cell}")
+
+
+def in_slurm_job(args: argparse.Namespace, options: list[str]) -> int:
+    """One task of an ``srun``: the cluster's scheduler or a worker until the run ends (dask-jobqueue's
+    SLURMRunner: they never return from entering it), or the run itself, on the client the runner gives."""
+    try:
+        from dask_jobqueue.slurm import SLURMRunner
+        from distributed import Client
+    except ImportError:
+        print("fragnb: --slurm-runner needs dask-jobqueue: pip install 'fragnb[slurm]'", file=sys.stderr)
+        return 2
+    out = _out(args)
+    out.mkdir(parents=True, exist_ok=True)  # the scheduler's address is written there: a directory every node sees
+    # One thread per worker process (fragnb's replicas); the web pages on each node's loopback (ssh -L to see them)
+    workers = {"nthreads": 1, "dashboard_address": "127.0.0.1:0"}
+    scheduler = {"dashboard_address": "127.0.0.1:0"}
+    try:
+        with SLURMRunner(
+            scheduler_file=str(out / "scheduler-{job_id}.json"), scheduler_options=scheduler, worker_options=workers
+        ) as runner:
+            with Client(runner) as client:
+                client.wait_for_workers(runner.n_workers)
+                try:
+                    return run_cell(args, options, client)
+                finally:  # workers first, then the scheduler: no worker logs a broken connection at the end
+                    client.retire_workers(close_workers=True)
+    except KeyboardInterrupt:  # how the runner ends its scheduler and worker tasks once the run has closed it
+        if os.environ.get("SLURM_PROCID") == "1":
+            raise
+        return 0
+
+
+def run_cell(args: argparse.Namespace, options: list[str], client=None) -> int:
+    """Run the setup and the cell in an IPython shell; save what the run leaves. The exit status. ``client``:
+    the cluster of an ``srun``'s tasks (:func:`in_slurm_job`)."""
     import matplotlib
 
     from .runtime.cluster.clusters import shutdown
@@ -246,6 +290,9 @@ def run_cell(args: argparse.Namespace, options: list[str]) -> int:
     for setting in args.set:
         _assign(shell.user_ns, setting)
     options = _first_run(options)
+    if client is not None:
+        shell.user_ns["_fragnb_slurm_job"] = client
+        options = [*options, "--cluster", "_fragnb_slurm_job"]
     line = shlex.join([args.cell, *own, *options, *_FORCED])
     print(f"fragnb: %%fragment {line}", file=sys.stderr, flush=True)
     try:
@@ -256,7 +303,7 @@ def run_cell(args: argparse.Namespace, options: list[str]) -> int:
         return 1
     graph = shell.user_ns[args.cell]
     result = graph.last_run
-    out = args.out or args.notebook.with_name(f"{args.notebook.stem}-{args.cell}")
+    out = _out(args)
     manifest = {
         "notebook": str(args.notebook),
         "cell": args.cell,
@@ -285,13 +332,15 @@ def main(argv: list[str] | None = None) -> int:
         for option, why in _REFUSED.items():
             if any(o == option or o.startswith(option + "=") for o in own + options):
                 raise ValueError(f"{option} makes no batch job: {why}")
+        if args.slurm_runner and any(o == "--cluster" or o.startswith("--cluster=") for o in options):
+            raise ValueError("--slurm-runner is the cluster (the srun's tasks): give no --cluster")
         for setting in args.set:
             if "=" not in setting:
                 raise ValueError(f"--set takes NAME=VALUE (a Python literal), got {setting!r}")
     except (LookupError, ValueError) as e:
         parser.error(str(e))
     try:
-        return run_cell(args, options)
+        return in_slurm_job(args, options) if args.slurm_runner else run_cell(args, options)
     except ValueError as e:  # a --set the setup cannot take
         print(f"fragnb: {e}", file=sys.stderr)
         return 2

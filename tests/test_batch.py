@@ -128,6 +128,8 @@ def test_the_batch_command_refuses_a_bad_command_line_or_setup_by_name_before_an
     assert "no `%%fragment dqn` cell; its %%fragment cells: ppo (cell 3)" in refused(NOTEBOOK_01, "--cell", "dqn")
     assert "--seeds makes no batch job: it runs a sweep" in refused(NOTEBOOK_01, "--cell", "ppo", "--seeds", "0-3")
     assert "--set takes NAME=VALUE" in refused(NOTEBOOK_01, "--cell", "ppo", "--set", "iterations")
+    said = refused(NOTEBOOK_01, "--cell", "ppo", "--slurm-runner", "--cluster", "tcp://10.0.0.1:8786")
+    assert "--slurm-runner is the cluster (the srun's tasks): give no --cluster" in said
     assert "no notebook at" in refused(tmp_path / "none.ipynb", "--cell", "ppo")
 
     def run(*args):

@@ -72,6 +72,42 @@ def slurm(tmp_path_factory):
     assert not _jobs(), f"jobs left in Slurm's queue: {_jobs()}"
 
 
+def test_a_notebook_cell_runs_as_an_sbatch_job_of_srun_tasks_and_its_saved_weights_load_in_the_notebook(
+    canonical, ppo_ns, tmp_path
+):
+    """The batch command in an ``sbatch`` script, as docs/guide/batch.md writes it: ``srun`` starts five tasks of
+    ``python -m fragnb run ... --slurm-runner`` (dask-jobqueue's SLURMRunner: the scheduler, the run, three
+    workers); the job ends by itself, and what it saved loads here with plain Python's weights. First in this
+    module: the node's CPUs are its own (the other tests' workers hold five)."""
+    import sys
+
+    import fragnb
+    from conftest import NOTEBOOK_01
+
+    out = tmp_path / "out"
+    script = tmp_path / "ppo.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"#SBATCH --ntasks=5 --cpus-per-task=1 --mem-per-cpu=900M --time=00:10:00 --output={tmp_path}/ppo-%j.log\n"
+        f"srun {sys.executable} -m fragnb run {NOTEBOOK_01} --cell ppo --policy coarse --actors 2 "
+        f"--set iterations=3 --slurm-runner --out {out}\n"
+    )
+    done = subprocess.run(["sbatch", "--wait", str(script)], capture_output=True, text=True, timeout=600)
+    log = "".join(p.read_text() for p in tmp_path.glob("ppo-*.log"))
+    assert done.returncode == 0, (done.stderr, log[-4000:])
+    assert "fragnb: ppo (coarse): iteration 3 of 3" in log and f"fragnb: saved to {out}" in log, log[-4000:]
+    # on the srun's own workers, never a cluster of fragnb's own started beside them
+    assert "--cluster _fragnb_slurm_job" in log and "Dask workers" not in log, log[-4000:]
+    assert log.count("distributed.scheduler - INFO - Register worker") == 3, log[-4000:]
+    saved = fragnb.load_run(out)
+    assert saved.manifest["guarantee"] == "exact" and saved.manifest["iterations"] == 3
+    single = ppo_ns(3)
+    run(capture(canonical.body, single, name="ppo"), "single", progress=False, plot=False)
+    for key, value in single["learner"].policy.state_dict().items():
+        assert torch.equal(saved.values["learner"].policy.state_dict()[key], value), key
+    assert not _jobs()  # the job ended: its scheduler and workers with the run
+
+
 def test_the_recipe_runs_coarse_x4_on_workers_slurm_started_with_singles_weights(slurm, canonical, ppo_ns):
     cluster, client, seconds = slurm
     print(f"{JOBS} sbatch jobs up {seconds:.1f} s after scale()")
