@@ -57,7 +57,7 @@ def slurm(tmp_path_factory):
         queue=partition.rstrip("*"),
         walltime="00:20:00",
         interface="lo",
-        scheduler_options={"host": "127.0.0.1", "dashboard_address": None},
+        scheduler_options={"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"},  # Dask's dashboard, on loopback
         log_directory=str(tmp_path_factory.mktemp("slurm-logs")),  # the jobs' output, not the working directory
     ) as cluster:
         begin = time.monotonic()
@@ -121,6 +121,62 @@ def test_the_recipe_runs_coarse_x4_on_workers_slurm_started_with_singles_weights
     assert result.iterations == 3 and result.guarantee == "exact"
     for key, value in single["learner"].policy.state_dict().items():
         assert torch.equal(ns["learner"].policy.state_dict()[key], value), key  # to the last bit
+
+
+def test_the_slurm_runs_dashboard_opens_through_the_jupyter_server_as_on_one_machine(
+    slurm, canonical, ppo_ns, tmp_path
+):
+    """The recipe's scheduler lives in the notebook's process and serves Dask's dashboard on loopback. With Dask's
+    link written for jupyter-server-proxy (docs/jupyterhub.md), a run on the Slurm workers shows that link (it
+    once showed none: the link was opened here as a URL), and a Jupyter server serves the dashboard there."""
+    pytest.importorskip("jupyter_server_proxy")
+    import secrets
+    import socket
+    import sys
+    import urllib.request
+
+    import dask
+
+    from fragnb.ui.live import LiveProgress
+
+    _, client, _ = slurm
+    links: list[str] = []
+
+    class Shown(LiveProgress):  # the run's view, shown nowhere: the dashboard link it is given
+        def show_link(self, link):
+            links.append(link)
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_hex(16)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_server", "--no-browser", "--ServerApp.ip=127.0.0.1",
+         f"--ServerApp.port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--allow-root"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "w"),  # noqa: SIM115 - the server keeps it
+    )  # fmt: skip
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with dask.config.set({"distributed.dashboard.link": "/proxy/{port}/status"}):
+            ns = ppo_ns(1)
+            view = Shown(progress=False, plot=False)
+            run(capture(canonical.body, ns, name="ppo"), "coarse", client, actors=2, progress=view, plot=False)
+        dashboard = client.scheduler_info()["services"]["dashboard"]
+        assert links == [f"/proxy/{dashboard}/status"], links
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = direct.open(f"http://127.0.0.1:{port}{links[0]}?token={token}", timeout=10)
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise AssertionError((tmp_path / "server.log").read_text()[-3000:]) from None
+                time.sleep(0.5)
+        with page:
+            assert page.status == 200 and b"Dask" in page.read()  # Dask's own page, through the Jupyter server
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 def test_the_magic_runs_data_parallel_x2_on_the_same_slurm_workers(slurm, canonical, shell, capsys):

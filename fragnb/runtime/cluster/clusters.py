@@ -30,7 +30,7 @@ from distributed.security import Security
 from ...errors import ClusterError
 from .budget import limit, threads
 from .guard import refuse_unguarded
-from .probe import ProbeError, check_scheduler
+from .probe import ProbeError, check_scheduler, serves_page
 
 __all__ = [
     "ClusterError",
@@ -260,21 +260,19 @@ def named(value: str | None, namespace: dict):
 
 
 def dashboard(client: Client) -> str | None:
-    """The address of the cluster's Dask dashboard (task stream, worker CPU and memory), if it serves one.
-    (A scheduler lists its HTTP port as "dashboard" even when that serves only health checks: fragnb
-    knows about its own clusters, and asks others.)"""
-    import urllib.request
-
+    """The link to the cluster's Dask dashboard (task stream, worker CPU and memory), if it serves one: as Dask's
+    configuration writes it. (A scheduler lists its HTTP port as "dashboard" even when that serves only health
+    checks: fragnb knows about its own clusters, and asks others.)"""
     try:
-        if not client.scheduler_info().get("services", {}).get("dashboard"):
+        port = client.scheduler_info().get("services", {}).get("dashboard")
+        if not port:
             return None
         link = client.dashboard_link
         own = next((served for _, c, served in _EMBEDDED.values() if c is client), None)
         if own is not None:
             return link if own else None
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an http_proxy
-        with direct.open(link, timeout=10) as page:
-            return link if page.status == 200 else None
+        # asked at the scheduler's host: the link may be a browser's (`/proxy/{port}/status`, jupyter-server-proxy)
+        return link if serves_page(client.scheduler.address.split("://")[-1].rsplit(":", 1)[0], port) else None
     except Exception:  # no dashboard there, or a scheduler that does not say
         return None
 

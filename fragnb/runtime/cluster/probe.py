@@ -15,7 +15,7 @@ import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["ProbeError", "check_scheduler"]
+__all__ = ["ProbeError", "check_scheduler", "serves_page"]
 
 HANDSHAKE_KEY = b"pickle-protocol"  # in every handshake a Dask comm writes (Comm.handshake_info)
 
@@ -72,6 +72,19 @@ def check_scheduler(address: str, timeout: float = 8.0, context: ssl.SSLContext 
     raise ProbeError(
         f"something listens at {address} and answers neither as a Dask scheduler, a TLS server nor an HTTP server does"
     )
+
+
+def serves_page(host: str, port: int, path: str = "/status", timeout: float = 10.0) -> bool:
+    """Whether a web page answers (200) at ``http://host:port/path``, asked directly (never through an
+    ``http_proxy``): a Dask dashboard, where a scheduler lists a "dashboard" port."""
+    import urllib.request
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with direct.open(f"http://{host}:{port}{path}", timeout=timeout) as page:
+            return page.status == 200
+    except OSError:  # nothing there, or an error page
+        return False
 
 
 def _is_scheduler(address: str, context: ssl.SSLContext | None, deadline: float) -> None:
