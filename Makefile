@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 PORT ?= 8888
 
-.PHONY: setup lab lint test test-fast demo course docs handouts binder bench gpu-check gpu-wheels graphviz chromium slurm clean
+.PHONY: setup lab lint test test-fast demo course docs handouts binder bench gpu-check gpu-wheels graphviz chromium slurm hosts clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -56,12 +56,21 @@ lint: setup
 # whenever BUSY is not 0: on a 2-core machine two neighbours halve every notebook's speed, and CI's 90 minutes
 # cannot hold all eleven so. `make test BUSY=0` runs them on a quiet one.
 BUSY ?= 1
-test: setup chromium slurm lint
+test: setup chromium slurm hosts lint
 	$(PY) -m pytest --busy=$(BUSY); status=$$?; bash .ci/slurm stop; exit $$status
 
 # A one-node Slurm for tests/test_slurm.py (as root: Debian's packages, plain daemons; otherwise those tests skip).
 slurm:
 	@bash .ci/slurm start
+
+# `ip` (iproute2) for tests/test_hosts.py's network namespaces (as root; otherwise those tests skip).
+hosts:
+	@if command -v ip >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then :; \
+	else \
+		echo "installing iproute2 (ip) with apt-get (for the tests of hosts on their own addresses)"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null) \
+		|| echo "could not install iproute2; tests/test_hosts.py will be skipped"; \
+	fi
 
 # The quick loop while changing fragnb: every test and notebook but those that train to a target
 # return (slow) or drive JupyterLab in a browser; CI runs `make test`.
