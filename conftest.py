@@ -6,11 +6,17 @@ they start before a notebook's first cell and end after its last (tests/ measure
 processes, which these must not be). They end with the session, on a failure or Ctrl-C too, and each ends
 on its own when the pytest process that started it is gone. This file lives at the root so that it loads
 for `pytest notebooks/NN.ipynb` as well as for `pytest`.
+
+It also keeps the rendered course (``docs/course/``) as current as the code: a notebook cell whose run says
+other things than its rendered copy's (fragnb's guarantees, caveats, refusals; numbers and addresses aside,
+:func:`fragnb.course.rendered.behind`) fails, naming what changed, until the course is rendered again.
 """
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +104,41 @@ def pytest_collection_modifyitems(config, items):
     if twice:
         items[:] = [item for item in items if item not in twice]
         config.hook.pytest_deselected(items=twice)
+
+
+_RENDERED: dict[Path, list] = {}
+
+
+def _rendered_cell(item):
+    """The rendered copy's code cell that nbval ``item`` runs, if the copy exists and holds the same source."""
+    path = Path(item.path)
+    if path.parent.name != "notebooks" or not hasattr(item, "cell_num"):
+        return None
+    copy = path.parent.parent / "docs" / "course" / path.name
+    if copy not in _RENDERED:
+        cells = json.loads(copy.read_text())["cells"] if copy.exists() else []
+        _RENDERED[copy] = [c for c in cells if c["cell_type"] == "code"]
+    cells = _RENDERED[copy]
+    if item.cell_num >= len(cells) or "".join(cells[item.cell_num]["source"]) != item.cell.source:
+        return None  # a copy older than the notebook's cells: tests/test_notebooks.py says so
+    return cells[item.cell_num]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or not report.passed or getattr(item, "test_outputs", None) is None:
+        return
+    rendered = _rendered_cell(item)
+    if rendered is None:
+        return
+    from fragnb.course.rendered import behind
+
+    differs = behind(rendered.get("outputs", []), item.test_outputs)
+    if differs:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"docs/course/{Path(item.path).name} is behind the code in cell {item.cell_num}: {differs}. "
+            "Render the course again (`make course`), in the same commit as the change."
+        )

@@ -404,3 +404,42 @@ def test_the_instructor_guide_types_no_measured_figure_but_those_its_linked_page
     assert guide_figures("Run it (about 20 seconds here).", pages) == ["Run it (about 20 seconds here)."]
     linked = "It peaks at 953 MiB and 1,777 MiB ([docs/jupyterhub.md](../docs/jupyterhub.md))."
     assert len(guide_figures(linked, pages)) == 1 and "1,777 MiB" in guide_figures(linked, pages)[0]
+
+
+def test_a_changed_message_makes_a_rendered_cell_behind_the_code_and_a_changed_number_does_not():
+    """The check the root conftest.py runs on every notebook cell nbval runs (issue 72 item 2): what fragnb said in
+    the rendered copy and in today's run are compared with numbers, addresses and a lost worker's replicas masked."""
+    from fragnb.course.rendered import behind, messages
+
+    cells = [c for c in _cells(ROOT / "docs" / "course" / "03_async_and_srl.ipynb") if c["cell_type"] == "code"]
+    cell = next(c for c in cells if any("statistical run" in line for line in messages(c["outputs"])))
+    outputs = cell["outputs"]
+    assert behind(outputs, outputs) is None
+
+    def changed(old: str, new: str) -> list[dict]:
+        return [{**o, "text": "".join(o.get("text", "")).replace(old, new)} for o in outputs]
+
+    said = behind(outputs, changed("statistical run", "exact run"))
+    assert (
+        said
+        and 'the rendered copy says "fragnb: statistical run' in said
+        and "today's code says \"fragnb: exact run" in said
+    )
+    assert behind(outputs, changed("up to 1 ", "up to 2 ")) is None  # a number: another machine's, not other code
+    lost = [
+        {
+            "output_type": "stream",
+            "name": "stderr",
+            "text": "fragnb: lost the worker of replica actors[1] on tcp://127.0.0.1:4242 during the run (x)\n",
+        }
+    ]
+    again = [
+        {
+            **lost[0],
+            "text": "fragnb: lost the worker of replicas actors[0], learner[0] on tcp://10.0.0.2:99; the run (x)\n",
+        }
+    ]
+    assert behind(lost, [{**lost[0], "text": lost[0]["text"].replace("4242", "5151")}]) is None
+    assert behind(lost, again)  # during the run / went on: another ending
+    starting = [{"output_type": "stream", "name": "stderr", "text": "fragnb: started 4 Dask workers in 1.2 s\n"}]
+    assert behind([], starting) is None  # how fast this machine starts workers says nothing of the code

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import html
 import json
+import re
+from collections import Counter
 
 __all__ = [
     "settle_progress_bars",
@@ -25,6 +27,8 @@ __all__ = [
     "minutes",
     "write_minutes",
     "WIDGET_PICTURES",
+    "messages",
+    "behind",
 ]
 
 
@@ -225,7 +229,7 @@ def minutes(notebook: dict) -> tuple[float, str]:
 
 
 #: The course page's sentence that gives the day and the total (``write_minutes`` rewrites it).
-_TOTAL = r"on (\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?): ([\d.]+) minutes for the eleven"
+_TOTAL = r"on (\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?): ([\d.]+) minutes for the twelve"
 
 
 def course_minutes(page: str, rendered) -> tuple[str, dict[str, float]]:
@@ -246,7 +250,7 @@ def course_minutes(page: str, rendered) -> tuple[str, dict[str, float]]:
     text = "\n".join(lines) + "\n"
     span = min(days) if min(days) == max(days) else f"{min(days)} to {max(days)}"
     total = sum(round(m, 1) for m in taken.values())
-    return re.sub(_TOTAL, f"on {span}: {total:.1f} minutes for the eleven", text), taken
+    return re.sub(_TOTAL, f"on {span}: {total:.1f} minutes for the twelve", text), taken
 
 
 def write_minutes(page, rendered) -> dict[str, float]:
@@ -256,3 +260,38 @@ def write_minutes(page, rendered) -> dict[str, float]:
     text, taken = course_minutes(Path(page).read_text(encoding="utf-8"), rendered)
     Path(page).write_text(text, encoding="utf-8")
     return taken
+
+
+#: fragnb's lines that say how fast this machine is, not what the code does: left out of :func:`messages`
+_MACHINE = ("fragnb: starting Dask workers", "fragnb: started ", "fragnb: waiting for the Dask cluster")
+
+
+def messages(outputs: list[dict]) -> list[str]:
+    """What fragnb said in a cell's ``outputs`` (its ``fragnb: ...`` lines: guarantees, caveats, refusals, a
+    lost worker), with what changes from run to run or machine to machine masked: numbers, addresses, and
+    which replicas shared a lost worker. A rendered copy whose cell said other things is behind the code."""
+    said = []
+    for out in outputs:
+        text = "".join(out.get("text", "")) if out.get("output_type") == "stream" else ""
+        for line in re.split(r"[\r\n]", text):
+            line = line.strip()
+            if not line.startswith("fragnb:") or line.startswith(_MACHINE):
+                continue
+            line = re.sub(r"tcp://\S+?(?=[;:)\s]|$)", "ADDRESS", line)
+            line = re.sub(r"\d+(\.\d+)?", "#", line)
+            line = re.sub(r"replicas? \w+\[#\](, \w+\[#\])*", "replica R", line)
+            said.append(line)
+    return said
+
+
+def behind(rendered: list[dict], run: list[dict]) -> str | None:
+    """How a rendered cell's :func:`messages` differ from those of the same cell run with today's code (in
+    any order: a distributed run's lines interleave), or None where they agree."""
+    then, now = Counter(messages(rendered)), Counter(messages(run))
+    if then == now:
+        return None
+    gone, new = sorted((then - now).elements()), sorted((now - then).elements())
+    return "; ".join(
+        [f'the rendered copy says "{line}", which today\'s code does not' for line in gone]
+        + [f'today\'s code says "{line}", which the rendered copy does not' for line in new]
+    )
