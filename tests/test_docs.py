@@ -156,3 +156,27 @@ def test_the_readme_is_short_and_every_link_in_it_lands():
     links = re.findall(r"\]\(([^)\s]+)\)", readme)
     missing = [link for link in links if "://" not in link and not (ROOT / link.split("#")[0]).exists()]
     assert links and not missing, missing
+
+
+def test_the_readmes_ppo_figures_are_those_of_the_pages_and_the_render_they_name():
+    """Issue 72 item 1: a figure the README types names where it comes from and is that source's. Notebook 01's seeds
+    are read from its rendered run (the sweep's "env steps to 475 per seed"); the benchmark's, from the page that
+    states them with their command and date (docs/start/first-cell.md)."""
+    import json
+
+    readme, page = (ROOT / "README.md").read_text(), (ROOT / "docs" / "start" / "first-cell.md").read_text()
+    flat = " ".join(page.split())
+    rendered = json.loads((ROOT / "docs" / "course" / "01_first_fragment_graph.ipynb").read_text())
+    printed = "".join(
+        "".join(o.get("text", "")) for c in rendered["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+    )
+    seeds = [
+        int(n.replace(",", "")) for n in re.search(r"env steps to 475 per seed: ([\d, ]+)", printed)[1].split(", ")
+    ]
+    first = seeds[:3]  # seeds 0-2, as the README and the page quote them
+    assert f"{first[0]:,}, {first[1]:,} and {first[2]:,} steps for seeds 0-2 in its rendered run" in flat, first
+    said = re.search(r"notebook 01's seeds, seeded by its own setup cell,\s+solve at (\d+)k-(\d+)k", readme)
+    assert said and (int(said[1]), int(said[2])) == (round(min(first) / 1000), round(max(first) / 1000)), (said, first)
+    # the benchmark's figures, as the page that names the command and the date states them
+    bench = re.search(r"PPO solves CartPole in (\d+k-\d+k) environment steps, a median of ([\d.]+ s) on one", readme)
+    assert bench and f"in about {bench[1]} environment steps" in flat and f"a median of {bench[2]} on one" in flat
