@@ -29,6 +29,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "numpydoc",
     "sphinx.ext.intersphinx",
+    "sphinx-mathjax-offline",  # MathJax copied into the site (_static/mathjax): no equation waits on a CDN
 ]
 
 # The teacher's rendered copies (solutions in place) stay out of the site; learn/ holds the students' ones.

@@ -62,7 +62,7 @@ def test_the_site_builds_with_warnings_as_errors(site):
         assert (site / f"{page}.html").is_file(), page
     # every notebook of the course, as a student's copy: no solution, no quiz key, no test
     notebooks = sorted(p.stem for p in (ROOT / "docs" / "course").glob("[0-9]*.ipynb"))
-    assert len(notebooks) == 11
+    assert len(notebooks) == 12  # the primer (week 0) and the eleven weeks
     for stem in notebooks:
         text = (site / "learn" / f"{stem}.html").read_text()
         assert "BEGIN SOLUTION" not in text and "# HIDDEN" not in text and "Solution (collapsed" not in text, stem
@@ -110,6 +110,20 @@ def broken_links(site: Path) -> list[str]:
             elif parts.fragment and target.suffix == ".html" and unquote(parts.fragment) not in pages[target].ids:
                 broken.append(f"{path.relative_to(site.resolve())}: {link} (no such anchor)")
     return broken
+
+
+def test_the_site_loads_nothing_from_the_internet_and_renders_equations_with_its_own_mathjax(site):
+    """A reader offline, or behind a firewall, sees every page whole (issue 72 item 6): no script or stylesheet
+    comes from another host, and the equations (the primer's, the notebooks') are typeset by the MathJax the
+    site carries (sphinx-mathjax-offline), as JupyterLab carries its own."""
+    external: dict[str, str] = {}
+    for page in site.rglob("*.html"):
+        for found in re.finditer(r'<(?:script|link)\b[^>]*\b(?:src|href)="(https?://[^"]+)"', page.read_text()):
+            external.setdefault(found[1], str(page.relative_to(site)))
+    assert not external, external
+    assert (site / "_static" / "mathjax" / "tex-chtml.js").stat().st_size > 100_000
+    primer = (site / "learn" / "00_rl_primer.html").read_text()
+    assert "_static/mathjax/tex-chtml.js" in primer and r"\gamma" in primer  # an equation, and what typesets it
 
 
 def test_every_link_inside_the_site_lands(site):
