@@ -86,6 +86,7 @@ course: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 --output-dir docs/course notebooks/[0-9]*.ipynb
 	$(PY) -m fragnb.course settle docs/course/[0-9]*.ipynb
 	$(PY) -m fragnb.course minutes
+	$(PY) -m fragnb.course slides docs/_build/slides
 
 # The documentation site in docs/_build/html (open index.html): the guide, the reference generated from the
 # docstrings, the course as students see it (rendered, without solutions or keys) and the benchmarks. Warnings

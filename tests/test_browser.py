@@ -620,3 +620,36 @@ def test_the_documentation_site_shows_its_pages_pictures_and_search_in_chromium(
         server.server_close()
     assert any("guide/data-parallel" in hit for hit in hits), hits
     _record("docs_site", {"course_01_figures": figures, "search_hits": len(hits)})
+
+
+def test_a_weeks_slides_present_offline_with_their_equations(browser, tmp_path):
+    """Issue 72 item 5: week 0's deck (`python -m fragnb.course slides`) opened from disk with every request
+    beyond the file refused: reveal.js starts, MathJax typesets the equations, and the next slide is a section."""
+    import urllib.error
+
+    from fragnb.course.slides import write_slides
+
+    try:
+        write_slides(ROOT / "docs" / "course", tmp_path)
+    except urllib.error.URLError as e:
+        pytest.skip(f"npm's registry cannot be reached for reveal.js: {e}")
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    refused: list[str] = []
+    context.route(
+        "**/*",
+        lambda route: (
+            (refused.append(route.request.url), route.abort())
+            if not route.request.url.startswith("file:")
+            else route.continue_()
+        ),
+    )
+    page = context.new_page()
+    page.goto((tmp_path / "00_rl_primer.html").as_uri())
+    page.wait_for_selector(".reveal.ready", timeout=60_000)
+    page.wait_for_selector("mjx-container", timeout=60_000)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("document.querySelector('section.present h2') !== null", timeout=30_000)
+    assert "the agent, the environment, the return" in page.locator("section.present h2").first.inner_text().lower()
+    page.screenshot(path=ARTIFACTS / "slides_00_section_1.png")
+    assert not refused, refused
+    context.close()

@@ -443,3 +443,41 @@ def test_a_changed_message_makes_a_rendered_cell_behind_the_code_and_a_changed_n
     assert behind(lost, again)  # during the run / went on: another ending
     starting = [{"output_type": "stream", "name": "stderr", "text": "fragnb: started 4 Dask workers in 1.2 s\n"}]
     assert behind([], starting) is None  # how fast this machine starts workers says nothing of the code
+
+
+@pytest.fixture(scope="module")
+def slides(tmp_path_factory):
+    """Every week's deck, as `make course` writes them (`python -m fragnb.course slides`)."""
+    import urllib.error
+
+    from fragnb.course.slides import write_slides
+
+    out = tmp_path_factory.mktemp("slides")
+    try:
+        return out, write_slides(ROOT / "docs" / "course", out)
+    except urllib.error.URLError as e:  # reveal.js and require.js come from npm's registry, once
+        pytest.skip(f"npm's registry cannot be reached for reveal.js: {e}")
+
+
+def test_each_weeks_slides_are_its_notebooks_sections_and_load_nothing_from_the_internet(slides):
+    """Issue 72 item 5: a deck per rendered notebook, a slide per `##` section up to the exercises (none of the
+    exercises, quiz or solutions), and every script and stylesheet it loads beside it."""
+    from fragnb.course.slides import ASSETS
+
+    out, decks = slides
+    assert [d.stem for d in decks] == [p.stem for p in sorted((ROOT / "docs" / "course").glob("[0-9]*.ipynb"))]
+    for path in decks:
+        html = path.read_text()
+        cells = _cells(ROOT / "docs" / "course" / f"{path.stem}.ipynb")
+        sections, stop = [], ("## Exercise", "## Quiz", "## Solutions")
+        for line in (line for c in cells if c["cell_type"] == "markdown" for line in _source(c).splitlines()):
+            if line.startswith(stop):
+                break
+            if line.startswith("## "):
+                sections.append(line[3:].strip())
+        # the title's slide, then one a section (reveal.js: a <section> of vertical <section>s each)
+        assert html.count("<section><section>") == len(sections) + 1, (path.name, sections)
+        assert "BEGIN QUESTION" not in html and "answers = {" not in html and "Rubric" not in html, path.name
+        loaded = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="([^"]+)"', html)
+        assert loaded and all(url.startswith(ASSETS + "/") for url in loaded), (path.name, loaded)
+        assert all((out / url).exists() for url in loaded), (path.name, loaded)
