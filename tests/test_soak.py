@@ -107,15 +107,22 @@ def test_thirty_runs_leave_nothing_behind(canonical, ppo_ns, monkeypatch):
             )
         elif i == 21:  # a second Ctrl-C: aborts, and fragnb closes its cluster
             what = "aborted"
+            from fragnb.runtime.attempt import Attempt
 
-            def interrupt(self, *args, **kwargs):
-                raise KeyboardInterrupt
+            poll, pressed = Attempt.poll, []
 
-            monkeypatch.setattr(live.LiveProgress, "update", interrupt)
+            def ctrl_c(self, *args, poll=poll, pressed=pressed, **kwargs):  # two Ctrl-C's in a row, whatever the pace
+                # (one raised at each progress update could find the run already stopped after the first: CI saw it)
+                if len(pressed) < 2:
+                    pressed.append(1)
+                    raise KeyboardInterrupt
+                return poll(self, *args, **kwargs)
+
+            monkeypatch.setattr(Attempt, "poll", ctrl_c)
             ns["iterations"] = 200
             with pytest.raises(KeyboardInterrupt):
                 run(capture(canonical.body, ns, name="ppo"), "coarse", progress=False, plot=False, actors=2)
-            monkeypatch.setattr(live.LiveProgress, "update", update)
+            monkeypatch.setattr(Attempt, "poll", poll)
         elif i == 24:  # a worker killed mid-run (out of memory, say)
             what = "killed"
 
