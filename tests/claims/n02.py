@@ -5,6 +5,10 @@ from claims import Asserted, Explained, Shown  # noqa: F401
 
 CLAIMS = [
     (
+        "Each panel has a scale of its own",
+        Explained("why the plot's panels keep their own y-axes: the step cost sets each panel's rates, not the run"),
+    ),
+    (
         "A DP never edits the loop",
         Explained("what a DP does by construction: it places and connects fragments, the loop's code stays"),
     ),

@@ -4,6 +4,19 @@
 from claims import Asserted, Explained, Shown  # noqa: F401
 
 CLAIMS = [
+    (
+        "DQN on CartPole often climbs and then collapses",
+        Explained("what the field reports of DQN on CartPole; whether this run did, the cell above prints"),
+    ),
+    (
+        "Once the agent balances well, the replay buffer",
+        Explained("the mechanism: what a buffer of the last transitions holds once episodes are long"),
+    ),
+    ("What the field does about it", Explained("remedies from the literature, not measured here")),
+    (
+        "A DQN that sees half the environment steps",
+        Explained("why fewer transitions cost return; how many this run inserted, the cell prints"),
+    ),
     ("keeps every transition in a *replay buffer*", Explained("DQN's definition, not this run")),
     (
         "After this notebook you can (1) write DQN's training loop",
@@ -85,7 +98,8 @@ CLAIMS = [
         Asserted("r['per insert'] <= 16 and r['inserted'] == (iterations - r['ahead']) * per_iteration"),
     ),
     ("the line under the table says what happened here", Shown("here the bound bought time")),
-    ("Whether that cost return here, the table's last column says", Shown('("return", "{:.0f}")')),
+    ("the cell's last line says how many, and how the return compares", Shown("the same updates learned from")),
+    ("The cell above says whether it happened in this run", Shown("it fell after its peak")),
     ("with such a buffer will (a) refuse to run", Explained("a prediction's options; the run below answers it")),
     ("fragnb refused (asserted): before any worker starts", Asserted("refused")),
     ("1 for the ratio with the highest median return", Explained("a rubric line: what an answer must contain")),

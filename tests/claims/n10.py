@@ -117,7 +117,7 @@ CLAIMS = [
         Explained("what the model does not charge, by its design; the runs above show its size here"),
     ),
     (
-        "the cell above says whether the refined prediction came closer to what ran",
+        "checks the refined prediction on a new run it was not fitted on",
         Shown("here the refined prediction came"),
     ),
     (
