@@ -22,11 +22,14 @@ def caveat(note: str) -> None:
 
 
 def _cell_run():
-    """An id of the Jupyter kernel's cell run under way (its shell and execution count), or None elsewhere."""
+    """An id of the Jupyter kernel's cell run under way (its shell and the execute request's id), or None
+    elsewhere. Not the execution count alone: a frontend that stores no history (nbval, a script's kernel
+    client) runs every cell at the same count, and a caveat said in one cell went unsaid in the next."""
     ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if ip is None or not type(ip).__module__.startswith("ipykernel"):
         return None
-    return id(ip), ip.execution_count
+    header = getattr(ip, "parent_header", None) or {}
+    return id(ip), header.get("msg_id") or ip.execution_count
 
 
 def workers(n: int) -> str:

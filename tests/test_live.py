@@ -284,3 +284,23 @@ def test_a_caveat_is_said_once_per_notebook_cell_run_and_by_every_run_elsewhere(
     text.caveat("the safety net is off")
     text.caveat("the safety net is off")
     assert capsys.readouterr().err.count("fragnb: the safety net is off") == 2
+
+
+def test_each_execute_request_is_a_cell_run_of_its_own_even_where_the_frontend_stores_no_history(monkeypatch):
+    """nbval (and any kernel client that executes with store_history=False) runs every cell at the same execution
+    count: a caveat said in one cell was taken as said in the next, and notebook 03's rendered copy and its nbval
+    run disagreed. The execute request's own id tells the cell runs apart."""
+    import IPython
+
+    from fragnb import text
+
+    class Shell:  # a kernel's shell, as ipykernel's ZMQInteractiveShell exposes what this reads
+        execution_count = 5
+        parent_header = {"msg_id": "request-1"}
+
+    Shell.__module__ = "ipykernel.zmqshell"
+    shell = Shell()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    first = text._cell_run()
+    shell.parent_header = {"msg_id": "request-2"}  # the next cell, at the same execution count
+    assert first != text._cell_run() and first == (id(shell), "request-1")
