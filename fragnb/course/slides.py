@@ -140,6 +140,7 @@ def _mathjax() -> Path:
 def write_slides(rendered, out) -> list[Path]:
     """A deck for each rendered notebook in ``rendered`` (``docs/course``), written to ``out`` as ``NN_name.html``
     with the assets it loads in ``out/_assets``. Returns the decks written."""
+    import nbformat
     from nbconvert import SlidesExporter
     from traitlets.config import Config
 
@@ -158,8 +159,6 @@ def write_slides(rendered, out) -> list[Path]:
     written = []
     for path in sorted(Path(rendered).glob("[0-9]*.ipynb")):
         slides = deck(json.loads(path.read_text(encoding="utf-8")))
-        import nbformat
-
         html, _ = exporter.from_notebook_node(nbformat.from_dict(slides))
         script = f'<script src="{ASSETS}/mathjax/tex-chtml.js">'
         html = html.replace(script, _MATHJAX_CONFIG + script, 1).replace(_MATHJAX2_UPDATE, _MATHJAX3_UPDATE, 1)
