@@ -16,6 +16,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
+import pictures
 import psutil
 import pytest
 
@@ -270,6 +271,23 @@ def _dask_workers(lab) -> list[psutil.Process]:
     ]
 
 
+def _explorer_text(explorer) -> str:
+    """What the explorer shows that its picture must show too: its text less the prediction's figures and
+    terms, which the machine's load decides (the bottleneck named, the terms' order), not the code."""
+    prediction = explorer.locator(".fragnb-prediction").first.inner_text()
+    head = re.match(r"Predicted \(a model, not a measurement\) on [^:]+:", prediction)
+    return explorer.inner_text().replace(prediction, head.group(0) if head else prediction)
+
+
+def _around(*locators) -> dict:
+    """The smallest rectangle of the page around ``locators`` (each on screen), with a margin."""
+    boxes = [locator.bounding_box() for locator in locators]
+    left, top = min(b["x"] for b in boxes) - 8, min(b["y"] for b in boxes) - 8
+    right = max(b["x"] + b["width"] for b in boxes) + 8
+    bottom = max(b["y"] + b["height"] for b in boxes) + 8
+    return {"x": max(0, left), "y": max(0, top), "width": right - max(0, left), "height": bottom - max(0, top)}
+
+
 def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, lab):
     page = _open(browser, lab, "04_explore_policies.ipynb")
     seconds = _run_all(page)
@@ -298,6 +316,7 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
     assert "actors" in drawing.inner_text() and "envs" not in drawing.inner_text()  # still coarse
     assert explorer.locator(".widget-dropdown", has_text="policy").locator("select").input_value() == "coarse"
     explorer.screenshot(path=ARTIFACTS / "04_explorer_prediction.png")
+    pictures.keep("explorer.png", ARTIFACTS / "04_explorer_prediction.png", _explorer_text(explorer))
     page.set_viewport_size({"width": 1400, "height": 1000})
 
     started = time.monotonic()
@@ -319,6 +338,14 @@ def test_explorer_changes_policy_runs_live_and_stops_without_leftovers(browser, 
         time.sleep(0.1)
     assert len(seen) >= 3, f"the live dashboard showed {len(seen)} pictures"
     explorer.screenshot(path=ARTIFACTS / "04_explorer_running.png")
+    # The README's live run: the buttons, the status line and the live plot, mid-run.
+    page.set_viewport_size({"width": 1400, "height": 2600})
+    image.scroll_into_view_if_needed()
+    status_line = explorer.locator(".fragnb-status").first
+    live = _around(explorer.locator("button", has_text="Stop").first, status_line, image)
+    page.screenshot(path=ARTIFACTS / "04_live_run.png", clip=live)
+    pictures.keep("live_run.png", ARTIFACTS / "04_live_run.png", status_line.inner_text())
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     explorer.locator("button", has_text="Stop").click()
     explorer.locator(".fragnb-status", has_text="stopped").wait_for(timeout=120_000)

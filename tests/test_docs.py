@@ -172,6 +172,27 @@ def test_the_readme_is_short_and_every_link_in_it_lands():
     assert links and not missing, missing
 
 
+def test_the_readmes_pictures_are_the_kept_ones_and_a_changed_text_puts_one_behind():
+    """Issue 72 item 6: the README shows the explorer and a live run as tests/test_browser.py took them, each with
+    the text it showed kept in docs/pictures.json (tests/pictures.py); a page that shows other text is ahead of
+    the picture, whatever its numbers."""
+    import json
+
+    import pictures
+
+    kept = json.loads(pictures.KEPT.read_text())
+    shown = set(re.findall(r"\]\(docs/([\w.]+\.png)\)", (ROOT / "README.md").read_text()))
+    assert shown == set(kept) == {"explorer.png", "live_run.png"}, (shown, set(kept))
+    for name, text in kept.items():
+        assert (ROOT / "docs" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and text == pictures.shows(text)
+    status = "running ppo (fine): iteration 17/146, env_steps 17408, return 147.2, idle envs 87% learner 59%"
+    assert pictures.shows(status) == kept["live_run.png"]
+    assert pictures.behind(kept["live_run.png"], pictures.shows(status.replace("1", "9"))) is None  # numbers
+    later = pictures.behind(kept["live_run.png"], pictures.shows(status.replace("idle", "waiting")))
+    assert later and "idle" in later and "waiting" in later  # shown failing: a changed status line
+    assert pictures.behind(None, kept["live_run.png"]) == "it was never taken"
+
+
 def test_the_readmes_ppo_figures_are_those_of_the_pages_and_the_render_they_name():
     """Issue 72 item 1: a figure the README types names where it comes from and is that source's. Notebook 01's seeds
     are read from its rendered run (the sweep's "env steps to 475 per seed"); the benchmark's, from the page that

@@ -56,6 +56,20 @@ def test_the_drawing_follows_the_policy_and_says_what_it_trades(graph):
     assert x.redraw_seconds < 5  # measured, not asserted tightly: see benchmarks/explorer.py
 
 
+def test_a_broadcast_row_says_it_is_the_drawn_copy_to_each_replica(graph):
+    # The drawing labels a broadcast with one copy's size, the table with all that moves: each says which.
+    import re
+
+    from fragnb import measure
+    from fragnb.widgets.placing import traffic_table
+
+    g = graph()
+    placed = g.place("coarse", actors=2, device="cpu").measured(measure(g))
+    drawn = re.search(r"broadcast: policy weights \((\d+ kB)/iteration\)", str(placed)).group(1)
+    assert f"(2 &times; {drawn})" in traffic_table(placed)
+    assert "&times;" not in traffic_table(g.place("coarse", actors=1, device="cpu").measured(measure(g)))
+
+
 def test_a_policy_that_cannot_place_the_loop_says_why_and_offers_no_run(graph):
     g = graph()
     policies.register(

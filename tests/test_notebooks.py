@@ -368,8 +368,18 @@ GUIDE_FIGURES = {
     "within 25 % of the measured median": "notebook 10's own yardstick, which its cell prints",
     "15 minutes": "a lesson plan's length",
     "waits 30 s": "drill 3's configured wait for a replacement worker",
+    "exit status -9": "SIGKILL's number: what a killed process reports on any machine",
+    "atol=1e-5": "a tolerance the student passes, not a measurement",
 }
-MEASURED = re.compile(r"\d[\d,]*(?:\.\d+)?\s?(?:s|seconds?|minutes?|%|MiB|GiB|GB|steps/s)(?![\w/])")
+#: A figure as a run would print it: a number with a unit, a signed number (a return), a difference in
+#: scientific notation, "N of M" (cores free, seeds that solved) or an "about N".
+MEASURED = re.compile(
+    r"\d[\d,]*(?:\.\d+)?\s?(?:s|seconds?|minutes?|%|MiB|GiB|GB|steps/s)(?![\w/])"
+    r"|(?<![\w.])[−-]\d+(?:\.\d+)?"
+    r"|\d(?:\.\d+)?e-\d+"
+    r"|\d+(?:\.\d+)? of \d+"
+    r"|(?:about|around|roughly|nearly) [−-]?\d[\d,]*(?:\.\d+)?"
+)
 
 
 def guide_figures(text: str, pages: dict[str, str]) -> list[str]:
@@ -402,6 +412,8 @@ def test_the_instructor_guide_types_no_measured_figure_but_those_its_linked_page
     assert guide_figures(text, pages) == []
     # shown failing: a figure typed from a rendered run, and one its linked page does not state
     assert guide_figures("Run it (about 20 seconds here).", pages) == ["Run it (about 20 seconds here)."]
+    for typed in ("it found `0.0 of 2 cores free`", "about −61 against a hand-written −32", "by about 1e-2 here"):
+        assert guide_figures(typed, pages), typed  # this term's review found each in the guide, from old renders
     linked = "It peaks at 953 MiB and 1,777 MiB ([docs/jupyterhub.md](../docs/jupyterhub.md))."
     assert len(guide_figures(linked, pages)) == 1 and "1,777 MiB" in guide_figures(linked, pages)[0]
 

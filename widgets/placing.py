@@ -205,10 +205,12 @@ class PolicyControls:
 
 
 def traffic_table(placement) -> str:
-    """The edges that cross between worker groups, with their operator and bytes per iteration."""
+    """The edges that cross between worker groups, with their operator and bytes per iteration: all that moves,
+    so an edge that each of several replicas receives whole (a broadcast) says so beside the size the drawing
+    labels it with (one copy's)."""
     rows = [
         f"<tr><td>{html.escape(e.src)} &rarr; {html.escape(e.dst)}</td><td>{html.escape(e.operator)}</td>"
-        f"<td>{html.escape(placement.graph.describe(e.variables))}</td><td class='fragnb-bytes'>{size(n)}</td></tr>"
+        f"<td>{html.escape(placement.graph.describe(e.variables))}</td><td class='fragnb-bytes'>{_moved(placement, e, n)}</td></tr>"
         for e, n in placement.traffic()
     ]
     if not rows:
@@ -218,3 +220,11 @@ def traffic_table(placement) -> str:
     )
     collectives = "".join(f"<p>+ {html.escape(c)}</p>" for c in placement.policy.collectives)
     return f"<table><tr><th>edge</th><th>becomes</th><th>values</th><th>bytes/iteration</th></tr>{''.join(rows)}</table>{collectives}"
+
+
+def _moved(placement, edge, n: int | None) -> str:
+    """An edge's bytes per iteration, as ``73 kB (2 x 37 kB)`` where each of several replicas receives it whole."""
+    each = placement.fragments[edge.dst].replicas if edge.operator.to_each else 1
+    if n is None or each == 1:
+        return size(n)
+    return f"{size(n)} ({each} &times; {size(n // each)})"

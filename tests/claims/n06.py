@@ -41,8 +41,12 @@ CLAIMS = [
         Explained("says what the next cell checks, not what it finds"),
     ),
     (
-        "Here they come out equal to the bit.",
+        "That is fragnb's promise for a run it calls exact",
         Asserted("invariant"),
+    ),
+    (
+        "1 for the five-iteration run and the invariant cell passing (bit for bit)",
+        Explained("a rubric's criterion, not a fact of this run"),
     ),
     (
         "A DP is checked against the loop when it is placed, which is pure",

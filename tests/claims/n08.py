@@ -14,7 +14,7 @@ CLAIMS = [
     ),
     ("What the field does about it", Explained("remedies from the literature, not measured here")),
     (
-        "A DQN that sees half the environment steps",
+        "A DQN that sees fewer environment steps",
         Explained("why fewer transitions cost return; how many this run inserted, the cell prints"),
     ),
     ("keeps every transition in a *replay buffer*", Explained("DQN's definition, not this run")),
@@ -56,7 +56,10 @@ CLAIMS = [
         "The sweep trains the collect-then-train loop under `single`",
         Explained("the sweep's settings, its own arguments"),
     ),
-    ("`fragnb.sweep` runs the twelve runs side by side", Asserted("not grid.failed")),
+    (
+        "`fragnb.sweep` runs the eight runs (four ratios, two seeds each) side by side",
+        Asserted("len(grid.runs) == 2 * len(ratios)"),
+    ),
     ("It records the return reached, the time, and the learner's share", Shown("learner share")),
     (
         "at 1/4 there are eight times as many per environment step as at 1/32 (asserted)",
