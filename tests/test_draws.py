@@ -27,12 +27,12 @@ for it in range(3):
 """
 
 
-def _namespace(actor_cls=GlobalSamplingActor, learner_cls=PGLearner):
+def _namespace(actor_cls=GlobalSamplingActor, learner_cls=PGLearner, num_envs=4):
     torch.manual_seed(0)
     policy = CategoricalPolicy(4, 2)
     return {
-        "env": CartPole(num_envs=4, seed=0),
-        "actor": actor_cls(policy, 4),
+        "env": CartPole(num_envs=num_envs, seed=0),
+        "actor": actor_cls(policy, num_envs),
         "learner": learner_cls(policy),
         "torch": torch,
     }
@@ -66,6 +66,20 @@ def test_exact_refuses_a_statistical_run_naming_the_draw_and_the_streams():
         fragnb.FragmentError, match=r"^line 6: the exact guarantee was asked for.*streams.sample\(dist\)"
     ):
         refuse_inexact(graph.place("coarse", actors=2), find_draws(graph), exact=True)
+
+
+def test_exact_refuses_naming_the_draws_that_cause_it_at_the_replica_count_asked():
+    """The safety net checks 8 actors as 4, and a learner's one replica draws plain Python's numbers: the refusal
+    names the actors' draw, at 8, and not the learner's (both were named before, at 4)."""
+    from fragnb.runtime.check import check
+
+    graph = fragnb.capture(CELL, _namespace(GlobalSamplingActor, ShufflingLearner, num_envs=8))
+    assert len(find_draws(graph).statements) == 2  # the actor's sampling and the learner's shuffle
+    with pytest.raises(fragnb.FragmentError) as refused:
+        check(graph.place("coarse", actors=8), exact=True)
+    said = str(refused.value).split(": replicas cannot")[0]
+    assert said.endswith("line 6 (`action, logp = actor.act(obs)`) draws from torch's global generator in 'actors' x8")
+    assert "'learner'" not in said
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from ..plan.values import graph_writes
 from ..streams import EnvStreams, reached
 from .draws import Draws, Watching, clock_reads, reached_from, refuse_inexact
 from .job import Job
-from .local import aside, copies, exec_cell, run_plain
+from .local import aside, copies, exec_cell
 from .threads import InThreads
 from .worker.edges import vector_info
 from .worker.generators import restore, states
@@ -67,7 +67,9 @@ def check(placement, exact: bool = False) -> tuple[float, Draws, dict[str, tuple
     checked = Script.of(small)
 
     def compared(count: int):
-        return _compare(small, dataclasses.replace(checked, limit=count, until=None, checkpoint_every=0), None, exact)
+        return _compare(
+            small, dataclasses.replace(checked, limit=count, until=None, checkpoint_every=0), placement, exact
+        )
 
     counts = sorted(set(iterations))
     try:
@@ -113,7 +115,9 @@ def smaller(placement: Placement) -> tuple[Placement, str]:
     return placement.graph.place(policy, **params), ", ".join(cut)
 
 
-def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws, dict[str, tuple], dict[str, str]]:
+def _compare(placement, script, asked, exact: bool) -> tuple[Draws, dict[str, tuple], dict[str, str]]:
+    """Run ``script`` plain and placed (``placement``: ``asked``, the run's own, or fewer replicas of it) and
+    compare; a refusal of an inexact run names ``asked``'s replica counts, those the user chose."""
     graph, iterations = placement.graph, script.limit
     plain, simulated = copies(graph), copies(graph)
     job = Job(placement, script, simulated, live=None)
@@ -124,13 +128,10 @@ def _compare(placement, script, draws: Draws | None, exact: bool) -> tuple[Draws
     kept = {name: s.counters.clone() for name, s in shared.items()}
     with aside():  # the notebook's generators are untouched, the cell silent
         saved = states()  # both copies start from what the run starts from
-        if draws is None:
-            watcher = Watching(graph, plain, iterations)
-            exec_cell(graph, plain, watcher, trace=True)
-            draws = watcher.draws()
-            refuse_inexact(placement, draws, exact)
-        else:
-            run_plain(graph, plain, iterations)
+        watcher = Watching(graph, plain, iterations)
+        exec_cell(graph, plain, watcher, trace=True)
+        draws = watcher.draws()
+        refuse_inexact(asked, draws, exact)
         restore(saved)
         for name, counters in kept.items():  # and so are the streams the plain side drew from through them
             shared[name].counters = counters.clone()

@@ -86,10 +86,23 @@ class Draws:
         groups = self.groups(placement)
         return not groups or (len(groups) == 1 and placement.groups[next(iter(groups))][0] == 1)
 
-    def lines(self, placement) -> list[str]:
+    def causes(self, placement) -> dict[int, tuple[str, ...]]:
+        """The draws that keep a run from plain Python's numbers: those in a replicated group. A draw in one
+        replica of one group is plain Python's (that replica starts from the notebook's generator states), so
+        it is a cause only where another group draws too (one generator's sequence split between them)."""
+        graph = placement.graph
+        replicated = {
+            i: gens
+            for i, gens in self.statements.items()
+            if placement.fragments[graph.fragment_of(graph.statements[i]).name].replicas > 1
+        }
+        return replicated or dict(self.statements)
+
+    def lines(self, placement, which: dict[int, tuple[str, ...]] | None = None) -> list[str]:
+        """Each draw (of ``which``, by default all), as a run names it: its line, generators, group and count."""
         graph = placement.graph
         out = []
-        for i, gens in sorted(self.statements.items()):
+        for i, gens in sorted((self.statements if which is None else which).items()):
             s = graph.statements[i]
             frag = placement.fragments[graph.fragment_of(s).name]
             lineno, text = _line_of(graph, s)
@@ -234,10 +247,10 @@ def find_draws(graph, iterations: int = 1) -> Draws:
 def refuse_inexact(placement, draws: Draws, exact: bool) -> None:
     """With ``exact``, a run that could only be statistical is refused, naming the line of each draw."""
     if exact and not draws.exact(placement):
-        first = min(draws.statements)
-        s = placement.graph.statements[first]
+        causes = draws.causes(placement)
+        s = placement.graph.statements[min(causes)]
         raise FragmentError(
-            f"the exact guarantee was asked for, but {'; '.join(draws.lines(placement))}: replicas cannot draw plain "
+            f"the exact guarantee was asked for, but {'; '.join(draws.lines(placement, causes))}: replicas cannot draw plain "
             "Python's numbers from one global generator. Draw from per-environment streams instead "
             "(`streams.sample(dist)` for `dist.sample()`, `streams.uniform`, `streams.normal`: fragnb.streams.EnvStreams), "
             "or leave out --exact for a statistical run",

@@ -44,11 +44,11 @@ CLAIMS = [
         Asserted("cleanrl_fine.guarantee == 'exact'"),
     ),
     (
-        "the agent's weights equal single's to 1e-5, and TensorBoard reads the same tags, values and steps",
-        Asserted("torch.allclose(single_weights[k], v, atol=1e-05) for k, v in agent"),
+        "the agent's weights equal single's to the last bit, and TensorBoard reads the same tags, values and steps",
+        Asserted("torch.equal(single_weights[k], v) for k, v in agent"),
     ),
     (
-        "the agent's weights equal single's to 1e-5, and TensorBoard reads the same tags, values and steps",
+        "the agent's weights equal single's to the last bit, and TensorBoard reads the same tags, values and steps",
         Asserted("logged() == single_logged"),
     ),
     (
@@ -105,4 +105,45 @@ CLAIMS = [
         Asserted("fine.guarantee == 'exact'"),
     ),
     ("With one actor, `coarse` is exact too: one replica draws", Asserted("one.guarantee == 'exact'")),
+    ("**The same answer at four and eight actors** (3 points).", Explained("an exercise's title")),
+    (
+        "`StreamAgent` made CleanRL's loop exact under `coarse` with 2 actors.",
+        Asserted("exact.guarantee == 'exact'"),
+    ),
+    (
+        "Start each run with `fresh_start(StreamAgent, run_name=..., num_envs=8)`",
+        Explained("an exercise's instruction, not a fact of this run"),
+    ),
+    (
+        "1 for the three runs from `fresh_start(StreamAgent, num_envs=8)` and every tensor equal",
+        Explained("the rubric: what earns the exercise's points"),
+    ),
+    (
+        "`fine_x2` on `single` and `streams_coarse_x2` on `streams_single` (exact runs), `coarse_x2` apart",
+        Explained("the rubric: what earns the exercise's points"),
+    ),
+    (
+        "**2.** Exact at both counts: every environment draws its actions from its own stream",
+        Asserted("at.guarantee == 'exact' and bits and (logged() == single8_logged)"),
+    ),
+    (
+        "With CleanRL's own `Agent`, `exact=True` refuses the run before any worker starts: line 14",
+        Asserted("refused8 is not None and 'line 14' in str(refused8)"),
+    ),
+    (
+        "**3.** `fine_x2` sits on `single` and `streams_coarse_x2` on `streams_single`",
+        Asserted(
+            "episodes('single') == episodes('fine_x2') and episodes('streams_single') == episodes('streams_coarse_x2')"
+        ),
+    ),
+    (
+        "`coarse_x2` is apart: a statistical run, plain Python's algorithm with other random numbers",
+        Asserted("episodes('single') != episodes('coarse_x2')"),
+    ),
+    (
+        "The new tag arrives once per iteration under `coarse` too, with `single`'s values",
+        Asserted(
+            "len(advantages_logged['coarse']) == args.num_iterations and advantages_logged['coarse'] == advantages_logged['single']"
+        ),
+    ),
 ]
