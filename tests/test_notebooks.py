@@ -371,26 +371,19 @@ GUIDE_FIGURES = {
     "exit status -9": "SIGKILL's number: what a killed process reports on any machine",
     "atol=1e-5": "a tolerance the student passes, not a measurement",
 }
-#: A figure as a run would print it: a number with a unit, a signed number (a return), a difference in
-#: scientific notation, "N of M" (cores free, seeds that solved) or an "about N".
-MEASURED = re.compile(
-    r"\d[\d,]*(?:\.\d+)?\s?(?:s|seconds?|minutes?|%|MiB|GiB|GB|steps/s)(?![\w/])"
-    r"|(?<![\w.])[−-]\d+(?:\.\d+)?"
-    r"|\d(?:\.\d+)?e-\d+"
-    r"|\d+(?:\.\d+)? of \d+"
-    r"|(?:about|around|roughly|nearly) [−-]?\d[\d,]*(?:\.\d+)?"
-)
 
 
 def guide_figures(text: str, pages: dict[str, str]) -> list[str]:
     """The measured figures ``text`` (the instructor guide) types with no source: each figure that is neither in
     a phrase of :data:`GUIDE_FIGURES` nor, in a paragraph that links a page of ``pages`` (link -> text), a
     figure that page states with the same unit."""
+    from claims import FIGURE
+
     unsourced = []
     for paragraph in re.split(r"\n\s*\n", text):
         sources = [pages[link] for link in re.findall(r"\]\(([^)#]+\.md)", paragraph) if link in pages]
         flat = " ".join(paragraph.split())
-        for found in MEASURED.finditer(flat):
+        for found in FIGURE.finditer(flat):
             around = flat[max(0, found.start() - 40) : found.end() + 40]
             figure = found.group()  # the number with its unit, as the page would state it
             if any(phrase in around for phrase in GUIDE_FIGURES) or any(figure in " ".join(p.split()) for p in sources):

@@ -40,6 +40,17 @@ class Explained:
     why: str
 
 
+#: A figure as a run would print it: a number with a unit, a signed number (a return), a difference in
+#: scientific notation, "N of M" (cores free, seeds that solved) or an "about N".
+FIGURE = re.compile(
+    r"\d[\d,]*(?:\.\d+)?\s?(?:s|ms|µs|seconds?|minutes?|%|MiB|GiB|GB|steps/s)(?![\w/])"
+    r"|\d+(?:\.\d+)?x(?!\w)"
+    r"|(?<![\w.])[−-]\d+(?:\.\d+)?"
+    r"|\d(?:\.\d+)?e-\d+"
+    r"|\d+(?:\.\d+)? of \d+"
+    r"|(?:about|around|roughly|nearly) [−-]?\d[\d,]*(?:\.\d+)?"
+)
+
 #: A number with a unit of time, speed, size, share or count of runs.
 _UNIT = re.compile(
     r"\d[\d,.]*\s*(?:%|x\b|×|s\b|ms\b|µs\b|seconds?\b|minutes?\b|steps/s|MB\b|MiB|GiB|KiB|bytes?\b|episodes?\b"
