@@ -398,6 +398,36 @@ def test_a_loop_that_steps_no_optimiser_is_refused_with_more_than_one_replica(ca
     fragnb.capture(canonical.body, ppo_ns(), name="ppo").place("data_parallel", replicas=2)  # a Learner's optimiser
 
 
+def test_a_refusal_offers_coarse_only_where_coarse_places_the_loop():
+    """A loop that learns by no optimiser is refused by data_parallel, which offered 'coarse' whatever the loop:
+    a random agent with no learner, or one environment stepped episode by episode, which coarse refuses in turn."""
+    from fragnb.policies import refusals, resolve
+
+    ns = {"envs": gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)]), "returns": []}
+    random_agent = fragnb.capture(
+        "envs.reset(seed=0)\nfor it in range(3):\n    _, reward, *_ = envs.step(envs.action_space.sample())\n"
+        "    returns.append(reward.sum())\n",
+        ns,
+    )
+    one_env = fragnb.capture(
+        "for i_episode in range(2):\n    state, info = env.reset(seed=i_episode)\n    for t in range(50):\n"
+        "        state, reward, terminated, truncated, _ = env.step(env.action_space.sample())\n"
+        "        if terminated or truncated:\n            break\n",
+        {"env": gym.make("CartPole-v1")},
+    )
+    for graph, cause in ((random_agent, "needs fragments of roles"), (one_env, "stepped episode by episode (line 2)")):
+        with pytest.raises(fragnb.FragmentError) as refused:
+            graph.place("data_parallel", replicas=2)
+        said = str(refused.value)
+        assert "Use 'single', which runs it as plain Python" in said and cause in said, said
+        assert "'coarse': one learner" not in said and "use policy 'data_parallel'" not in said
+        with pytest.raises((fragnb.FragmentError, ValueError), match=cause.split(" (line")[0]):
+            graph.place("coarse", actors=1)  # as the refusal says
+    # where coarse places the loop, the refusal offers it (the decision alone: such a loop learns by hand)
+    with pytest.raises(fragnb.FragmentError, match=r"Use 'single', or a policy that splits the loop \('coarse'"):
+        refusals.check_an_optimiser(random_agent, resolve("data_parallel"), lambda: None)
+
+
 AGENT_SETUP = """
 import gymnasium as gym
 import torch

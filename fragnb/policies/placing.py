@@ -155,9 +155,20 @@ def _place(graph: FragmentGraph, policy: DistributionPolicy, **params) -> Placem
         refusals.check_no_bare_parameters_shared(graph, fragments)
         refusals.check_plain_learners(graph, fragments, policy)
     elif max(counts.values()) > 1:
-        refusals.check_an_optimiser(graph, policy)
+        refusals.check_an_optimiser(graph, policy, lambda: _coarse_refuses(graph))
     edges = [_operator(policy, e, fragments[e.src], fragments[e.dst]) for e in graph.edges]
     return Placement(graph, policy, params, fragments, edges, notes, colocated, transfers_of(policy, edges, fragments))
+
+
+def _coarse_refuses(graph: FragmentGraph) -> str | None:
+    """Why ``coarse`` (actors splitting the loop, one learner) cannot place ``graph``, in a clause with its line;
+    None where it can. A refusal offers only a policy that runs the loop."""
+    try:
+        place(graph, "coarse", actors=1)
+    except (FragmentError, ValueError) as e:
+        why = getattr(e, "problem", str(e)).split(": use ")[0]  # its own way out may be the refusing policy
+        return why + (f" (line {e.lineno})" if getattr(e, "lineno", None) else "")
+    return None
 
 
 _LEAST = {"ring": 1}  # the smallest value of an integer option (others: 0)

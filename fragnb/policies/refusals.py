@@ -12,6 +12,7 @@ checked where :func:`~fragnb.policies.placing.place` reads them. Pure: no cluste
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import FragmentError
@@ -133,9 +134,10 @@ def check_plain_learners(
     )
 
 
-def check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> None:
+def check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy, splits: Callable[[], str | None]) -> None:
     """A whole-cell policy keeps its replicas' networks equal by averaging what torch optimisers step:
-    a loop that steps none (tabular values, weights updated by hand) would learn N times alone."""
+    a loop that steps none (tabular values, weights updated by hand) would learn N times alone. ``splits`` says
+    why ``coarse`` cannot place the loop (None where it can), for the policy the refusal offers instead."""
     import torch
 
     from ..shards import torch_held
@@ -154,11 +156,17 @@ def check_an_optimiser(graph: FragmentGraph, policy: DistributionPolicy) -> None
     held = torch_held(graph.namespace[n] for n in sorted(graph.inputs) if n in graph.namespace)
     if not any(isinstance(v, torch.optim.Optimizer) for v in held):
         first = graph.loops[0].lineno if graph.loops else None
+        why_not = splits()
+        instead = (
+            "Use 'single', or a policy that splits the loop ('coarse': one learner)"
+            if why_not is None
+            else f"Use 'single', which runs it as plain Python: a policy that splits the loop cannot place it either "
+            f"({why_not})"
+        )
         raise FragmentError.in_source(
             f"policy {policy.name!r} keeps its replicas' networks equal by averaging the gradients torch optimisers "
             "apply, and this loop steps no torch.optim optimiser (from the cell's objects, their attributes or the "
-            "functions it calls): each replica would learn alone. Use 'single', or a policy that splits the loop "
-            "('coarse': one learner)",
+            f"functions it calls): each replica would learn alone. {instead}",
             first,
             graph.source,
         )
