@@ -209,6 +209,19 @@ def test_no_worker_is_silent_while_none_is_heard_and_a_large_clusters_bound_foll
     assert Silence(after=2.0).limit(4) == 2.0
 
 
+def test_the_silence_bound_is_a_setting_for_hosts_that_pause_longer():
+    import dask
+
+    with dask.config.set({"fragnb.silent-after": "45s"}):
+        assert Silence().limit(4) == 45.0
+        silence = Silence()
+        silence.observe(0.0, {"a": 1.0, "b": 1.0})
+        assert silence.observe(30.0, {"a": 1.0, "b": 2.0}) == {}  # 30 s without "a": within its bound
+        assert set(silence.observe(46.0, {"a": 1.0, "b": 3.0})) == {"a"}
+    with dask.config.set({"fragnb.silent-after": 20}):  # seconds, as Dask's own timeouts take them
+        assert Silence().limit(4) == 20.0
+
+
 def test_a_watched_call_returns_its_value_or_error_and_a_check_that_raises_ends_the_wait():
     import threading
 

@@ -19,25 +19,33 @@ from __future__ import annotations
 import threading
 import time
 
+import dask
+from dask.utils import parse_timedelta
 from distributed.scheduler import heartbeat_interval
 
 __all__ = ["SILENT_S", "Silence", "forget", "waiting"]
 
 #: Seconds without a heartbeat after which a worker counts as lost: twenty heartbeats missed, far above
-#: the few seconds an event loop busy with a large message or a loaded machine holds one back.
+#: the few seconds an event loop busy with a large message or a loaded machine holds one back. Dask's
+#: ``fragnb.silent-after`` (``DASK_FRAGNB__SILENT_AFTER=60s``) sets another, for workers that pause longer (a
+#: large unpickle, a swap-bound host), where a wrongly counted loss would resume the run from its checkpoint.
 SILENT_S = 10.0
 
 
 class Silence:
     """The workers whose heartbeat stamp has not changed for longer than ``after`` seconds (default
-    :data:`SILENT_S`, or four heartbeat intervals where a large cluster's interval is longer)."""
+    :data:`SILENT_S` or Dask's ``fragnb.silent-after``, or four heartbeat intervals where a large cluster's
+    interval is longer)."""
 
     def __init__(self, after: float | None = None):
         self.after = after
         self.heard: dict[str, tuple[float, float]] = {}  # address -> (its last stamp, when it changed, our clock)
 
     def limit(self, workers: int) -> float:
-        return self.after if self.after is not None else max(SILENT_S, 4 * heartbeat_interval(workers))
+        if self.after is not None:
+            return self.after
+        configured = parse_timedelta(dask.config.get("fragnb.silent-after", SILENT_S), default="seconds")
+        return max(configured, 4 * heartbeat_interval(workers))
 
     def observe(self, now: float, stamps: dict[str, float]) -> dict[str, float]:
         """Record ``stamps`` (address -> the scheduler's ``last_seen``) seen at ``now`` (the notebook's
