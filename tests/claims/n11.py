@@ -25,7 +25,7 @@ CLAIMS = [
     ("A completion of any tokens gets a reward in [0, 1], never an exception", Asserted("rewards_demo[3] == 0.0")),
     (
         "so that a run is the same however the rows are split across rollout workers",
-        Asserted("eta0_is_colocated and weight_gap < 1e-05"),
+        Asserted("eta0_is_colocated and weight_gap == 0"),
     ),
     (
         "Each iteration samples a group of 8 completions of each prompt",
@@ -61,12 +61,12 @@ CLAIMS = [
         Explained("a question asked before the run, answered by its compare line"),
     ),
     (
-        "(a) the colocated run's, all 20 rewards, and its weights to 1e-5",
+        "(a) the colocated run's, all 20 rewards, and its weights to the bit",
         Explained("the options of a prediction, not statements of the run"),
     ),
     (
         "so the run is the colocated one, reward for reward and weight for weight",
-        Asserted("eta0_is_colocated and weight_gap < 1e-05"),
+        Asserted("eta0_is_colocated and weight_gap == 0"),
     ),
     (
         "the cell says whether its advice matched the ratios measured here",
