@@ -185,7 +185,7 @@ CLAIMS = [
         Explained("follows from the formula tau = sqrt(2 C M), not from this run"),
     ),
     (
-        "Rebuild the components, run `%%fragment ppo` (not `--run`) and hand notebook 1's 8 iterations to it",
+        "Rebuild the components, run `%%fragment ppo` (not `--run`) and hand this notebook's 8 iterations of notebook 1's loop to it",
         Explained("an exercise's instruction"),
     ),
     (

@@ -156,7 +156,7 @@ CLAIMS = [
         "Then compare with the busy shares measured in the runs above",
         Explained("an instruction of the exercise"),
     ),
-    ("Ask the model at every actor count `place` accepts", Explained("the solution's method, an instruction")),
+    ("Ask the model at every actor count the explorer offers", Explained("the solution's method, an instruction")),
     (
         "so the model never predicts more env steps/s from more actors past it",
         Asserted("predicted[b].env_steps_per_s <= predicted[a].env_steps_per_s"),
