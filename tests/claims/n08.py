@@ -42,14 +42,14 @@ CLAIMS = [
     ("Two actors each sampling 128 from half the data", Explained("a hypothetical that the last section runs")),
     (
         "It still computes what plain Python computes; check it on a short run",
-        Asserted("(w_single - w_coarse).abs().max() < 1e-05 and r_single"),
+        Asserted("torch.equal(w_single, w_coarse) and r_single"),
     ),
     ("Distributed DQN systems (Ape-X, R2D2, SEED's R2D2) decouple the two", Explained("papers' designs, not this run")),
     ("so fragnb splits the rollout loop per group", Explained("how fragnb places this loop, by construction")),
     ("with 2 actors will leave (a) `single`'s weights", Explained("a prediction's options; the run below answers it")),
     (
         "Under `coarse` the collect-then-train loop leaves `single`'s weights too (asserted)",
-        Asserted("(wc_single - wc_coarse).abs().max() < 1e-05"),
+        Asserted("torch.equal(wc_single, wc_coarse)"),
     ),
     ("The collect-then-train loop makes it a knob of its own", Explained("a definition of the replay ratio")),
     (
