@@ -134,6 +134,8 @@ def test_the_rendered_course_is_in_step_with_the_notebooks(path):
     source, copy = teachers["cells"], _cells(rendered)
     text = json.dumps(copy)
     assert "# HIDDEN" not in text and "# The quiz's key" not in text, f"{rendered.name} shows the quiz's key"
+    intro = next(_source(c) for c in copy if _source(c).startswith("## Quiz"))
+    assert "key follows it" not in intro and "cells below" not in " ".join(intro.split()), "it promises a key"
     assert [(c["cell_type"], _source(c)) for c in copy] == [(c["cell_type"], _source(c)) for c in source], (
         f"{rendered.relative_to(ROOT)} is older than {path.relative_to(ROOT)}: run `make course`"
     )
@@ -165,6 +167,8 @@ def test_a_handout_holds_no_key_and_its_autograder_every_test(path, handouts):
     key = next(_source(c) for c in _quiz(_cells(path))["solution"] if _source(c).startswith("# The quiz's key"))
     assert key.splitlines()[-1] not in text and "same(answers" not in text and "# HIDDEN" not in text
     assert not [c for c in student["cells"] if "solution" in c["metadata"].get("tags", [])]
+    intro = next(_source(c) for c in student["cells"] if _source(c).startswith("## Quiz"))
+    assert "key follows it" not in intro and "its key is in the teacher's copy" in intro  # no key follows here
     sources = [_source(c) for c in student["cells"]]
     at = next(i for i, t in enumerate(sources) if t.startswith("answers = {"))
     assert student["cells"][at]["metadata"].get("editable", True) and sources[at + 1] == 'grader.check("quiz")'

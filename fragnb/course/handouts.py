@@ -36,7 +36,7 @@ import zipfile
 from pathlib import Path
 
 from .pins import pins
-from .rendered import is_solution
+from .rendered import is_solution, keyless
 
 #: otter-assign's configuration, the same for every notebook: a check cell after the quiz, no export cell
 #: (students hand in the .ipynb), and no run of the tests at assign time (nbval already runs them, in CI).
@@ -79,6 +79,7 @@ def student_master(notebook: dict, name: str, requirements: str = "null") -> dic
 
     nb = nbformat.from_dict(notebook)
     nb.cells = [c for c in nb.cells if not is_solution(c)]
+    keyless(nb.cells)  # the quiz's key and hidden tests do not follow its introduction there
     python = f"{sys.version_info.major}.{sys.version_info.minor}"  # the interpreter the pins are for
     config = CONFIG.format(name=name, python=python, requirements=requirements)
     nb.cells.insert(0, nbformat.v4.new_raw_cell(config))

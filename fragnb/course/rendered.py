@@ -21,6 +21,8 @@ __all__ = [
     "settle_progress_bars",
     "picture_widgets",
     "without_key",
+    "keyless",
+    "KEYLESS",
     "for_site",
     "is_solution",
     "write_site_course",
@@ -97,10 +99,29 @@ def _bar_line(state: dict, model_id: str) -> str | None:
     return f"{text(left.get('value', ''))}|{'█' * filled}{' ' * (10 - filled)}|{text(right.get('value', ''))}"
 
 
+#: What a quiz's introduction says in the teacher's copy, and what it says in a copy without the key (a rendered
+#: copy, a student's handout), where no key and no hidden test follow it.
+KEYLESS = (
+    (r"the key follows it,\s+collapsed:\s+try first\.", "its key is in the teacher's copy."),
+    (r"\s+\(the cells\s+below\)", ""),
+)
+
+
+def keyless(cells: list) -> None:
+    """Word each quiz's introduction among ``cells`` (dicts or nbformat nodes) for a copy without its key."""
+    for cell in cells:
+        text = "".join(cell.get("source", ""))
+        if cell["cell_type"] == "markdown" and text.startswith("## Quiz"):
+            for teachers, students in KEYLESS:  # as the source breaks its lines
+                text = re.sub(teachers, students, text)
+            cell["source"] = text.splitlines(keepends=True) if isinstance(cell.get("source"), list) else text
+
+
 def without_key(notebook: dict) -> int:
     """Drop, from a notebook (as JSON), each quiz's key (the cells tagged ``solution`` between otter's
     ``# BEGIN SOLUTION`` and ``# END SOLUTION``) and its hidden tests (``# HIDDEN`` cells between ``# BEGIN
-    TESTS`` and ``# END TESTS``); returns how many cells it dropped. Exercise solutions, outside a quiz, stay."""
+    TESTS`` and ``# END TESTS``), and word the quiz's introduction for a copy without them (:func:`keyless`);
+    returns how many cells it dropped. Exercise solutions, outside a quiz, stay."""
     kept, block = [], None
     for cell in notebook.get("cells", []):
         text = "".join(cell.get("source", "")).strip()
@@ -114,6 +135,7 @@ def without_key(notebook: dict) -> int:
             continue
         kept.append(cell)
     dropped = len(notebook.get("cells", [])) - len(kept)
+    keyless(kept)
     notebook["cells"] = kept
     return dropped
 
