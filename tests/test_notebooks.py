@@ -124,18 +124,22 @@ def test_every_exercise_carries_its_points_and_a_rubric(path):
 def test_the_rendered_course_is_in_step_with_the_notebooks(path):
     """docs/course/ holds every notebook run top to bottom (`make course`), for reading without installing:
     the teacher's copy without its quiz's key and hidden tests, which students read there."""
-    from fragnb.course.rendered import without_key
+    from fragnb.course.rendered import relink, without_key
 
     rendered = ROOT / "docs" / "course" / path.name
     assert rendered.exists(), f"{rendered.relative_to(ROOT)} is missing: run `make course`"
     teachers = {"cells": _cells(path)}
     quiz = _quiz(teachers["cells"])
     assert without_key(teachers) == len(quiz["solution"]) - 1 + len(quiz["tests"]) - 1  # all but answers and the check
+    relink(teachers["cells"])  # its links written from docs/course/, where GitHub shows it
     source, copy = teachers["cells"], _cells(rendered)
     text = json.dumps(copy)
     assert "# HIDDEN" not in text and "# The quiz's key" not in text, f"{rendered.name} shows the quiz's key"
     intro = next(_source(c) for c in copy if _source(c).startswith("## Quiz"))
     assert "key follows it" not in intro and "cells below" not in " ".join(intro.split()), "it promises a key"
+    links = [link for c in copy if c["cell_type"] == "markdown" for link in re.findall(r"\]\(([^)#\s]+)", _source(c))]
+    broken = [link for link in links if "://" not in link and not (rendered.parent / link).exists()]
+    assert not broken, f"{rendered.name} links {broken}, which do not resolve from docs/course/"
     assert [(c["cell_type"], _source(c)) for c in copy] == [(c["cell_type"], _source(c)) for c in source], (
         f"{rendered.relative_to(ROOT)} is older than {path.relative_to(ROOT)}: run `make course`"
     )

@@ -51,8 +51,9 @@ class PPOConfig:
     """PPO hyperparameters; the defaults solve CartPole-v1 within 150k environment steps.
 
     They are tuned for time to solve on a CPU, which is what a student waits for: notebook 01's loop
-    reaches a mean return of 475 over 20 episodes after 33k-72k environment steps (seeds 0-9), a
-    median of 1.44 s with one torch thread on a 2-core machine (seeds 0-2: 1.12 s). 32 environments
+    reaches a mean return of 475 over 20 episodes in tens of thousands of environment steps and about a
+    second with one torch thread on a 2-core machine (notebook 01's rendered sweep prints its seeds' steps;
+    ``benchmarks/ppo_cartpole.py``'s, with their median time, are on docs/start/first-cell.md). 32 environments
     make a vector step cheap per environment step; a short horizon (``gamma=0.98``, as in RL Zoo's
     CartPole settings) with a high learning rate annealed over the 150k-step budget learns fast and
     then settles, and three passes over each batch, not four, learn as much per step for less time
@@ -102,8 +103,7 @@ class PPOConfig:
     """width of the two hidden layers"""
     proximal: bool = False
     """clip the surrogate around the weights at the start of each update (the *proximal* policy) and
-    weight each sample by the proximal over the behaviour policy's probability (decoupled PPO, Hilton
-    et al. 2021). For trajectories an older policy produced (``async``, ``srl``): the usual clip is
+    weight each sample by the proximal over the behaviour policy's probability (decoupled PPO, Hilton et al. 2022). For trajectories an older policy produced (``async``, ``srl``): the usual clip is
     centred on that older policy, which the weights have already left, so the samples the last update
     already moved the right way get no gradient and only the others pull (Gaussian PPO on Pendulum
     with the actor one version behind: -608 after 100k steps, -229 proximal, -181 with fresh data).

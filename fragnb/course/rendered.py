@@ -22,6 +22,7 @@ __all__ = [
     "picture_widgets",
     "without_key",
     "keyless",
+    "relink",
     "KEYLESS",
     "for_site",
     "is_solution",
@@ -115,6 +116,21 @@ def keyless(cells: list) -> None:
             for teachers, students in KEYLESS:  # as the source breaks its lines
                 text = re.sub(teachers, students, text)
             cell["source"] = text.splitlines(keepends=True) if isinstance(cell.get("source"), list) else text
+
+
+#: A link the teacher's copy writes from ``notebooks/``, as its rendered copy in ``docs/course/`` must write it
+#: (GitHub shows the rendered copies where they are; the site rewrites them again, :data:`_SITE_LINKS`).
+_RENDERED_LINKS = {"](../docs/": "](../"}
+
+
+def relink(cells: list) -> None:
+    """Make the markdown links of ``cells`` (dicts) written from ``notebooks/`` resolve from ``docs/course/``."""
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell.get("source", ""))
+            for old, new in _RENDERED_LINKS.items():
+                text = text.replace(old, new)
+            cell["source"] = text.splitlines(keepends=True)
 
 
 def without_key(notebook: dict) -> int:
@@ -226,6 +242,7 @@ def settle_files(paths: list[str]) -> None:
             notebook = json.load(f)
         n = settle_progress_bars(notebook)
         without_key(notebook)
+        relink(notebook["cells"])
         picture = WIDGET_PICTURES.get(Path(path).name)
         if picture:
             picture_widgets(notebook, (root / picture).read_bytes())

@@ -108,8 +108,8 @@ def run(
         :class:`~fragnb.ui.live.LiveProgress` that shows them elsewhere (the explorer's widgets).
     check : bool
         Distributed policies whose replicas must reproduce plain Python (all but data-parallel ones
-        such as ``multi_learner``) first run the cell's first iteration both ways on copies, in this
-        process, and refuse to run if any variable or component differs (:mod:`fragnb.runtime.check`).
+        such as ``multi_learner``) first run the cell's first two iterations (one under ``async`` and ``srl``) both
+        ways on copies, in this process, and refuse to run if any variable or component differs (:mod:`fragnb.runtime.check`).
         Its cost is ``RunResult.check_seconds``.
     until : callable, optional
         A stop condition, e.g. ``lambda r: r.mean_return() >= 475``: called after every iteration

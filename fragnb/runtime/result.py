@@ -78,7 +78,7 @@ class RunResult:
     client_bytes: int = 0
     transfer_bytes: int = 0
     iteration_seconds: list[float] = field(default_factory=list, repr=False)
-    #: Seconds the safety net took (its first iteration both ways, on copies; 0 when off).
+    #: Seconds the safety net took (its first iterations both ways, on copies; 0 when off).
     check_seconds: float = 0.0
     #: Distributed runs: seconds from the cluster's call to the loop's start (starting workers if
     #: needed, shipping each replica its objects and code, starting their programs).

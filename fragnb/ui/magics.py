@@ -126,7 +126,7 @@ class FragmentMagics(Magics):
     )
     @argument("--quiet", "-q", action="store_true", help="do not display the graph")
     @argument(
-        "--no-check", action="store_true", help="skip the safety net (first iteration compared with plain Python)"
+        "--no-check", action="store_true", help="skip the safety net (the first iterations compared with plain Python)"
     )
     @argument(
         "--exact",
