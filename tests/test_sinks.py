@@ -5,6 +5,7 @@ in plain Python's order; the safety net's rehearsals make none. Read back with T
 import io
 import logging
 import pathlib
+import time
 
 import pytest
 
@@ -286,33 +287,50 @@ def test_logs_make_an_iterations_calls_once_every_replica_finished_it_and_the_re
     assert made[3:] == [("it1",), ("end",)]
 
 
-def _wandb_history(run_dir) -> list[dict]:
+def _wandb_history(run_dir, wait_s: float = 60.0) -> list[dict]:
     """The history rows of an offline W&B run, read from its run file with W&B's own record definitions
-    (W&B 0.31 ships no Python reader of offline runs): the file is a LevelDB-style log of ``Record``s."""
+    (W&B 0.31 ships no Python reader of offline runs): the file is a LevelDB-style log of ``Record``s. Read once
+    the run's ``exit`` record is there: W&B's service writes the file in 32 KiB blocks and, on a busy machine,
+    after ``run.finish()`` has returned, so an early read found a small run's file without a row: 3 of 4 runs of
+    these tests failed so with two CPU-bound processes beside them (``--busy=2``), none of 4 with the wait."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        rows, kinds = _wandb_records(run_dir)
+        if "exit" in kinds or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.2)
+
+
+def _wandb_records(run_dir) -> tuple[list[dict], list[str]]:
+    """The history rows of an offline W&B run's file as written so far, and the kinds of all its records."""
     import json
     import struct
 
     from wandb.proto import wandb_internal_pb2 as pb
 
     data = next(pathlib.Path(run_dir).glob("run-*.wandb")).read_bytes()
+    kinds = []
     rows, chunks, at, block = [], [], 7, 32768  # a 7-byte header (":W&B", magic, version), then 32 KiB blocks
     while at + 7 <= len(data):
         if block - at % block < 7:  # a block's tail too short for a record header is padding
             at += block - at % block
             continue
         length, kind = struct.unpack("<HB", data[at + 4 : at + 7])
+        if at + 7 + length > len(data):  # a record still being written
+            break
         chunks.append(data[at + 7 : at + 7 + length])
         at += 7 + length
         if kind in (1, 4):  # a whole record, or the last piece of one
             record = pb.Record()
             record.ParseFromString(b"".join(chunks))
             chunks = []
-            if record.WhichOneof("record_type") == "history":
+            kinds.append(record.WhichOneof("record_type"))
+            if kinds[-1] == "history":
                 row = {
                     item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item
                 }
                 rows.append({k: v for k, v in row.items() if k not in ("_timestamp", "_runtime")})  # the clock's
-    return rows
+    return rows, kinds
 
 
 def _tracked(tmp_path, tool: str, iterations: int = 5):
